@@ -1,0 +1,605 @@
+//! Configuration and counters: tinygrad's `ContextVar` knobs (integers read once from the environment,
+//! overridable per scope and per thread with [`Context`]), `getenv`, the `DEV` string, [`GlobalCounters`],
+//! and small number/list/string utilities. Follows tinygrad 0.14 `helpers.py`.
+
+use std::cell::RefCell;
+use std::cmp::Ordering;
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::fmt::Write;
+use std::hash::Hash;
+use std::iter::Product;
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{LazyLock, OnceLock, PoisonError, RwLock};
+use std::time::Instant;
+
+// **************** environment ****************
+
+/// Integer environment variable `key`, or `default` when unset, empty or not unicode (tinygrad `getenv(key, 0)`).
+/// Panics when it is set to something that is not an integer, as tinygrad's `int(...)` raises.
+pub fn getenv(key: &str, default: i64) -> i64 {
+    match std::env::var(key) {
+        Ok(v) if !v.trim().is_empty() => v.trim().parse().unwrap_or_else(|_| panic!("environment variable {key}={v:?} is not an integer")),
+        _ => default,
+    }
+}
+
+/// String environment variable `key` (set but empty gives ""), or `default` when unset (tinygrad `getenv(key, "")`).
+pub fn getenv_str(key: &str, default: &str) -> String {
+    std::env::var(key).unwrap_or_else(|_| default.to_string())
+}
+
+// **************** ContextVar / Context ****************
+
+enum Init {
+    Const(i64),
+    Lazy(fn() -> i64),
+}
+
+/// A named integer knob (tinygrad `ContextVar`): the environment variable `key` parsed with [`getenv`] on first
+/// read (falling back to the default), then cached in a process-global atomic. [`Context`] overrides it for the
+/// current thread. Compare directly against integers: `if DEBUG >= 2 { ... }`.
+pub struct ContextVar {
+    key: &'static str,
+    init: Init,
+    global: OnceLock<AtomicI64>,
+}
+
+impl ContextVar {
+    /// A knob reading env var `key`, `default` when unset.
+    pub const fn new(key: &'static str, default: i64) -> Self {
+        ContextVar { key, init: Init::Const(default), global: OnceLock::new() }
+    }
+
+    /// A knob whose default is computed (once, on first read, only when `key` is unset) by `default`.
+    pub const fn new_lazy(key: &'static str, default: fn() -> i64) -> Self {
+        ContextVar { key, init: Init::Lazy(default), global: OnceLock::new() }
+    }
+
+    /// The environment variable name.
+    pub fn key(&self) -> &'static str {
+        self.key
+    }
+
+    /// The current value: this thread's innermost [`Context`] override, else the global value. When no `Context`
+    /// is alive anywhere this is two relaxed atomic loads.
+    pub fn value(&self) -> i64 {
+        if LIVE_CONTEXTS.load(Relaxed) != 0 {
+            let found = OVERRIDES.try_with(|o| {
+                o.borrow().iter().rev().find_map(|(_, ov)| match ov {
+                    Override::Int(var, v) if std::ptr::eq(*var, self) => Some(*v),
+                    _ => None,
+                })
+            });
+            if let Ok(Some(v)) = found {
+                return v;
+            }
+        }
+        self.global()
+    }
+
+    /// Sets the process-global value (all threads; not undone by [`Context`] guards), like tinygrad's `VAR.value = v`.
+    pub fn set(&self, v: i64) {
+        self.cell().store(v, Relaxed);
+    }
+
+    fn cell(&self) -> &AtomicI64 {
+        self.global.get_or_init(|| {
+            let default = match self.init {
+                Init::Const(d) => d,
+                Init::Lazy(f) => f(),
+            };
+            AtomicI64::new(getenv(self.key, default))
+        })
+    }
+
+    fn global(&self) -> i64 {
+        self.cell().load(Relaxed)
+    }
+}
+
+impl PartialEq<i64> for ContextVar {
+    fn eq(&self, other: &i64) -> bool {
+        self.value() == *other
+    }
+}
+
+impl PartialOrd<i64> for ContextVar {
+    fn partial_cmp(&self, other: &i64) -> Option<Ordering> {
+        Some(self.value().cmp(other))
+    }
+}
+
+fn cpu_count() -> i64 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as i64)
+}
+
+/// Debug printing level, 0-7: realizes, kernel timings, kernel opts, generated source, `UOp` graphs, ... Default 0.
+pub static DEBUG: ContextVar = ContextVar::new("DEBUG", 0);
+/// Beam width of the kernel-optimization search; 0 uses the hand-coded heuristics. Default 0.
+pub static BEAM: ContextVar = ContextVar::new("BEAM", 0);
+/// 1 disables kernel optimizations (no upcasts, locals or heuristics). Default 0.
+pub static NOOPT: ContextVar = ContextVar::new("NOOPT", 0);
+/// 0 makes `TinyJit` run the function eagerly every call instead of capturing and replaying kernels. Default 1.
+pub static JIT: ContextVar = ContextVar::new("JIT", 1);
+/// Most kernels the JIT batches into one graph launch. Default 32.
+pub static JIT_BATCH_SIZE: ContextVar = ContextVar::new("JIT_BATCH_SIZE", 32);
+/// On-disk cache level (compiled kernels, BEAM results); 0 disables the cache. Default 2.
+pub static CACHELEVEL: ContextVar = ContextVar::new("CACHELEVEL", 2);
+/// 1 reruns BEAM search even when a cached result exists. Default 0.
+pub static IGNORE_BEAM_CACHE: ContextVar = ContextVar::new("IGNORE_BEAM_CACHE", 0);
+/// Training mode (dropout active), set by `Tensor.train`. Default 0.
+pub static TRAINING: ContextVar = ContextVar::new("TRAINING", 0);
+/// 1 checks `UOp` graphs against the spec after each rewrite stage. Default 0 here (tinygrad 0.14 defaults to 1).
+pub static SPEC: ContextVar = ContextVar::new("SPEC", 0);
+/// Threads the CPU backend runs a kernel on. Default: `std::thread::available_parallelism()`.
+pub static NUM_CPU_THREADS: ContextVar = ContextVar::new_lazy("NUM_CPU_THREADS", cpu_count);
+/// Graph-rewrite visualizer; nonzero also turns on [`TRACK_MATCH_STATS`] and turns off [`PARALLEL`]. Default 0.
+pub static VIZ: ContextVar = ContextVar::new("VIZ", 0);
+/// Worker threads for BEAM search and compilation. Default [`NUM_CPU_THREADS`], or 0 when [`VIZ`] is on.
+pub static PARALLEL: ContextVar = ContextVar::new_lazy("PARALLEL", || if VIZ.global() == 0 { NUM_CPU_THREADS.global() } else { 0 });
+/// Pattern-matcher statistics: 1 counts matches, 2 also records rewrites for VIZ. Default 2 when [`VIZ`] is on, else 0.
+pub static TRACK_MATCH_STATS: ContextVar = ContextVar::new_lazy("TRACK_MATCH_STATS", || if VIZ.global() != 0 { 2 } else { 0 });
+/// 1 splits a large reduction into two kernels. Default 1.
+pub static SPLIT_REDUCEOP: ContextVar = ContextVar::new("SPLIT_REDUCEOP", 1);
+/// 1 disables buffer reuse by the memory planner. Default 0.
+pub static NO_MEMORY_PLANNER: ContextVar = ContextVar::new("NO_MEMORY_PLANNER", 0);
+/// 1 rewrites exp2/log2/sin into polynomials on backends without them, 2 always does. Default 1.
+pub static TRANSCENDENTAL: ContextVar = ContextVar::new("TRANSCENDENTAL", 1);
+/// Tensor cores (env var `TC`); 0 disables them. Default 1.
+pub static USE_TC: ContextVar = ContextVar::new("TC", 1);
+
+static DEV_GLOBAL: LazyLock<RwLock<String>> = LazyLock::new(|| RwLock::new(getenv_str("DEV", "")));
+
+/// The `DEV` device string (tinygrad `DEV`, e.g. "CPU", "PYTHON"; "" means the default, CPU): this thread's
+/// innermost [`Context::dev`] override, else the environment value read on first use.
+pub fn dev() -> String {
+    if LIVE_CONTEXTS.load(Relaxed) != 0 {
+        let found = OVERRIDES.try_with(|o| {
+            o.borrow().iter().rev().find_map(|(_, ov)| match ov {
+                Override::Dev(d) => Some(d.clone()),
+                Override::Int(..) => None,
+            })
+        });
+        if let Ok(Some(d)) = found {
+            return d;
+        }
+    }
+    DEV_GLOBAL.read().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
+/// Sets the process-global `DEV` string (all threads; not undone by [`Context`] guards).
+pub fn set_dev(dev: &str) {
+    *DEV_GLOBAL.write().unwrap_or_else(PoisonError::into_inner) = dev.to_string();
+}
+
+enum Override {
+    Int(&'static ContextVar, i64),
+    Dev(String),
+}
+
+thread_local! {
+    /// This thread's overrides, tagged with the id of the guard that set them; the last match wins.
+    static OVERRIDES: RefCell<Vec<(u64, Override)>> = const { RefCell::new(Vec::new()) };
+}
+/// Guards alive in any thread: while 0, reads skip the thread-local lookup.
+static LIVE_CONTEXTS: AtomicUsize = AtomicUsize::new(0);
+static NEXT_CONTEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+/// Scoped override of [`ContextVar`]s and `DEV` (tinygrad `with Context(DEBUG=2): ...`), undone when dropped.
+///
+/// Unlike tinygrad's (process-global) `Context`, overrides are **thread-local**: parallel tests may each override
+/// the same knob without seeing one another, and other threads keep reading the global value. Threads spawned
+/// inside a `Context` therefore do not inherit it; enter a `Context` in the worker if it needs one. Guards nest,
+/// and each drop removes exactly its own overrides, whatever the order. The guard cannot leave its thread.
+///
+/// ```ignore
+/// let _g = Context::new(&[(&DEBUG, 2), (&NOOPT, 1)]).dev("PYTHON");
+/// let n = Context::with(&[(&BEAM, 2)], || BEAM.value());
+/// ```
+#[must_use = "the overrides end when the guard is dropped"]
+pub struct Context {
+    id: u64,
+    _thread_bound: PhantomData<*const ()>,
+}
+
+impl Context {
+    /// Overrides each `(var, value)` on this thread until the guard drops.
+    pub fn new(vars: &[(&'static ContextVar, i64)]) -> Self {
+        let id = NEXT_CONTEXT_ID.fetch_add(1, Relaxed);
+        LIVE_CONTEXTS.fetch_add(1, Relaxed);
+        OVERRIDES.with_borrow_mut(|o| o.extend(vars.iter().map(|&(var, v)| (id, Override::Int(var, v)))));
+        Context { id, _thread_bound: PhantomData }
+    }
+
+    /// Also overrides [`dev()`] with `dev` for the life of this guard.
+    pub fn dev(self, dev: &str) -> Self {
+        OVERRIDES.with_borrow_mut(|o| o.push((self.id, Override::Dev(dev.to_string()))));
+        self
+    }
+
+    /// Runs `f` with the overrides in place (tinygrad's `Context` as a decorator).
+    pub fn with<R>(vars: &[(&'static ContextVar, i64)], f: impl FnOnce() -> R) -> R {
+        let _guard = Context::new(vars);
+        f()
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // try_with: the thread-local may already be gone when a guard is dropped during thread teardown
+        let _ = OVERRIDES.try_with(|o| o.borrow_mut().retain(|(id, _)| *id != self.id));
+        LIVE_CONTEXTS.fetch_sub(1, Relaxed);
+    }
+}
+
+// **************** counters and timing ****************
+
+/// Statistics of executed kernels (tinygrad `GlobalCounters`); the process-wide instance is [`GLOBAL_COUNTERS`].
+/// Counters are shared by all threads, so tests asserting exact global counts must not run concurrently with
+/// other kernel-running tests; the same methods on a local `GlobalCounters::new()` are always exact.
+#[derive(Debug, Default)]
+pub struct GlobalCounters {
+    kernel_count: AtomicU64,
+    global_ops: AtomicU64,
+    global_mem: AtomicU64,
+    time_sum_ns: AtomicU64,
+    mem_used: AtomicI64,
+}
+
+/// The process-wide kernel counters.
+pub static GLOBAL_COUNTERS: GlobalCounters = GlobalCounters::new();
+
+impl GlobalCounters {
+    /// All counters at zero.
+    pub const fn new() -> Self {
+        GlobalCounters {
+            kernel_count: AtomicU64::new(0),
+            global_ops: AtomicU64::new(0),
+            global_mem: AtomicU64::new(0),
+            time_sum_ns: AtomicU64::new(0),
+            mem_used: AtomicI64::new(0),
+        }
+    }
+
+    /// Zeroes the kernel statistics; [`mem_used`](Self::mem_used) is kept, as in tinygrad.
+    pub fn reset(&self) {
+        for c in [&self.kernel_count, &self.global_ops, &self.global_mem, &self.time_sum_ns] {
+            c.store(0, Relaxed);
+        }
+    }
+
+    /// Records one kernel run: its estimated FLOPs, bytes moved, and measured time (0 when not timed).
+    pub fn add_kernel(&self, ops: u64, mem: u64, time_ns: u64) {
+        self.kernel_count.fetch_add(1, Relaxed);
+        self.global_ops.fetch_add(ops, Relaxed);
+        self.global_mem.fetch_add(mem, Relaxed);
+        self.time_sum_ns.fetch_add(time_ns, Relaxed);
+    }
+
+    /// Adds `delta` bytes (negative on free) to the allocated device memory.
+    pub fn add_mem_used(&self, delta: i64) {
+        self.mem_used.fetch_add(delta, Relaxed);
+    }
+
+    /// Kernels run since the last reset.
+    pub fn kernel_count(&self) -> u64 {
+        self.kernel_count.load(Relaxed)
+    }
+
+    /// Estimated FLOPs since the last reset.
+    pub fn global_ops(&self) -> u64 {
+        self.global_ops.load(Relaxed)
+    }
+
+    /// Estimated bytes read and written since the last reset.
+    pub fn global_mem(&self) -> u64 {
+        self.global_mem.load(Relaxed)
+    }
+
+    /// Measured kernel time since the last reset, in nanoseconds (tinygrad keeps seconds in `time_sum_s`).
+    pub fn time_sum_ns(&self) -> u64 {
+        self.time_sum_ns.load(Relaxed)
+    }
+
+    /// Bytes of device memory currently allocated (never reset).
+    pub fn mem_used(&self) -> i64 {
+        self.mem_used.load(Relaxed)
+    }
+}
+
+/// Scoped timer (tinygrad `Timing`): when dropped, prints `{prefix}{ms:6.2} ms` to stdout if `enabled`.
+pub struct Timing {
+    prefix: String,
+    start: Instant,
+    enabled: bool,
+}
+
+impl Timing {
+    /// Starts timing now.
+    pub fn new(prefix: impl Into<String>, enabled: bool) -> Self {
+        Timing { prefix: prefix.into(), start: Instant::now(), enabled }
+    }
+}
+
+impl Drop for Timing {
+    fn drop(&mut self) {
+        if self.enabled {
+            println!("{}{:6.2} ms", self.prefix, self.start.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+}
+
+// **************** numbers and lists ****************
+
+/// Product of the items; 1 when empty (tinygrad `prod`).
+pub fn prod<T: Product<T>>(xs: impl IntoIterator<Item = T>) -> T {
+    xs.into_iter().product()
+}
+
+/// `a / b` rounded toward +infinity, for any signs (tinygrad `ceildiv`, i.e. `-(a // -b)`).
+pub fn ceildiv(a: i64, b: i64) -> i64 {
+    let (q, r) = (a / b, a % b);
+    if r != 0 && (r > 0) == (b > 0) {
+        q + 1
+    } else {
+        q
+    }
+}
+
+/// The smallest multiple of `m` that is `>= x`, for `m > 0` (tinygrad `round_up`).
+pub fn round_up(x: i64, m: i64) -> i64 {
+    ceildiv(x, m) * m
+}
+
+/// Concatenates the inner sequences (tinygrad `flatten`).
+pub fn flatten<T>(xss: impl IntoIterator<Item = impl IntoIterator<Item = T>>) -> Vec<T> {
+    xss.into_iter().flatten().collect()
+}
+
+/// The items without repeats, first occurrence kept, in order (tinygrad `dedup`).
+pub fn dedup<T: Eq + Hash + Clone>(xs: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut seen = HashSet::new();
+    xs.into_iter().filter(|x| seen.insert(x.clone())).collect()
+}
+
+/// Whether all items are equal; true when empty (tinygrad `all_same`).
+pub fn all_same<T: PartialEq>(xs: &[T]) -> bool {
+    xs.iter().all(|x| *x == xs[0])
+}
+
+// **************** strings and paths ****************
+
+/// Whether the `NO_COLOR` environment variable is set to something other than "" or "0" (read once).
+static NO_COLOR: LazyLock<bool> = LazyLock::new(|| std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty() && v != "0"));
+
+/// `text` in ANSI color `color` (black, red, green, yellow, blue, magenta, cyan, white; UPPERCASE for the bright
+/// variant), or unchanged when `NO_COLOR` is set (tinygrad `colored`). Panics on an unknown color name.
+pub fn colored(text: &str, color: &str) -> String {
+    const COLORS: [&str; 8] = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"];
+    if *NO_COLOR {
+        return text.to_string();
+    }
+    let idx = COLORS.iter().position(|c| c.eq_ignore_ascii_case(color)).unwrap_or_else(|| panic!("unknown color {color:?}"));
+    let bright = color.to_ascii_uppercase() == color;
+    format!("\x1b[{}m{text}\x1b[0m", 30 + 60 * usize::from(bright) + idx)
+}
+
+/// `s` without ANSI escapes (tinygrad `ansistrip`: removes matches of `\x1b\[(K|.*?m)`).
+pub fn ansistrip(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("\x1b[") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let end =
+            if after.starts_with('K') { Some(1) } else { after.find(['m', '\n']).filter(|&j| after.as_bytes()[j] == b'm').map(|j| j + 1) };
+        if let Some(n) = end {
+            rest = &after[n..];
+        } else {
+            out.push_str("\x1b[");
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A C identifier for `s` (tinygrad `to_function_name`): ANSI escapes stripped, ASCII letters, digits and `_` kept,
+/// every other character replaced by its code point in (at least two) uppercase hex digits.
+pub fn to_function_name(s: &str) -> String {
+    let mut out = String::new();
+    for c in ansistrip(s).chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            out.push(c);
+        } else {
+            let _ = write!(out, "{:02X}", u32::from(c));
+        }
+    }
+    out
+}
+
+/// The per-user cache directory (tinygrad `cache_dir`): `$XDG_CACHE_HOME/tinygrad`, else `~/.cache/tinygrad`
+/// (`~/Library/Caches/tinygrad` on macOS).
+pub fn cache_dir() -> PathBuf {
+    cache_dir_in(std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME"))
+}
+
+fn cache_dir_in(xdg_cache_home: Option<OsString>, home: Option<OsString>) -> PathBuf {
+    let default_base =
+        || home.map_or_else(std::env::temp_dir, PathBuf::from).join(if cfg!(target_os = "macos") { "Library/Caches" } else { ".cache" });
+    let base = xdg_cache_home.filter(|v| !v.is_empty()).map_or_else(default_base, PathBuf::from);
+    base.join("tinygrad")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn getenv_reads_ints_and_strings() {
+        let key = "TG_HELPERS_TEST_GETENV";
+        assert_eq!(getenv(key, 7), 7);
+        assert_eq!(getenv_str(key, "dflt"), "dflt");
+        std::env::set_var(key, " -42 ");
+        assert_eq!(getenv(key, 7), -42);
+        assert_eq!(getenv_str(key, "dflt"), " -42 ");
+        std::env::set_var(key, "");
+        assert_eq!(getenv(key, 7), 7);
+        assert_eq!(getenv_str(key, "dflt"), "");
+    }
+
+    #[test]
+    #[should_panic(expected = "not an integer")]
+    fn getenv_rejects_garbage() {
+        std::env::set_var("TG_HELPERS_TEST_GARBAGE", "two");
+        getenv("TG_HELPERS_TEST_GARBAGE", 0);
+    }
+
+    #[test]
+    fn context_var_reads_env_once_then_set_and_override() {
+        static V: ContextVar = ContextVar::new("TG_HELPERS_TEST_ONCE", 5);
+        std::env::set_var("TG_HELPERS_TEST_ONCE", "9");
+        assert_eq!(V.value(), 9);
+        std::env::set_var("TG_HELPERS_TEST_ONCE", "10");
+        assert_eq!(V.value(), 9, "cached after the first read");
+        V.set(11);
+        assert_eq!(V.value(), 11);
+        {
+            let _g = Context::new(&[(&V, 12)]);
+            assert_eq!(V.value(), 12);
+        }
+        assert_eq!(V.value(), 11);
+        assert_eq!(V.key(), "TG_HELPERS_TEST_ONCE");
+    }
+
+    #[test]
+    fn context_var_defaults() {
+        static C: ContextVar = ContextVar::new("TG_HELPERS_TEST_UNSET_CONST", 32);
+        static L: ContextVar = ContextVar::new_lazy("TG_HELPERS_TEST_UNSET_LAZY", || 40 + 2);
+        assert_eq!((C.value(), L.value()), (32, 42));
+        assert!(cpu_count() >= 1);
+    }
+
+    #[test]
+    fn context_overrides_nest_and_restore() {
+        let (debug, noopt) = (DEBUG.value(), NOOPT.value());
+        {
+            let _outer = Context::new(&[(&DEBUG, debug + 2), (&NOOPT, 1)]);
+            assert_eq!((DEBUG.value(), NOOPT.value()), (debug + 2, 1));
+            {
+                let _inner = Context::new(&[(&DEBUG, 7)]);
+                assert_eq!((DEBUG.value(), NOOPT.value()), (7, 1));
+            }
+            assert_eq!((DEBUG.value(), NOOPT.value()), (debug + 2, 1));
+        }
+        assert_eq!((DEBUG.value(), NOOPT.value()), (debug, noopt));
+    }
+
+    #[test]
+    fn context_drop_out_of_order_removes_only_own_overrides() {
+        static V: ContextVar = ContextVar::new("TG_HELPERS_TEST_ORDER", 0);
+        let outer = Context::new(&[(&V, 1)]);
+        let inner = Context::new(&[(&V, 2)]);
+        drop(outer);
+        assert_eq!(V.value(), 2);
+        drop(inner);
+        assert_eq!(V.value(), 0);
+    }
+
+    #[test]
+    fn context_closure_form_and_comparisons() {
+        let beam = BEAM.value();
+        assert_eq!(Context::with(&[(&BEAM, beam + 3)], || BEAM.value()), beam + 3);
+        assert_eq!(BEAM.value(), beam);
+        Context::with(&[(&DEBUG, 3)], || {
+            assert!(DEBUG >= 3);
+            assert!(DEBUG > 2);
+            assert!(DEBUG < 4);
+            assert!(DEBUG == 3);
+            assert!(DEBUG != 2);
+        });
+    }
+
+    #[test]
+    fn context_overrides_are_thread_local() {
+        static V: ContextVar = ContextVar::new("TG_HELPERS_TEST_THREAD", 4);
+        let _g = Context::new(&[(&V, 8)]).dev("TESTDEV");
+        assert_eq!((V.value(), dev()), (8, "TESTDEV".to_string()));
+        let (v, d) = std::thread::spawn(|| (V.value(), dev())).join().unwrap();
+        assert_eq!(v, 4);
+        assert_ne!(d, "TESTDEV");
+    }
+
+    #[test]
+    fn dev_override_nests() {
+        let base = dev();
+        {
+            let _a = Context::new(&[]).dev("PYTHON");
+            assert_eq!(dev(), "PYTHON");
+            {
+                let _b = Context::new(&[(&NOOPT, 1)]).dev("CPU");
+                assert_eq!(dev(), "CPU");
+            }
+            assert_eq!(dev(), "PYTHON");
+        }
+        assert_eq!(dev(), base);
+    }
+
+    #[test]
+    fn counters_accumulate_and_reset() {
+        let c = GlobalCounters::new();
+        c.add_kernel(100, 64, 1_000);
+        c.add_kernel(50, 32, 0);
+        c.add_mem_used(4096);
+        c.add_mem_used(-1024);
+        assert_eq!((c.kernel_count(), c.global_ops(), c.global_mem(), c.time_sum_ns(), c.mem_used()), (2, 150, 96, 1_000, 3072));
+        c.reset();
+        assert_eq!((c.kernel_count(), c.global_ops(), c.global_mem(), c.time_sum_ns(), c.mem_used()), (0, 0, 0, 0, 3072));
+    }
+
+    #[test]
+    fn ceildiv_and_round_up() {
+        let cases = [((7, 2), 4), ((-7, 2), -3), ((7, -2), -3), ((-7, -2), 4), ((8, 2), 4), ((0, 5), 0), ((1, 1), 1)];
+        for ((a, b), want) in cases {
+            assert_eq!(ceildiv(a, b), want, "ceildiv({a}, {b})");
+        }
+        assert_eq!([round_up(10, 4), round_up(12, 4), round_up(0, 8), round_up(-5, 4), round_up(1, 16)], [12, 12, 0, -4, 16]);
+    }
+
+    #[test]
+    fn list_helpers() {
+        assert_eq!(prod([2i64, 3, 4]), 24);
+        assert_eq!(prod(Vec::<usize>::new()), 1);
+        assert_eq!(prod([2i64, 5].iter().copied()), 10);
+        assert_eq!(flatten(vec![vec![1, 2], vec![], vec![3]]), [1, 2, 3]);
+        assert_eq!(dedup([3, 1, 3, 2, 1]), [3, 1, 2]);
+        assert!(all_same(&[1, 1, 1]) && all_same::<i32>(&[]) && !all_same(&[1, 2]));
+    }
+
+    #[test]
+    fn ansi_and_function_names() {
+        let red = colored("hi", "red");
+        assert_eq!(ansistrip(&red), "hi");
+        if !*NO_COLOR {
+            assert_eq!(red, "\x1b[31mhi\x1b[0m");
+            assert_eq!(colored("hi", "GREEN"), "\x1b[92mhi\x1b[0m");
+        }
+        assert_eq!(ansistrip("a\x1b[Kb\x1b[1;32mc\x1b[0m\x1b[no end"), "abc\x1b[no end");
+        assert_eq!(to_function_name("r_4_4n1"), "r_4_4n1");
+        assert_eq!(to_function_name("a-b.c d"), "a2Db2Ec20d");
+        assert_eq!(to_function_name("\x1b[34mE_3\x1b[0mµ"), "E_3B5");
+        assert_eq!(to_function_name("\u{3c0}"), "3C0");
+    }
+
+    #[test]
+    fn cache_dir_prefers_xdg() {
+        assert_eq!(cache_dir_in(Some("/x/cache".into()), Some("/home/u".into())), PathBuf::from("/x/cache/tinygrad"));
+        let home = if cfg!(target_os = "macos") { "/home/u/Library/Caches/tinygrad" } else { "/home/u/.cache/tinygrad" };
+        assert_eq!(cache_dir_in(Some("".into()), Some("/home/u".into())), PathBuf::from(home));
+        assert_eq!(cache_dir_in(None, Some("/home/u".into())), PathBuf::from(home));
+        assert!(cache_dir().ends_with("tinygrad"));
+    }
+}

@@ -1,0 +1,134 @@
+//! `graph_rewrite`: applies a [`PatternMatcher`] to every node of a graph until nothing matches. In: a root
+//! UOp and a matcher. Out: the rewritten root. Iterative (an explicit stack, no recursion however deep the
+//! graph), memoized per node (tinygrad `RewriteContext.unified_rewrite`).
+
+use super::{PatternMatcher, UOp};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+/// Chains of more rewrites than this on one node are runaway rule sets.
+const MAX_CHAIN: u32 = 1000;
+
+/// Rewrites `sink` with `pm` to a fixed point, sources before their users (tinygrad's default
+/// `graph_rewrite`): each node is rewritten after its sources have been, repeatedly, until no rule matches;
+/// a rewrite's result is itself rewritten the same way. `name` labels the pass in errors.
+///
+/// # Panics
+/// If the rules never settle: a rewrite produces a node that contains the node being rewritten, or one node
+/// is rewritten more than 1000 times in a row. The message names the pass and the last rule that fired.
+pub fn graph_rewrite<C>(sink: &UOp, pm: &PatternMatcher<C>, ctx: &mut C, name: &str) -> UOp {
+    Rewriter { pm, ctx, name, top_down: false, replace: FxHashMap::default(), in_progress: FxHashSet::default(), last_rule: None }.run(sink)
+}
+
+/// Rewrites `sink` with `pm`, each node to a fixed point before its sources are visited (tinygrad's
+/// `graph_rewrite(..., bottom_up=True)`): for rules that must see a node before its sources change.
+///
+/// # Panics
+/// As [`graph_rewrite`].
+pub fn graph_rewrite_top_down<C>(sink: &UOp, pm: &PatternMatcher<C>, ctx: &mut C, name: &str) -> UOp {
+    Rewriter { pm, ctx, name, top_down: true, replace: FxHashMap::default(), in_progress: FxHashSet::default(), last_rule: None }.run(sink)
+}
+
+struct Rewriter<'a, C> {
+    pm: &'a PatternMatcher<C>,
+    ctx: &'a mut C,
+    name: &'a str,
+    top_down: bool,
+    /// Original node -> its final form (final forms map to themselves).
+    replace: FxHashMap<UOp, UOp>,
+    /// Nodes whose sources are being rewritten (the current path): meeting one again is a cycle.
+    in_progress: FxHashSet<UOp>,
+    last_rule: Option<usize>,
+}
+
+enum Stage {
+    /// Visit: (top-down: rewrite first, then) schedule the sources.
+    Visit,
+    /// The sources are done: rebuild on them, or rewrite.
+    Rebuild,
+    /// `n`'s final form is that of the carried node.
+    Link,
+}
+
+impl<C> Rewriter<'_, C> {
+    fn runaway(&self, what: &str) -> ! {
+        let rule = self.last_rule.map_or("none", |i| self.pm.rules()[i].location);
+        panic!("graph_rewrite {:?}: runaway rewrite: {what}; last rule that fired: {rule}", self.name)
+    }
+
+    fn rewrite(&mut self, u: &UOp) -> Option<UOp> {
+        let (n, i) = self.pm.rewrite_with_rule(u, self.ctx)?;
+        self.last_rule = Some(i);
+        Some(n)
+    }
+
+    fn run(mut self, root: &UOp) -> UOp {
+        // (original, stage, current form, rewrites so far in this chain)
+        let mut stack = vec![(root.clone(), Stage::Visit, root.clone(), 0u32)];
+        while let Some((n, stage, mut cur, depth)) = stack.pop() {
+            if self.replace.contains_key(&n) {
+                continue;
+            }
+            match stage {
+                Stage::Visit => {
+                    if self.in_progress.contains(&cur) {
+                        self.runaway("a rewrite produced a node that contains itself");
+                    }
+                    let mut depth = depth;
+                    while self.top_down {
+                        let Some(next) = self.rewrite(&cur) else { break };
+                        cur = next;
+                        depth += 1;
+                        if depth > MAX_CHAIN {
+                            self.runaway("over 1000 rewrites of one node");
+                        }
+                    }
+                    if cur != n && self.replace.contains_key(&cur) {
+                        let fin = self.replace[&cur].clone();
+                        self.finish(n, fin);
+                        continue;
+                    }
+                    self.in_progress.insert(n.clone());
+                    let srcs: Vec<UOp> = cur.src.iter().filter(|s| !self.replace.contains_key(*s)).cloned().collect();
+                    stack.push((n, Stage::Rebuild, cur, depth));
+                    stack.extend(srcs.into_iter().rev().map(|s| (s.clone(), Stage::Visit, s, 0)));
+                }
+                Stage::Rebuild => {
+                    let Some(new_src) = cur.src.iter().map(|s| self.replace.get(s).cloned()).collect::<Option<Vec<UOp>>>() else {
+                        self.runaway("a node is its own source");
+                    };
+                    let next = if *new_src != *cur.src {
+                        Some(cur.with_src(new_src))
+                    } else if self.top_down {
+                        None
+                    } else {
+                        self.rewrite(&cur)
+                    };
+                    match next {
+                        None => {
+                            self.in_progress.remove(&n);
+                            self.finish(n, cur);
+                        }
+                        Some(next) => {
+                            if depth + 1 > MAX_CHAIN {
+                                self.runaway("over 1000 rewrites of one node");
+                            }
+                            self.in_progress.remove(&n);
+                            stack.push((n, Stage::Link, next.clone(), 0));
+                            stack.push((next.clone(), Stage::Visit, next, depth + 1));
+                        }
+                    }
+                }
+                Stage::Link => {
+                    let Some(fin) = self.replace.get(&cur).cloned() else { self.runaway("a rewrite depends on its own result") };
+                    self.finish(n, fin);
+                }
+            }
+        }
+        self.replace[root].clone()
+    }
+
+    fn finish(&mut self, n: UOp, fin: UOp) {
+        self.replace.insert(fin.clone(), fin.clone());
+        self.replace.insert(n, fin);
+    }
+}

@@ -1,0 +1,413 @@
+//! Patterns over UOps and the matcher that applies rules. In: [`UPat`]s paired with rewrite functions. Out: a
+//! [`PatternMatcher`] whose `rewrite(node)` gives the first rule's replacement. Follows tinygrad `UPat` and
+//! `PatternMatcher` (rules dispatched by root op, tried in table order, first match wins).
+
+use super::{Arg, GroupOp, OpSet, Ops, UOp};
+use crate::dtype::{ConstValue, DType};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// How a pattern's sources match a node's sources.
+#[derive(Clone, Debug)]
+enum SrcPat {
+    /// Any sources.
+    Any,
+    /// In order; `any_len`: the node may have more sources after these.
+    Exact(Arc<[UPat]>, bool),
+    /// Any permutation (commutative ops): the index orders to try.
+    Permute(Arc<[UPat]>, Arc<[Vec<usize>]>),
+    /// Every source matches this one pattern (any count).
+    Repeat(Box<UPat>),
+}
+
+/// A pattern over one node and, through `src`, the nodes below it (tinygrad `UPat`).
+///
+/// Build with [`var`], [`cvar`], [`UPat::ops`], [`UPat::cnst`], the operators (`var("x") + 0`,
+/// `var("x") * cvar("c")`: commutative ops match either source order) and builder methods.
+#[derive(Clone, Debug)]
+pub struct UPat {
+    ops: Option<OpSet>,
+    /// Bit set of `Scalar`s the node's dtype (or its element) must have; 0 for any.
+    dtypes: u32,
+    src: SrcPat,
+    arg: Option<Arg>,
+    /// For CONST patterns: the value, compared numerically (`0` matches `0.0` and `false`, as Python's `==`).
+    value: Option<ConstValue>,
+    name: Option<&'static str>,
+}
+
+/// Any node, bound to `name` (tinygrad `UPat.var`).
+pub fn var(name: &'static str) -> UPat {
+    UPat { name: Some(name), ..UPat::any() }
+}
+/// Any CONST, bound to `name` (tinygrad `UPat.cvar`).
+pub fn cvar(name: &'static str) -> UPat {
+    UPat::ops(Ops::CONST).named(name)
+}
+
+fn num_eq(a: ConstValue, b: ConstValue) -> bool {
+    use ConstValue::*;
+    match (a, b) {
+        (Invalid, Invalid) => true,
+        (Invalid, _) | (_, Invalid) => false,
+        (Float(_), _) | (_, Float(_)) => a.as_f64() == b.as_f64(),
+        _ => a.as_i128() == b.as_i128(),
+    }
+}
+
+fn permutations(n: usize) -> Vec<Vec<usize>> {
+    if n <= 1 {
+        return vec![(0..n).collect()];
+    }
+    let mut out = Vec::new();
+    for p in permutations(n - 1) {
+        for i in 0..n {
+            let mut q = p.clone();
+            q.insert(i, n - 1);
+            out.push(q);
+        }
+    }
+    out.sort();
+    out
+}
+
+impl UPat {
+    /// Any node.
+    pub fn any() -> UPat {
+        UPat { ops: None, dtypes: 0, src: SrcPat::Any, arg: None, value: None, name: None }
+    }
+    /// A node whose op is in `ops` (an op or an [`OpSet`]).
+    pub fn ops(ops: impl Into<OpSet>) -> UPat {
+        UPat { ops: Some(ops.into()), ..UPat::any() }
+    }
+    /// A CONST equal (numerically) to `v` (tinygrad `UPat.const`).
+    pub fn cnst(v: impl Into<ConstValue>) -> UPat {
+        UPat { value: Some(v.into()), ..UPat::ops(Ops::CONST) }
+    }
+    /// Binds the node to `name`; a name bound twice must be the same node.
+    pub fn named(mut self, name: &'static str) -> UPat {
+        self.name = Some(name);
+        self
+    }
+    /// Restricts the dtype: the node's dtype, or its element dtype, is one of `dts`.
+    pub fn dtype(mut self, dts: &[DType]) -> UPat {
+        self.dtypes = dts.iter().fold(0, |m, d| m | 1 << d.scalar as u32);
+        self
+    }
+    /// Requires the node's arg to equal `arg`.
+    pub fn arg(mut self, arg: Arg) -> UPat {
+        self.arg = Some(arg);
+        self
+    }
+    /// Sources in order, exactly these many.
+    pub fn src(mut self, src: impl Into<Vec<UPat>>) -> UPat {
+        self.src = SrcPat::Exact(src.into().into(), false);
+        self
+    }
+    /// Sources in order; more may follow (tinygrad `allow_any_len`).
+    pub fn src_prefix(mut self, src: impl Into<Vec<UPat>>) -> UPat {
+        self.src = SrcPat::Exact(src.into().into(), true);
+        self
+    }
+    /// Sources in any order.
+    pub fn src_any_order(mut self, src: impl Into<Vec<UPat>>) -> UPat {
+        let src: Vec<UPat> = src.into();
+        let perms = permutations(src.len());
+        self.src = SrcPat::Permute(src.into(), perms.into());
+        self
+    }
+    /// Every source (any number) matches `p`.
+    pub fn src_all(mut self, p: UPat) -> UPat {
+        self.src = SrcPat::Repeat(Box::new(p));
+        self
+    }
+    /// The ALU op `op` over `self` and `src`; commutative ops match their sources in any order.
+    pub fn alu(self, op: Ops, src: impl IntoIterator<Item = UPat>) -> UPat {
+        let all: Vec<UPat> = std::iter::once(self).chain(src).collect();
+        if GroupOp::COMMUTATIVE.contains(op) {
+            UPat::ops(op).src_any_order(all)
+        } else {
+            UPat::ops(op).src(all)
+        }
+    }
+    /// `self < x`.
+    pub fn cmplt(self, x: impl Into<UPat>) -> UPat {
+        self.alu(Ops::CMPLT, [x.into()])
+    }
+    /// `self != x`.
+    pub fn cmpne(self, x: impl Into<UPat>) -> UPat {
+        self.alu(Ops::CMPNE, [x.into()])
+    }
+    /// `max(self, x)`.
+    pub fn maximum(self, x: impl Into<UPat>) -> UPat {
+        self.alu(Ops::MAX, [x.into()])
+    }
+    /// `self ? a : b`.
+    pub fn where_(self, a: impl Into<UPat>, b: impl Into<UPat>) -> UPat {
+        self.alu(Ops::WHERE, [a.into(), b.into()])
+    }
+    /// A CAST of `self` (to any dtype).
+    pub fn cast(self) -> UPat {
+        UPat::ops(Ops::CAST).src([self])
+    }
+    /// A unary op of `self`.
+    pub fn unary(self, op: Ops) -> UPat {
+        UPat::ops(op).src([self])
+    }
+    /// Bool negation as tinygrad writes it: `self != true`.
+    pub fn logical_not(self) -> UPat {
+        self.cmpne(UPat::cnst(true))
+    }
+
+    /// Matches `u`, pushing bindings to `b`; for each complete match calls `k`, returning its first `Some`.
+    /// On failure `b` is restored.
+    fn match_with(&self, u: &UOp, b: &mut Vec<(&'static str, UOp)>, k: &mut dyn FnMut(&mut Vec<(&'static str, UOp)>) -> Option<UOp>) -> Option<UOp> {
+        if self.ops.is_some_and(|o| !o.contains(u.op))
+            || (self.dtypes != 0 && self.dtypes >> u.dtype.scalar as u32 & 1 == 0)
+            || self.arg.as_ref().is_some_and(|a| *a != u.arg)
+            || self.value.is_some_and(|v| u.const_value().is_none_or(|c| !num_eq(v, c)))
+        {
+            return None;
+        }
+        let mark = b.len();
+        if let Some(name) = self.name {
+            match b.iter().find(|(n, _)| *n == name) {
+                Some((_, prev)) if prev != u => return None,
+                Some(_) => {}
+                None => b.push((name, u.clone())),
+            }
+        }
+        let ret = match &self.src {
+            SrcPat::Any => k(b),
+            SrcPat::Exact(ps, any_len) => {
+                let ok = if *any_len { u.src.len() >= ps.len() } else { u.src.len() == ps.len() };
+                if ok {
+                    match_seq(ps, &u.src, b, k)
+                } else {
+                    None
+                }
+            }
+            SrcPat::Permute(ps, perms) if u.src.len() == ps.len() => perms.iter().find_map(|perm| {
+                let srcs: Vec<&UOp> = perm.iter().map(|&i| &u.src[i]).collect();
+                match_seq_ref(ps, &srcs, b, k)
+            }),
+            SrcPat::Permute(..) => None,
+            SrcPat::Repeat(p) => {
+                let ps: Vec<UPat> = vec![(**p).clone(); u.src.len()];
+                match_seq(&ps, &u.src, b, k)
+            }
+        };
+        if ret.is_none() {
+            b.truncate(mark);
+        }
+        ret
+    }
+}
+
+type Binds = Vec<(&'static str, UOp)>;
+
+fn match_seq(ps: &[UPat], us: &[UOp], b: &mut Binds, k: &mut dyn FnMut(&mut Binds) -> Option<UOp>) -> Option<UOp> {
+    match ps.split_first() {
+        None => k(b),
+        Some((p, rest)) => p.match_with(&us[0], b, &mut |b| match_seq(rest, &us[1..], b, k)),
+    }
+}
+
+fn match_seq_ref(ps: &[UPat], us: &[&UOp], b: &mut Binds, k: &mut dyn FnMut(&mut Binds) -> Option<UOp>) -> Option<UOp> {
+    match ps.split_first() {
+        None => k(b),
+        Some((p, rest)) => p.match_with(us[0], b, &mut |b| match_seq_ref(rest, &us[1..], b, k)),
+    }
+}
+
+impl From<i64> for UPat {
+    fn from(v: i64) -> UPat {
+        UPat::cnst(v)
+    }
+}
+impl From<f64> for UPat {
+    fn from(v: f64) -> UPat {
+        UPat::cnst(v)
+    }
+}
+impl From<bool> for UPat {
+    fn from(v: bool) -> UPat {
+        UPat::cnst(v)
+    }
+}
+
+macro_rules! upat_binops {
+    ($($tr:ident $m:ident $op:ident),*) => {$(
+        impl<T: Into<UPat>> std::ops::$tr<T> for UPat { type Output = UPat; fn $m(self, x: T) -> UPat { self.alu(Ops::$op, [x.into()]) } }
+        impl std::ops::$tr<UPat> for i64 { type Output = UPat; fn $m(self, x: UPat) -> UPat { UPat::from(self).alu(Ops::$op, [x]) } }
+    )*};
+}
+// as on UOp, `/` and `%` are floor division and floor modulo
+upat_binops!(Add add ADD, Mul mul MUL, Div div FLOORDIV, Rem rem FLOORMOD, BitAnd bitand AND, BitOr bitor OR, BitXor bitxor XOR, Shr shr SHR, Shl shl SHL);
+
+/// The nodes a match bound, by name: `b["x"]`.
+pub struct Bindings<'a>(&'a [(&'static str, UOp)]);
+
+impl std::ops::Index<&str> for Bindings<'_> {
+    type Output = UOp;
+    /// # Panics
+    /// If the pattern bound no such name (a bug in the rule).
+    fn index(&self, name: &str) -> &UOp {
+        self.get(name).unwrap_or_else(|| panic!("pattern bound no {name:?}"))
+    }
+}
+impl Bindings<'_> {
+    /// The node bound to `name`, if any.
+    pub fn get(&self, name: &str) -> Option<&UOp> {
+        self.0.iter().find(|(n, _)| *n == name).map(|(_, u)| u)
+    }
+}
+
+/// What a rewrite function may return: a node (`UOp` or `&UOp`, meaning "rewrite to this") or an `Option`.
+pub trait IntoRewrite {
+    /// `Some(replacement)` or `None` for no rewrite.
+    fn into_rewrite(self) -> Option<UOp>;
+}
+impl IntoRewrite for UOp {
+    fn into_rewrite(self) -> Option<UOp> {
+        Some(self)
+    }
+}
+impl IntoRewrite for &UOp {
+    fn into_rewrite(self) -> Option<UOp> {
+        Some(self.clone())
+    }
+}
+impl IntoRewrite for Option<UOp> {
+    fn into_rewrite(self) -> Option<UOp> {
+        self
+    }
+}
+
+type RewriteFn<C> = dyn Fn(&Bindings, &mut C) -> Option<UOp> + Send + Sync;
+
+/// One rule: a pattern, the function that rewrites its matches, and where it was written.
+pub struct Rule<C> {
+    pat: UPat,
+    f: Arc<RewriteFn<C>>,
+    /// `file:line` of the rule (for DEBUG, VIZ and runaway-rewrite errors).
+    pub location: &'static str,
+    /// Times this rule rewrote something (counted when TRACK_MATCH_STATS is on).
+    pub hits: Arc<AtomicU64>,
+}
+
+impl<C> Clone for Rule<C> {
+    fn clone(&self) -> Self {
+        Rule { pat: self.pat.clone(), f: self.f.clone(), location: self.location, hits: self.hits.clone() }
+    }
+}
+
+impl<C> Rule<C> {
+    /// A rule; use the [`pm!`](crate::pm) macro, which fills in `location`.
+    pub fn new(pat: UPat, f: impl Fn(&Bindings, &mut C) -> Option<UOp> + Send + Sync + 'static, location: &'static str) -> Rule<C> {
+        Rule { pat, f: Arc::new(f), location, hits: Arc::default() }
+    }
+}
+
+/// An ordered rule table with dispatch by root op (tinygrad `PatternMatcher`). `C` is the context rewrite
+/// functions receive (`()` for none). Build once (in a `LazyLock` static); combine with `+`.
+pub struct PatternMatcher<C = ()> {
+    rules: Vec<Rule<C>>,
+    /// For each op, the indices of the rules whose root can match it, in table order.
+    pdict: Vec<Vec<u32>>,
+}
+
+impl<C> Clone for PatternMatcher<C> {
+    fn clone(&self) -> Self {
+        PatternMatcher::new(self.rules.clone())
+    }
+}
+
+impl<C> PatternMatcher<C> {
+    /// A matcher over `rules`, tried in order.
+    pub fn new(rules: Vec<Rule<C>>) -> PatternMatcher<C> {
+        let mut pdict = vec![Vec::new(); Ops::COUNT];
+        for (i, r) in rules.iter().enumerate() {
+            for op in r.pat.ops.unwrap_or(GroupOp::ALL).iter() {
+                pdict[op as usize].push(i as u32);
+            }
+        }
+        PatternMatcher { rules, pdict }
+    }
+    /// The rules, in order.
+    pub fn rules(&self) -> &[Rule<C>] {
+        &self.rules
+    }
+    /// The first rule's rewrite of `u` that differs from `u`, and that rule's index.
+    pub fn rewrite_with_rule(&self, u: &UOp, ctx: &mut C) -> Option<(UOp, usize)> {
+        let mut b: Binds = Vec::with_capacity(8);
+        for &i in &self.pdict[u.op as usize] {
+            let rule = &self.rules[i as usize];
+            b.clear();
+            let hit = rule.pat.match_with(u, &mut b, &mut |b| (rule.f)(&Bindings(b), ctx).filter(|n| n != u));
+            if let Some(n) = hit {
+                if crate::helpers::TRACK_MATCH_STATS.value() > 0 {
+                    rule.hits.fetch_add(1, Relaxed);
+                }
+                return Some((n, i as usize));
+            }
+        }
+        None
+    }
+    /// The first rule's rewrite of `u`, or `None` when no rule applies.
+    pub fn rewrite(&self, u: &UOp, ctx: &mut C) -> Option<UOp> {
+        self.rewrite_with_rule(u, ctx).map(|(n, _)| n)
+    }
+}
+
+impl<C> std::ops::Add for PatternMatcher<C> {
+    type Output = PatternMatcher<C>;
+    /// The rules of `self`, then those of `o`.
+    fn add(self, o: PatternMatcher<C>) -> PatternMatcher<C> {
+        PatternMatcher::new(self.rules.into_iter().chain(o.rules).collect())
+    }
+}
+impl<C> std::ops::Add<&PatternMatcher<C>> for &PatternMatcher<C> {
+    type Output = PatternMatcher<C>;
+    fn add(self, o: &PatternMatcher<C>) -> PatternMatcher<C> {
+        PatternMatcher::new(self.rules.iter().chain(&o.rules).cloned().collect())
+    }
+}
+
+impl PatternMatcher<()> {
+    /// These context-free rules as rules of a matcher with context `C` (to combine with `+`).
+    pub fn with_ctx<C: 'static>(&self) -> PatternMatcher<C> {
+        let rules = self
+            .rules
+            .iter()
+            .map(|r| {
+                let f = r.f.clone();
+                Rule { pat: r.pat.clone(), f: Arc::new(move |b: &Bindings, _: &mut C| f(b, &mut ())), location: r.location, hits: r.hits.clone() }
+            })
+            .collect();
+        PatternMatcher::new(rules)
+    }
+}
+
+/// A [`PatternMatcher`] from one-line rules `pattern => |names| body`, where the closure's parameters are
+/// names the pattern binds (each a `&UOp`) and `body` gives a `UOp`, `&UOp` or `Option<UOp>`:
+///
+/// ```
+/// use tinygrad::{pm, uop::{var, cvar, PatternMatcher}};
+/// let m: PatternMatcher = pm! {
+///     var("x") + 0 => |x| x,                                   // x+0 -> x
+///     (var("x") * cvar("c")) * cvar("d") => |x, c, d| x * (c * d), // (x*c)*d -> x*(c*d)
+/// };
+/// ```
+/// With a context, start with `ctx: Type;` and use `ctx` (a `&mut Type`) in bodies.
+#[macro_export]
+macro_rules! pm {
+    ($ctx:ident : $cty:ty ; $($pat:expr => |$($arg:ident),*| $body:expr),* $(,)?) => {
+        $crate::uop::PatternMatcher::<$cty>::new(vec![$($crate::uop::Rule::new($pat, |b: &$crate::uop::Bindings, $ctx: &mut $cty| {
+            let _ = &$ctx;
+            $(#[allow(unused_variables)] let $arg = &b[stringify!($arg)];)*
+            $crate::uop::IntoRewrite::into_rewrite($body)
+        }, concat!(file!(), ":", line!()))),*])
+    };
+    ($($pat:expr => |$($arg:ident),*| $body:expr),* $(,)?) => { $crate::pm!(_ctx: (); $($pat => |$($arg),*| $body),*) };
+}
