@@ -118,8 +118,7 @@ pub mod dtypes {
     pub const FLOAT32: DType = s(Scalar::Float32);
     pub const FLOAT64: DType = s(Scalar::Float64);
     /// The 13 storage dtypes, in tinygrad's order.
-    pub const ALL: [DType; 13] =
-        [BOOL, INT8, INT16, INT32, INT64, UINT8, UINT16, UINT32, UINT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64];
+    pub const ALL: [DType; 13] = [BOOL, INT8, INT16, INT32, INT64, UINT8, UINT16, UINT32, UINT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64];
     /// The default float (tinygrad `dtypes.default_float`).
     pub const DEFAULT_FLOAT: DType = FLOAT32;
     /// The default int (tinygrad `dtypes.default_int`).
@@ -557,7 +556,10 @@ mod tests {
 
     #[test]
     fn sizes_bounds_and_kinds() {
-        assert_eq!((BOOL.itemsize(), BFLOAT16.itemsize(), FLOAT32.vec(4).itemsize(), FLOAT64.ptr(-1, AddrSpace::Global).itemsize()), (1, 2, 16, 8));
+        assert_eq!(
+            (BOOL.itemsize(), BFLOAT16.itemsize(), FLOAT32.vec(4).itemsize(), FLOAT64.ptr(-1, AddrSpace::Global).itemsize()),
+            (1, 2, 16, 8)
+        );
         assert_eq!((INT8.min(), INT8.max()), (ConstValue::Int(-128), ConstValue::Int(127)));
         assert_eq!(UINT64.max(), ConstValue::Int(u64::MAX as i128));
         assert_eq!(INT64.min(), ConstValue::Int(i64::MIN as i128));

@@ -10,7 +10,9 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, LazyLock, OnceLock, Weak};
 
 const SHARDS: usize = 16;
-static TABLE: LazyLock<[Mutex<HashTable<(u64, Weak<UOpInner>)>>; SHARDS]> = LazyLock::new(|| std::array::from_fn(|_| Mutex::default()));
+/// One lock's part of the table: (structural hash, node) entries.
+type Shard = Mutex<HashTable<(u64, Weak<UOpInner>)>>;
+static TABLE: LazyLock<[Shard; SHARDS]> = LazyLock::new(|| std::array::from_fn(|_| Mutex::default()));
 
 fn structural_hash(op: Ops, dtype: DType, src: &[UOp], arg: &Arg, tag: Option<u32>) -> u64 {
     let mut h = rustc_hash::FxHasher::default();
@@ -19,7 +21,7 @@ fn structural_hash(op: Ops, dtype: DType, src: &[UOp], arg: &Arg, tag: Option<u3
     h.finish()
 }
 
-fn shard(hash: u64) -> &'static Mutex<HashTable<(u64, Weak<UOpInner>)>> {
+fn shard(hash: u64) -> &'static Shard {
     &TABLE[(hash >> 59) as usize % SHARDS]
 }
 
@@ -29,12 +31,15 @@ pub(super) fn intern(op: Ops, dtype: DType, src: Box<[UOp]>, arg: Arg, tag: Opti
     let mut table = shard(hash).lock();
     // a dying node (strong count 0, its drop waiting for this lock) fails to upgrade and is skipped
     let same = |(h, w): &(u64, Weak<UOpInner>)| {
-        (*h == hash).then(|| w.upgrade()).flatten().filter(|n| n.op == op && n.dtype == dtype && n.tag == tag && n.arg == arg && n.src == src)
+        (*h == hash)
+            .then(|| w.upgrade())
+            .flatten()
+            .filter(|n| n.op == op && n.dtype == dtype && n.tag == tag && n.arg == arg && n.src == src)
     };
     if let Some(n) = table.iter_hash(hash).find_map(same) {
         return UOp(n);
     }
-    let node = Arc::new(UOpInner { op, dtype, src, arg, tag, hash, minmax: OnceLock::new() });
+    let node = Arc::new(UOpInner { op, dtype, src, arg, tag, hash, minmax: OnceLock::new(), fixed: Default::default() });
     table.insert_unique(hash, (hash, Arc::downgrade(&node)), |e| e.0);
     UOp(node)
 }

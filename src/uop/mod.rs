@@ -58,6 +58,8 @@ pub struct UOpInner {
     pub tag: Option<u32>,
     hash: u64,
     minmax: OnceLock<(ConstValue, ConstValue)>,
+    /// Id of a context-free matcher this node is a fixed point of (0: none), so rewrites skip it.
+    fixed: std::sync::atomic::AtomicU32,
 }
 
 /// A handle to an immutable, hash-consed IR node (tinygrad `UOp`).

@@ -92,9 +92,8 @@ pub struct GroupOp;
 use Ops::*;
 impl GroupOp {
     pub const UNARY: OpSet = OpSet::of(&[EXP2, LOG2, SIN, SQRT, RECIPROCAL, NEG, TRUNC]);
-    pub const BINARY: OpSet = OpSet::of(&[
-        ADD, MUL, CDIV, MAX, CMOD, CMPLT, CMPNE, CMPEQ, XOR, SHL, SHR, OR, AND, THREEFRY, SUB, FDIV, POW, FLOORDIV, FLOORMOD,
-    ]);
+    pub const BINARY: OpSet =
+        OpSet::of(&[ADD, MUL, CDIV, MAX, CMOD, CMPLT, CMPNE, CMPEQ, XOR, SHL, SHR, OR, AND, THREEFRY, SUB, FDIV, POW, FLOORDIV, FLOORMOD]);
     pub const TERNARY: OpSet = OpSet::of(&[WHERE, MULACC]);
     pub const ALU: OpSet = Self::UNARY.union(Self::BINARY).union(Self::TERNARY);
     pub const ELEMENTWISE: OpSet = Self::ALU.union(OpSet::of(&[CAST, BITCAST]));

@@ -4,6 +4,7 @@
 
 use super::{PatternMatcher, UOp};
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Chains of more rewrites than this on one node are runaway rule sets.
 const MAX_CHAIN: u32 = 1000;
@@ -16,7 +17,17 @@ const MAX_CHAIN: u32 = 1000;
 /// If the rules never settle: a rewrite produces a node that contains the node being rewritten, or one node
 /// is rewritten more than 1000 times in a row. The message names the pass and the last rule that fired.
 pub fn graph_rewrite<C>(sink: &UOp, pm: &PatternMatcher<C>, ctx: &mut C, name: &str) -> UOp {
-    Rewriter { pm, ctx, name, top_down: false, replace: FxHashMap::default(), in_progress: FxHashSet::default(), last_rule: None }.run(sink)
+    Rewriter {
+        pm,
+        ctx,
+        name,
+        top_down: false,
+        replace: FxHashMap::default(),
+        in_progress: FxHashSet::default(),
+        last_rule: None,
+        memo: size_of::<C>() == 0,
+    }
+    .run(sink)
 }
 
 /// Rewrites `sink` with `pm`, each node to a fixed point before its sources are visited (tinygrad's
@@ -25,7 +36,17 @@ pub fn graph_rewrite<C>(sink: &UOp, pm: &PatternMatcher<C>, ctx: &mut C, name: &
 /// # Panics
 /// As [`graph_rewrite`].
 pub fn graph_rewrite_top_down<C>(sink: &UOp, pm: &PatternMatcher<C>, ctx: &mut C, name: &str) -> UOp {
-    Rewriter { pm, ctx, name, top_down: true, replace: FxHashMap::default(), in_progress: FxHashSet::default(), last_rule: None }.run(sink)
+    Rewriter {
+        pm,
+        ctx,
+        name,
+        top_down: true,
+        replace: FxHashMap::default(),
+        in_progress: FxHashSet::default(),
+        last_rule: None,
+        memo: size_of::<C>() == 0,
+    }
+    .run(sink)
 }
 
 struct Rewriter<'a, C> {
@@ -38,6 +59,9 @@ struct Rewriter<'a, C> {
     /// Nodes whose sources are being rewritten (the current path): meeting one again is a cycle.
     in_progress: FxHashSet<UOp>,
     last_rule: Option<usize>,
+    /// Whether fixed points may be recorded on nodes for later rewrites with the same matcher: only when the
+    /// context is zero-sized, as then no rule can depend on context state.
+    memo: bool,
 }
 
 enum Stage {
@@ -51,7 +75,7 @@ enum Stage {
 
 impl<C> Rewriter<'_, C> {
     fn runaway(&self, what: &str) -> ! {
-        let rule = self.last_rule.map_or("none", |i| self.pm.rules()[i].location);
+        let rule = self.last_rule.map_or("none".into(), |i| self.pm.rules()[i].location.to_string());
         panic!("graph_rewrite {:?}: runaway rewrite: {what}; last rule that fired: {rule}", self.name)
     }
 
@@ -70,6 +94,10 @@ impl<C> Rewriter<'_, C> {
             }
             match stage {
                 Stage::Visit => {
+                    if self.memo && cur.fixed.load(Relaxed) == self.pm.id {
+                        self.finish(n, cur);
+                        continue;
+                    }
                     if self.in_progress.contains(&cur) {
                         self.runaway("a rewrite produced a node that contains itself");
                     }
@@ -128,6 +156,9 @@ impl<C> Rewriter<'_, C> {
     }
 
     fn finish(&mut self, n: UOp, fin: UOp) {
+        if self.memo {
+            fin.fixed.store(self.pm.id, Relaxed);
+        }
         self.replace.insert(fin.clone(), fin.clone());
         self.replace.insert(n, fin);
     }

@@ -11,7 +11,15 @@ use Ops::*;
 const WEAKINT: &[DType] = &[dtypes::WEAKINT];
 const BOOL: &[DType] = &[dtypes::BOOL];
 const INTS_BOOL: &[DType] = &[
-    dtypes::BOOL, dtypes::WEAKINT, dtypes::INT8, dtypes::INT16, dtypes::INT32, dtypes::INT64, dtypes::UINT8, dtypes::UINT16, dtypes::UINT32,
+    dtypes::BOOL,
+    dtypes::WEAKINT,
+    dtypes::INT8,
+    dtypes::INT16,
+    dtypes::INT32,
+    dtypes::INT64,
+    dtypes::UINT8,
+    dtypes::UINT16,
+    dtypes::UINT32,
     dtypes::UINT64,
 ];
 
@@ -212,8 +220,10 @@ fn fold_divmod(d: &UOp) -> Option<UOp> {
         }
         // (a%4 + b)%2 -> (a+b)%2
         if is_mod && terms.iter().any(|u| u.op == FLOORMOD && u.src[1].divides(c).is_some()) {
-            let new: Vec<UOp> =
-                terms.iter().map(|u| if u.op == FLOORMOD && u.src[1].divides(c).is_some() { u.src[0].clone() } else { u.clone() }).collect();
+            let new: Vec<UOp> = terms
+                .iter()
+                .map(|u| if u.op == FLOORMOD && u.src[1].divides(c).is_some() { u.src[0].clone() } else { u.clone() })
+                .collect();
             return Some((&usum(&new, x) + cst).floormod(y));
         }
         let factors: Vec<i128> = terms.iter().map(UOp::const_factor).collect();
@@ -236,11 +246,17 @@ fn fold_divmod(d: &UOp) -> Option<UOp> {
         let mut pick = vec![0usize; choices.len()];
         loop {
             let rems: Vec<i128> = pick.iter().zip(&choices).map(|(&i, ch)| ch[i]).collect();
-            let parts: Vec<UOp> = rems.iter().zip(&bases).filter_map(|(&r, v)| scaled(v, r)).collect();
-            let rem = &usum(&parts, x) + fmod(cst, c);
-            let (r0, r1) = rem.bounds();
+            // the bounds of rem = sum(r*v) + cst%c, by interval arithmetic (as vmin/vmax would give), before building it
+            let (r0, r1) = rems.iter().zip(&bases).fold((fmod(cst, c), fmod(cst, c)), |(a, b), (&r, v)| {
+                let (lo, hi) = v.bounds();
+                let (lo, hi) =
+                    if r >= 0 { (r.saturating_mul(lo), r.saturating_mul(hi)) } else { (r.saturating_mul(hi), r.saturating_mul(lo)) };
+                (a.saturating_add(lo), b.saturating_add(hi))
+            });
             if fdiv(r0, c) == fdiv(r1, c) {
                 if is_mod {
+                    let parts: Vec<UOp> = rems.iter().zip(&bases).filter_map(|(&r, v)| scaled(v, r)).collect();
+                    let rem = &usum(&parts, x) + fmod(cst, c);
                     return Some(&rem - fdiv(r0, c) * c);
                 }
                 let q: Vec<UOp> = factors.iter().zip(&rems).zip(&bases).filter_map(|((&f, &r), v)| scaled(v, fdiv(f - r, c))).collect();
@@ -260,8 +276,12 @@ fn fold_divmod(d: &UOp) -> Option<UOp> {
             }
         }
         // nest by a factor f of c: x//c -> (x//f)//(c//f), x%c -> ((x//f)%(c//f))*f + x%f
-        let mut divs: Vec<i128> =
-            terms.iter().zip(&factors).filter(|(u, f)| u.op != CONST && 1 < f.abs() && f.abs() < c && c % *f == 0).map(|(_, f)| f.abs()).collect();
+        let mut divs: Vec<i128> = terms
+            .iter()
+            .zip(&factors)
+            .filter(|(u, f)| u.op != CONST && 1 < f.abs() && f.abs() < c && c % *f == 0)
+            .map(|(_, f)| f.abs())
+            .collect();
         divs.sort();
         divs.dedup();
         let mut best: Option<(usize, UOp)> = None;
@@ -295,7 +315,10 @@ fn fold_divmod(d: &UOp) -> Option<UOp> {
     }
     // divide numerator and denominator by their gcd
     let all = x.split_uop(ADD);
-    let g = UOp::gcd(&[all.as_slice(), std::slice::from_ref(y)].concat()).simplify();
+    let g = match y.const_int() {
+        Some(c) => y.const_like(all.iter().fold(c, |g, u| gcd(g, u.const_factor()))),
+        None => UOp::gcd(&[all.as_slice(), std::slice::from_ref(y)].concat()).simplify(),
+    };
     if g.const_int().is_none_or(|c| c != 1 && c != 0) {
         if let (Some(xg), Some(yg)) = (x.divide_exact(&g), y.divide_exact(&g)) {
             let ret = alu(&xg, &yg);
@@ -334,6 +357,7 @@ fn const_gt(c: &UOp, v: i128) -> bool {
 }
 
 /// Generic folding: identities, constant folding, bool algebra, casts and where (tinygrad `symbolic_simple`).
+#[allow(clippy::erasing_op)] // `x * 0` and `x & 0` here are patterns, not arithmetic
 pub static SYMBOLIC_SIMPLE: LazyLock<PatternMatcher> = LazyLock::new(|| {
     let x = || var("x");
     let int_x = || var("x").dtype(INTS_BOOL);

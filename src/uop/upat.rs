@@ -4,7 +4,8 @@
 
 use super::{Arg, GroupOp, OpSet, Ops, UOp};
 use crate::dtype::{ConstValue, DType};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::panic::Location;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// How a pattern's sources match a node's sources.
@@ -34,13 +35,17 @@ pub struct UPat {
     /// For CONST patterns: the value, compared numerically (`0` matches `0.0` and `false`, as Python's `==`).
     value: Option<ConstValue>,
     name: Option<&'static str>,
+    /// Where the pattern was written (its outermost builder call): the rule's location.
+    loc: &'static Location<'static>,
 }
 
 /// Any node, bound to `name` (tinygrad `UPat.var`).
+#[track_caller]
 pub fn var(name: &'static str) -> UPat {
     UPat { name: Some(name), ..UPat::any() }
 }
 /// Any CONST, bound to `name` (tinygrad `UPat.cvar`).
+#[track_caller]
 pub fn cvar(name: &'static str) -> UPat {
     UPat::ops(Ops::CONST).named(name)
 }
@@ -73,43 +78,53 @@ fn permutations(n: usize) -> Vec<Vec<usize>> {
 
 impl UPat {
     /// Any node.
+    #[track_caller]
     pub fn any() -> UPat {
-        UPat { ops: None, dtypes: 0, src: SrcPat::Any, arg: None, value: None, name: None }
+        UPat { ops: None, dtypes: 0, src: SrcPat::Any, arg: None, value: None, name: None, loc: Location::caller() }
     }
     /// A node whose op is in `ops` (an op or an [`OpSet`]).
+    #[track_caller]
     pub fn ops(ops: impl Into<OpSet>) -> UPat {
         UPat { ops: Some(ops.into()), ..UPat::any() }
     }
     /// A CONST equal (numerically) to `v` (tinygrad `UPat.const`).
+    #[track_caller]
     pub fn cnst(v: impl Into<ConstValue>) -> UPat {
         UPat { value: Some(v.into()), ..UPat::ops(Ops::CONST) }
     }
     /// Binds the node to `name`; a name bound twice must be the same node.
+    #[track_caller]
     pub fn named(mut self, name: &'static str) -> UPat {
         self.name = Some(name);
+        self.loc = Location::caller();
         self
     }
     /// Restricts the dtype: the node's dtype, or its element dtype, is one of `dts`.
+    #[track_caller]
     pub fn dtype(mut self, dts: &[DType]) -> UPat {
         self.dtypes = dts.iter().fold(0, |m, d| m | 1 << d.scalar as u32);
         self
     }
     /// Requires the node's arg to equal `arg`.
+    #[track_caller]
     pub fn arg(mut self, arg: Arg) -> UPat {
         self.arg = Some(arg);
         self
     }
     /// Sources in order, exactly these many.
+    #[track_caller]
     pub fn src(mut self, src: impl Into<Vec<UPat>>) -> UPat {
         self.src = SrcPat::Exact(src.into().into(), false);
         self
     }
     /// Sources in order; more may follow (tinygrad `allow_any_len`).
+    #[track_caller]
     pub fn src_prefix(mut self, src: impl Into<Vec<UPat>>) -> UPat {
         self.src = SrcPat::Exact(src.into().into(), true);
         self
     }
     /// Sources in any order.
+    #[track_caller]
     pub fn src_any_order(mut self, src: impl Into<Vec<UPat>>) -> UPat {
         let src: Vec<UPat> = src.into();
         let perms = permutations(src.len());
@@ -117,11 +132,13 @@ impl UPat {
         self
     }
     /// Every source (any number) matches `p`.
+    #[track_caller]
     pub fn src_all(mut self, p: UPat) -> UPat {
         self.src = SrcPat::Repeat(Box::new(p));
         self
     }
     /// The ALU op `op` over `self` and `src`; commutative ops match their sources in any order.
+    #[track_caller]
     pub fn alu(self, op: Ops, src: impl IntoIterator<Item = UPat>) -> UPat {
         let all: Vec<UPat> = std::iter::once(self).chain(src).collect();
         if GroupOp::COMMUTATIVE.contains(op) {
@@ -131,37 +148,44 @@ impl UPat {
         }
     }
     /// `self < x`.
+    #[track_caller]
     pub fn cmplt(self, x: impl Into<UPat>) -> UPat {
         self.alu(Ops::CMPLT, [x.into()])
     }
     /// `self != x`.
+    #[track_caller]
     pub fn cmpne(self, x: impl Into<UPat>) -> UPat {
         self.alu(Ops::CMPNE, [x.into()])
     }
     /// `max(self, x)`.
+    #[track_caller]
     pub fn maximum(self, x: impl Into<UPat>) -> UPat {
         self.alu(Ops::MAX, [x.into()])
     }
     /// `self ? a : b`.
+    #[track_caller]
     pub fn where_(self, a: impl Into<UPat>, b: impl Into<UPat>) -> UPat {
         self.alu(Ops::WHERE, [a.into(), b.into()])
     }
     /// A CAST of `self` (to any dtype).
+    #[track_caller]
     pub fn cast(self) -> UPat {
         UPat::ops(Ops::CAST).src([self])
     }
     /// A unary op of `self`.
+    #[track_caller]
     pub fn unary(self, op: Ops) -> UPat {
         UPat::ops(op).src([self])
     }
     /// Bool negation as tinygrad writes it: `self != true`.
+    #[track_caller]
     pub fn logical_not(self) -> UPat {
-        self.cmpne(UPat::cnst(true))
+        self.cmpne(true)
     }
 
     /// Matches `u`, pushing bindings to `b`; for each complete match calls `k`, returning its first `Some`.
     /// On failure `b` is restored.
-    fn match_with(&self, u: &UOp, b: &mut Vec<(&'static str, UOp)>, k: &mut dyn FnMut(&mut Vec<(&'static str, UOp)>) -> Option<UOp>) -> Option<UOp> {
+    fn match_with(&self, u: &UOp, b: &mut Vec<(&'static str, UOp)>, k: &mut Cont) -> Option<UOp> {
         if self.ops.is_some_and(|o| !o.contains(u.op))
             || (self.dtypes != 0 && self.dtypes >> u.dtype.scalar as u32 & 1 == 0)
             || self.arg.as_ref().is_some_and(|a| *a != u.arg)
@@ -204,16 +228,19 @@ impl UPat {
     }
 }
 
+/// The bindings of a match in progress.
 type Binds = Vec<(&'static str, UOp)>;
+/// What to do with each complete match (the rest of the match, then the rewrite function).
+type Cont<'a> = dyn FnMut(&mut Binds) -> Option<UOp> + 'a;
 
-fn match_seq(ps: &[UPat], us: &[UOp], b: &mut Binds, k: &mut dyn FnMut(&mut Binds) -> Option<UOp>) -> Option<UOp> {
+fn match_seq(ps: &[UPat], us: &[UOp], b: &mut Binds, k: &mut Cont) -> Option<UOp> {
     match ps.split_first() {
         None => k(b),
         Some((p, rest)) => p.match_with(&us[0], b, &mut |b| match_seq(rest, &us[1..], b, k)),
     }
 }
 
-fn match_seq_ref(ps: &[UPat], us: &[&UOp], b: &mut Binds, k: &mut dyn FnMut(&mut Binds) -> Option<UOp>) -> Option<UOp> {
+fn match_seq_ref(ps: &[UPat], us: &[&UOp], b: &mut Binds, k: &mut Cont) -> Option<UOp> {
     match ps.split_first() {
         None => k(b),
         Some((p, rest)) => p.match_with(us[0], b, &mut |b| match_seq_ref(rest, &us[1..], b, k)),
@@ -221,25 +248,29 @@ fn match_seq_ref(ps: &[UPat], us: &[&UOp], b: &mut Binds, k: &mut dyn FnMut(&mut
 }
 
 impl From<i64> for UPat {
+    #[track_caller]
     fn from(v: i64) -> UPat {
         UPat::cnst(v)
     }
 }
 impl From<f64> for UPat {
+    #[track_caller]
     fn from(v: f64) -> UPat {
         UPat::cnst(v)
     }
 }
 impl From<bool> for UPat {
+    #[track_caller]
+    /// A bool CONST (of dtype bool: `0` does not match `false` here).
     fn from(v: bool) -> UPat {
-        UPat::cnst(v)
+        UPat::cnst(v).dtype(&[crate::dtype::dtypes::BOOL])
     }
 }
 
 macro_rules! upat_binops {
     ($($tr:ident $m:ident $op:ident),*) => {$(
-        impl<T: Into<UPat>> std::ops::$tr<T> for UPat { type Output = UPat; fn $m(self, x: T) -> UPat { self.alu(Ops::$op, [x.into()]) } }
-        impl std::ops::$tr<UPat> for i64 { type Output = UPat; fn $m(self, x: UPat) -> UPat { UPat::from(self).alu(Ops::$op, [x]) } }
+        impl<T: Into<UPat>> std::ops::$tr<T> for UPat { type Output = UPat; #[track_caller] fn $m(self, x: T) -> UPat { self.alu(Ops::$op, [x.into()]) } }
+        impl std::ops::$tr<UPat> for i64 { type Output = UPat; #[track_caller] fn $m(self, x: UPat) -> UPat { UPat::from(self).alu(Ops::$op, [x]) } }
     )*};
 }
 // as on UOp, `/` and `%` are floor division and floor modulo
@@ -290,8 +321,8 @@ type RewriteFn<C> = dyn Fn(&Bindings, &mut C) -> Option<UOp> + Send + Sync;
 pub struct Rule<C> {
     pat: UPat,
     f: Arc<RewriteFn<C>>,
-    /// `file:line` of the rule (for DEBUG, VIZ and runaway-rewrite errors).
-    pub location: &'static str,
+    /// Where the rule was written (for DEBUG, VIZ and runaway-rewrite errors).
+    pub location: &'static Location<'static>,
     /// Times this rule rewrote something (counted when TRACK_MATCH_STATS is on).
     pub hits: Arc<AtomicU64>,
 }
@@ -303,15 +334,17 @@ impl<C> Clone for Rule<C> {
 }
 
 impl<C> Rule<C> {
-    /// A rule; use the [`pm!`](crate::pm) macro, which fills in `location`.
-    pub fn new(pat: UPat, f: impl Fn(&Bindings, &mut C) -> Option<UOp> + Send + Sync + 'static, location: &'static str) -> Rule<C> {
-        Rule { pat, f: Arc::new(f), location, hits: Arc::default() }
+    /// A rule; its location is where `pat` was built (see the [`pm!`](crate::pm) macro).
+    pub fn new(pat: UPat, f: impl Fn(&Bindings, &mut C) -> Option<UOp> + Send + Sync + 'static) -> Rule<C> {
+        Rule { location: pat.loc, pat, f: Arc::new(f), hits: Arc::default() }
     }
 }
 
 /// An ordered rule table with dispatch by root op (tinygrad `PatternMatcher`). `C` is the context rewrite
 /// functions receive (`()` for none). Build once (in a `LazyLock` static); combine with `+`.
 pub struct PatternMatcher<C = ()> {
+    /// Unique per matcher: marks the nodes that are its fixed points.
+    pub(super) id: u32,
     rules: Vec<Rule<C>>,
     /// For each op, the indices of the rules whose root can match it, in table order.
     pdict: Vec<Vec<u32>>,
@@ -332,7 +365,8 @@ impl<C> PatternMatcher<C> {
                 pdict[op as usize].push(i as u32);
             }
         }
-        PatternMatcher { rules, pdict }
+        static NEXT_ID: AtomicU32 = AtomicU32::new(1);
+        PatternMatcher { id: NEXT_ID.fetch_add(1, Relaxed), rules, pdict }
     }
     /// The rules, in order.
     pub fn rules(&self) -> &[Rule<C>] {
@@ -382,7 +416,12 @@ impl PatternMatcher<()> {
             .iter()
             .map(|r| {
                 let f = r.f.clone();
-                Rule { pat: r.pat.clone(), f: Arc::new(move |b: &Bindings, _: &mut C| f(b, &mut ())), location: r.location, hits: r.hits.clone() }
+                Rule {
+                    pat: r.pat.clone(),
+                    f: Arc::new(move |b: &Bindings, _: &mut C| f(b, &mut ())),
+                    location: r.location,
+                    hits: r.hits.clone(),
+                }
             })
             .collect();
         PatternMatcher::new(rules)
@@ -407,7 +446,7 @@ macro_rules! pm {
             let _ = &$ctx;
             $(#[allow(unused_variables)] let $arg = &b[stringify!($arg)];)*
             $crate::uop::IntoRewrite::into_rewrite($body)
-        }, concat!(file!(), ":", line!()))),*])
+        })),*])
     };
     ($($pat:expr => |$($arg:ident),*| $body:expr),* $(,)?) => { $crate::pm!(_ctx: (); $($pat => |$($arg),*| $body),*) };
 }
