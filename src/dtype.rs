@@ -518,6 +518,54 @@ fn bitmask(dt: DType) -> u64 {
     }
 }
 
+/// Rust types that are tensor elements: their dtype and their bytes (native endian).
+pub trait Element: Copy + Send + Sync + 'static {
+    /// The dtype of this type.
+    const DTYPE: DType;
+    /// Appends this value's bytes.
+    fn write_bytes(self, out: &mut Vec<u8>);
+    /// The value stored in `b` (exactly `DTYPE.itemsize()` bytes).
+    fn from_bytes(b: &[u8]) -> Self;
+    /// As a constant.
+    fn to_const(self) -> ConstValue;
+}
+macro_rules! element {
+    ($($t:ty => $dt:ident, $cv:expr;)*) => {$(
+        impl Element for $t {
+            const DTYPE: DType = dtypes::$dt;
+            fn write_bytes(self, out: &mut Vec<u8>) { out.extend_from_slice(&self.to_ne_bytes()) }
+            fn from_bytes(b: &[u8]) -> Self { <$t>::from_ne_bytes(b.try_into().expect("element size")) }
+            fn to_const(self) -> ConstValue { ($cv)(self) }
+        }
+    )*};
+}
+element! {
+    f32 => FLOAT32, |x: f32| ConstValue::Float(x as f64);
+    f64 => FLOAT64, ConstValue::Float;
+    i8 => INT8, |x: i8| ConstValue::Int(x as i128);
+    i16 => INT16, |x: i16| ConstValue::Int(x as i128);
+    i32 => INT32, |x: i32| ConstValue::Int(x as i128);
+    i64 => INT64, |x: i64| ConstValue::Int(x as i128);
+    u8 => UINT8, |x: u8| ConstValue::Int(x as i128);
+    u16 => UINT16, |x: u16| ConstValue::Int(x as i128);
+    u32 => UINT32, |x: u32| ConstValue::Int(x as i128);
+    u64 => UINT64, |x: u64| ConstValue::Int(x as i128);
+    half::f16 => FLOAT16, |x: half::f16| ConstValue::Float(x.to_f64());
+    half::bf16 => BFLOAT16, |x: half::bf16| ConstValue::Float(x.to_f64());
+}
+impl Element for bool {
+    const DTYPE: DType = dtypes::BOOL;
+    fn write_bytes(self, out: &mut Vec<u8>) {
+        out.push(self as u8)
+    }
+    fn from_bytes(b: &[u8]) -> Self {
+        b[0] != 0
+    }
+    fn to_const(self) -> ConstValue {
+        ConstValue::Bool(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::dtypes::*;

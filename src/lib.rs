@@ -1,12 +1,22 @@
 //! tinygrad-rs: tinygrad's design in Rust. A lazy tensor library whose one IR ([`uop::UOp`]) is rewritten by
 //! pattern matchers, cut into kernels, rendered to source, compiled at run time and launched.
 //!
-//! Stages, in processing order: [`dtype`] and [`helpers`] (shared), [`uop`] (the IR, pattern matching and
-//! symbolic algebra). Later stages (tensor, schedule, codegen, renderer, runtime, engine, nn) build on these.
+//! Stages, in processing order: [`tensor`] (the user API) builds [`uop`] graphs; [`schedule`] cuts them into
+//! kernels; [`codegen`] lowers and linearizes each; [`renderer`] prints source; [`runtime`] compiles and
+//! launches it; [`engine`] drives the whole. [`dtype`], [`helpers`] and [`error`] are shared by all.
 
+pub mod codegen;
 pub mod dtype;
+pub mod engine;
+pub mod error;
 pub mod helpers;
+pub mod renderer;
+pub mod runtime;
+pub mod schedule;
+pub mod tensor;
 pub mod uop;
 
 pub use dtype::{dtypes, DType};
+pub use error::{Error, Result};
+pub use tensor::Tensor;
 pub use uop::{Ops, UOp};

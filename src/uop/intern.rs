@@ -39,7 +39,8 @@ pub(super) fn intern(op: Ops, dtype: DType, src: Box<[UOp]>, arg: Arg, tag: Opti
     if let Some(n) = table.iter_hash(hash).find_map(same) {
         return UOp(n);
     }
-    let node = Arc::new(UOpInner { op, dtype, src, arg, tag, hash, minmax: OnceLock::new(), fixed: Default::default() });
+    let node =
+        Arc::new(UOpInner { op, dtype, src, arg, tag, hash, minmax: OnceLock::new(), shape: OnceLock::new(), fixed: Default::default() });
     table.insert_unique(hash, (hash, Arc::downgrade(&node)), |e| e.0);
     UOp(node)
 }

@@ -7,6 +7,7 @@ mod intern;
 mod ops;
 mod render;
 mod rewrite;
+mod shape;
 pub mod symbolic;
 mod upat;
 
@@ -42,6 +43,50 @@ pub enum Arg {
     Op(Ops),
     /// REDUCE_AXIS: the reduce op and the axes it reduces.
     ReduceAxis(Ops, Arc<[usize]>),
+    /// BUFFER: which buffer (its memory is the runtime's business).
+    Buffer(Arc<BufferInfo>),
+}
+
+/// A device buffer as the IR sees it: identity, element count and device. The runtime attaches the memory
+/// (opaque here) once; it is freed when the last BUFFER node holding this drops.
+pub struct BufferInfo {
+    /// Unique per buffer.
+    pub id: u64,
+    /// Number of elements.
+    pub size: usize,
+    /// Device name (`CPU`, ...).
+    pub device: Arc<str>,
+    /// The device memory, set by the runtime when first needed.
+    pub mem: OnceLock<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl BufferInfo {
+    /// A new buffer identity of `size` elements on `device`, without memory yet.
+    pub fn new(size: usize, device: &str) -> Arc<BufferInfo> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Arc::new(BufferInfo {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            size,
+            device: device.into(),
+            mem: OnceLock::new(),
+        })
+    }
+}
+impl PartialEq for BufferInfo {
+    fn eq(&self, o: &Self) -> bool {
+        self.id == o.id
+    }
+}
+impl Eq for BufferInfo {}
+impl Hash for BufferInfo {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.id.hash(h)
+    }
+}
+impl fmt::Debug for BufferInfo {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "Buffer(id={}, size={}, {})", self.id, self.size, self.device)
+    }
 }
 
 /// The fields of a node, reached through [`UOp`]'s `Deref`.
@@ -58,6 +103,7 @@ pub struct UOpInner {
     pub tag: Option<u32>,
     hash: u64,
     minmax: OnceLock<(ConstValue, ConstValue)>,
+    shape: OnceLock<Option<Box<[usize]>>>,
     /// Id of a context-free matcher this node is a fixed point of (0: none), so rewrites skip it.
     fixed: std::sync::atomic::AtomicU32,
 }

@@ -1,0 +1,103 @@
+//! Linearize: orders a lowered kernel's UOps for printing. Output loops open first; every node is placed in
+//! the innermost loop it needs, as early as possible (loop-invariant work stays outside reduction loops);
+//! reduction loops open when their body needs them and close at their END (tinygrad `codegen/linearize.py`).
+
+use crate::dtype::dtypes;
+use crate::uop::{Arg, Ops, UOp};
+use rustc_hash::FxHashMap;
+
+/// The UOps of `sink` in print order: RANGE opens a loop, END closes the loops among its sources.
+pub fn linearize(sink: &UOp) -> Vec<UOp> {
+    order(&sink.toposort())
+}
+
+fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
+    let mut ranges: Vec<&UOp> = topo.iter().filter(|u| u.op == Ops::RANGE).collect();
+    ranges.sort_by_key(|r| match r.arg {
+        Arg::Int(i) => i,
+        _ => 0,
+    });
+    assert!(ranges.len() <= 64, "linearize: more than 64 loops");
+    let bit = |r: &UOp| 1u64 << ranges.iter().position(|x| *x == r).unwrap();
+    // the loops each node must sit in
+    let mut need: FxHashMap<&UOp, u64> = FxHashMap::default();
+    let mut closed_somewhere = 0u64;
+    for u in topo {
+        let mut m = u.src.iter().fold(0, |m, s| m | need[s]);
+        if u.op == Ops::RANGE {
+            m |= bit(u);
+        }
+        if u.op == Ops::END {
+            let c = u.src.iter().filter(|s| s.op == Ops::RANGE).fold(0, |a, r| a | bit(r));
+            closed_somewhere |= c;
+            m &= !c;
+        }
+        need.insert(u, m);
+    }
+    let mut users: FxHashMap<&UOp, Vec<&UOp>> = FxHashMap::default();
+    let mut waiting: FxHashMap<&UOp, usize> = FxHashMap::default();
+    for u in topo {
+        let mut srcs: Vec<&UOp> = u.src.iter().collect();
+        srcs.dedup();
+        waiting.insert(u, srcs.len());
+        srcs.iter().for_each(|s| users.entry(s).or_default().push(u));
+    }
+    let (mut out, mut open): (Vec<UOp>, Vec<&UOp>) = (Vec::with_capacity(topo.len()), Vec::new());
+    let mut ready: Vec<&UOp> = topo.iter().filter(|u| u.src.is_empty()).collect();
+    let mut emit = |u: &'a UOp, out: &mut Vec<UOp>, ready: &mut Vec<&'a UOp>| {
+        if let Some(i) = ready.iter().position(|x| *x == u) {
+            ready.remove(i);
+        }
+        out.push(u.clone());
+        for &c in users.get(u).map(|v| v.as_slice()).unwrap_or(&[]) {
+            let w = waiting.get_mut(c).unwrap();
+            *w -= 1;
+            if *w == 0 {
+                ready.push(c);
+            }
+        }
+    };
+    let open_mask = |open: &Vec<&UOp>| open.iter().fold(0, |m, r| m | bit(r));
+    // output loops (those no END closes) open first, outermost first, after their (constant) bounds
+    for &r in ranges.iter().filter(|r| bit(r) & closed_somewhere == 0) {
+        for s in r.src.iter() {
+            assert!(s.op == Ops::CONST, "linearize: output loop bound is not a constant");
+            if ready.contains(&s) {
+                emit(s, &mut out, &mut ready);
+            }
+        }
+        emit(r, &mut out, &mut ready);
+        open.push(r);
+    }
+    loop {
+        let om = open_mask(&open);
+        // 1. anything that fits in the open loops (RANGEs open only explicitly)
+        if let Some(i) = ready.iter().position(|u| u.op != Ops::RANGE && u.op != Ops::END && need[*u] & !om == 0) {
+            emit(ready[i], &mut out, &mut ready);
+            continue;
+        }
+        // 2. an END whose loops are the innermost open ones
+        if let Some(i) = ready.iter().position(|u| u.op == Ops::END) {
+            let u = ready[i];
+            let n = u.src.iter().filter(|s| s.op == Ops::RANGE).count();
+            let closing: Vec<&UOp> = open.split_off(open.len() - n);
+            assert!(closing.iter().all(|r| u.src.contains(r)), "linearize: END closes loops that are not innermost");
+            emit(u, &mut out, &mut ready);
+            continue;
+        }
+        // 3. open the loops the least-nested waiting node needs (or a ready loop), in order
+        let Some(u) = ready.iter().min_by_key(|u| ((need[**u] & !om).count_ones(), u.op != Ops::RANGE)).copied() else { break };
+        let missing = need[u] & !om;
+        for r in ranges.iter().copied().filter(|r| missing & bit(r) != 0).collect::<Vec<_>>() {
+            assert!(ready.contains(&r), "linearize: loop bound not ready");
+            emit(r, &mut out, &mut ready);
+            open.push(r);
+        }
+    }
+    assert!(ready.is_empty(), "linearize: {} nodes left unplaced: {:?}", ready.len(), ready.iter().map(|u| u.op).collect::<Vec<_>>());
+    // close the output loops
+    while let Some(r) = open.pop() {
+        out.push(UOp::new(Ops::END, dtypes::VOID, [r.clone()], Arg::None));
+    }
+    out
+}

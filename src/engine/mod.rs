@@ -1,0 +1,183 @@
+//! The engine. In: the tensor-level graphs to realize. Out: the buffer views they now are, after scheduling,
+//! compiling (cached by kernel) and launching every kernel in order; it also owns device memory for BUFFER
+//! nodes. DEBUG=1 prints each schedule, DEBUG=2 each launch, DEBUG=3 the opts, DEBUG=4 the source.
+//! Follows tinygrad `engine/realize.py` and `engine/schedule.py`.
+
+use crate::codegen::{full_rewrite, LinearKernel};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::helpers::{DEBUG, GLOBAL_COUNTERS, NUM_CPU_THREADS};
+use crate::renderer::cstyle;
+use crate::runtime::{Allocator, ClangCompiler, Compiler, CpuAllocator, CpuProgram, Program, RawBuffer};
+use crate::schedule::{contiguous_buffer, create_schedule};
+use crate::uop::{Arg, BufferInfo, Ops, UOp};
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
+use std::sync::{Arc, LazyLock, OnceLock};
+use std::time::Instant;
+
+/// A device: memory, a compiler, and the programs compiled for it (tinygrad `Compiled`).
+struct Device {
+    name: &'static str,
+    allocator: CpuAllocator,
+    compiler: OnceLock<std::result::Result<ClangCompiler, String>>,
+    runners: Mutex<FxHashMap<UOp, Arc<Runner>>>,
+}
+
+static CPU: LazyLock<Device> =
+    LazyLock::new(|| Device { name: "CPU", allocator: CpuAllocator::new(), compiler: OnceLock::new(), runners: Mutex::default() });
+
+fn device(name: &str) -> Result<&'static Device> {
+    match name {
+        "CPU" | "CLANG" => Ok(&CPU),
+        d => Err(Error::Device { device: d.into(), msg: "unknown device; this build has CPU (set DEV=CPU)".into() }),
+    }
+}
+
+/// Device memory held by a BUFFER node's [`BufferInfo`]; returned to its device's allocator cache on drop.
+struct Mem {
+    raw: Option<RawBuffer>,
+    dev: &'static Device,
+}
+impl Drop for Mem {
+    fn drop(&mut self) {
+        if let Some(raw) = self.raw.take() {
+            self.dev.allocator.free(raw);
+        }
+    }
+}
+
+fn info(buf: &UOp) -> &Arc<BufferInfo> {
+    match &buf.arg {
+        Arg::Buffer(b) => b,
+        a => panic!("not a BUFFER: {} {a:?}", buf.op),
+    }
+}
+
+/// The memory of BUFFER node `buf`, allocated on first use.
+fn mem(buf: &UOp) -> Result<*mut u8> {
+    let b = info(buf);
+    if b.mem.get().is_none() {
+        let dev = device(&b.device)?;
+        let raw = dev.allocator.alloc(b.size * buf.dtype.itemsize())?;
+        let _ = b.mem.set(Box::new(Mem { raw: Some(raw), dev }));
+    }
+    let m = b.mem.get().unwrap().downcast_ref::<Mem>().expect("BUFFER memory of this engine");
+    Ok(m.raw.as_ref().unwrap().as_ptr())
+}
+
+/// A new BUFFER node of `size` elements of `dtype` on `device`; memory comes on first use.
+pub fn new_buffer(dtype: DType, size: usize, device: &str) -> UOp {
+    UOp::new(Ops::BUFFER, dtype, [], Arg::Buffer(BufferInfo::new(size, device)))
+}
+
+/// A BUFFER holding `bytes` (`size` elements of `dtype`).
+///
+/// # Panics
+/// If the device can't be opened or allocate (creation from host data has no error path, as in tinygrad).
+pub fn buffer_from_bytes(bytes: &[u8], dtype: DType, size: usize, device_name: &str) -> UOp {
+    let u = new_buffer(dtype, size, device_name);
+    let dev = device(device_name).unwrap_or_else(|e| panic!("{e}"));
+    let ptr = mem(&u).unwrap_or_else(|e| panic!("{e}"));
+    let m = info(&u).mem.get().unwrap().downcast_ref::<Mem>().unwrap();
+    debug_assert_eq!(m.raw.as_ref().unwrap().as_ptr(), ptr);
+    dev.allocator.copyin(m.raw.as_ref().unwrap(), bytes);
+    u
+}
+
+/// Whether `u` is a realized buffer in row-major order (a BUFFER, or a RESHAPE of one).
+pub fn is_contiguous_buffer(u: &UOp) -> bool {
+    contiguous_buffer(u).is_some()
+}
+
+/// The bytes of a realized contiguous tensor graph `u`.
+///
+/// # Errors
+/// If the device fails.
+///
+/// # Panics
+/// If `u` is not a contiguous buffer view (realize it first).
+pub fn copyout(u: &UOp) -> Result<Vec<u8>> {
+    let buf = contiguous_buffer(u).unwrap_or_else(|| panic!("copyout: {} is not a realized buffer", u.op));
+    mem(buf)?;
+    let m = info(buf).mem.get().unwrap().downcast_ref::<Mem>().unwrap();
+    let raw = m.raw.as_ref().unwrap();
+    let mut out = vec![0u8; raw.size()];
+    m.dev.allocator.copyout(&mut out, raw);
+    Ok(out)
+}
+
+/// A compiled kernel and what DEBUG prints about it.
+struct Runner {
+    kernel: LinearKernel,
+    program: CpuProgram,
+}
+
+fn runner(dev: &'static Device, ast: &UOp) -> Result<Arc<Runner>> {
+    if let Some(r) = dev.runners.lock().get(ast) {
+        return Ok(r.clone());
+    }
+    let kernel = full_rewrite(ast);
+    let src = cstyle::render(&kernel);
+    if DEBUG.value() >= 3 {
+        println!("{}: opts {}", kernel.name, if kernel.outer > 1 { format!("[THREAD(axis=0, n={})]", kernel.outer) } else { "[]".into() });
+    }
+    if DEBUG.value() >= 4 {
+        println!("{src}");
+    }
+    let compiler = dev.compiler.get_or_init(|| ClangCompiler::new().map_err(|e| e.to_string()));
+    let compiler = compiler.as_ref().map_err(|_| Error::NoCompiler)?;
+    let path = compiler.compile(&kernel.name, &src)?;
+    let program = CpuProgram::load(&path, &kernel.name)?;
+    let r = Arc::new(Runner { kernel, program });
+    dev.runners.lock().insert(ast.clone(), r.clone());
+    Ok(r)
+}
+
+/// Runs the kernels that compute `roots` and returns, for each, the buffer view it now is (tinygrad
+/// `realize`/`run_schedule`). Intermediate buffers are freed after their last use, so their memory is reused
+/// by later kernels through the allocator's cache.
+///
+/// # Errors
+/// If a kernel fails to compile or a device fails.
+pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
+    let t0 = Instant::now();
+    let device_name = roots
+        .iter()
+        .find_map(|r| {
+            r.toposort().iter().find_map(|u| match &u.arg {
+                Arg::Buffer(b) => Some(b.device.to_string()),
+                _ => None,
+            })
+        })
+        .unwrap_or_else(crate::tensor::default_device);
+    let dev = device(&device_name)?;
+    let sched = create_schedule(roots, dev.name);
+    if DEBUG.value() >= 1 && !sched.items.is_empty() {
+        println!("scheduled {} kernels in {:.2} ms", sched.items.len(), t0.elapsed().as_secs_f64() * 1e3);
+    }
+    for item in sched.items {
+        let r = runner(dev, &item.ast)?;
+        let ptrs = item.bufs.iter().map(mem).collect::<Result<Vec<_>>>()?;
+        let k = &r.kernel;
+        let parallel = k.outer > 1 && k.ops.max(k.mem / 4) >= 1 << 15 && NUM_CPU_THREADS.value() > 1;
+        let tm = r.program.launch(&ptrs, &[], k.outer, parallel);
+        GLOBAL_COUNTERS.add_kernel(k.ops, k.mem, tm.as_nanos() as u64);
+        if DEBUG.value() >= 2 {
+            let s = tm.as_secs_f64();
+            println!(
+                "*** {:<6} {:4} {:<40} arg {:2} mem {:6.2} GB tm {:9.2}us/{:9.2}ms ({:9.2} GFLOPS {:6.1} GB/s)",
+                dev.name,
+                GLOBAL_COUNTERS.kernel_count(),
+                k.name,
+                item.bufs.len(),
+                GLOBAL_COUNTERS.mem_used().max(0) as f64 / 1e9,
+                s * 1e6,
+                GLOBAL_COUNTERS.time_sum_ns() as f64 / 1e6,
+                k.ops as f64 / s / 1e9,
+                k.mem as f64 / s / 1e9
+            );
+        }
+    }
+    Ok(sched.outputs)
+}

@@ -1,0 +1,52 @@
+//! The crate's one error type. Only the outside world (files, compilers, devices) returns [`Error`]; malformed
+//! IR is a bug and panics. Follows candle's `error.rs` in shape; tinygrad raises `RuntimeError`/`CompileError`.
+
+use std::path::PathBuf;
+
+/// What can fail outside the program: a missing or failing C compiler, a shared object that does not load, file
+/// I/O, a device. Each message says what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// None of `$CC`, `clang`, `cc`, `gcc` runs (tinygrad fails in `subprocess.check_output(['clang', ...])`).
+    #[error("no C compiler found; install clang (`apt-get install clang`) or set CC to a working C compiler")]
+    NoCompiler,
+    /// The C compiler rejected kernel `name` (tinygrad `CompileError`); the source is kept on disk to reproduce it.
+    #[error("compiling kernel `{name}` with `{compiler}` failed; the source is kept at {}, compiler output:\n{stderr}", source_path.display())]
+    Compile {
+        /// The kernel (function) name.
+        name: String,
+        /// The compiler command that failed.
+        compiler: String,
+        /// Where the kernel source was written.
+        source_path: PathBuf,
+        /// The compiler's standard error.
+        stderr: String,
+    },
+    /// A compiled shared object could not be loaded, or lacks the kernel symbol.
+    #[error("loading {}: {msg}; delete the file to force a recompile", path.display())]
+    Load {
+        /// The shared object.
+        path: PathBuf,
+        /// The loader's message.
+        msg: String,
+    },
+    /// Reading, writing or creating `path` failed.
+    #[error("I/O error on {}: {source}; check that it exists and is writable", path.display())]
+    Io {
+        /// The file or directory (or the program that was being run).
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A device refused an operation (out of memory, unsupported request, ...).
+    #[error("device {device}: {msg}")]
+    Device {
+        /// The device name, e.g. "CPU".
+        device: String,
+        /// What went wrong and what to do.
+        msg: String,
+    },
+}
+
+/// The crate's result type, with [`Error`] by default.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,434 @@
+//! The CPU device (tinygrad `runtime/ops_cpu.py`): host memory with a free cache, the system C compiler writing a
+//! shared object into a content-addressed disk cache, and kernels loaded with `dlopen` and run on a thread pool.
+
+use super::{Allocator, Compiler, Program, RawBuffer};
+use crate::error::{Error, Result};
+use crate::helpers::{cache_dir, CACHELEVEL, NUM_CPU_THREADS};
+use libloading::Library;
+use parking_lot::Mutex;
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+// **************** allocator ****************
+
+/// Most bytes the free cache keeps; a buffer freed beyond it is released (tinygrad caches without bound).
+const CACHE_CAP: usize = 1 << 30;
+
+#[derive(Debug, Default)]
+struct FreeCache {
+    by_size: HashMap<usize, Vec<RawBuffer>>,
+    bytes: usize,
+}
+
+/// Host memory for the CPU device (tinygrad `CPUAllocator`, an `LRUAllocator`): 64-byte-aligned allocations, and
+/// freed buffers (up to 1 GiB in all) cached by size for reuse.
+#[derive(Debug, Default)]
+pub struct CpuAllocator {
+    cache: Mutex<FreeCache>,
+}
+
+impl CpuAllocator {
+    /// An allocator with an empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn take(&self, size: usize) -> Option<RawBuffer> {
+        let mut c = self.cache.lock();
+        let buf = c.by_size.get_mut(&size)?.pop()?;
+        c.bytes -= size;
+        Some(buf)
+    }
+}
+
+impl Allocator for CpuAllocator {
+    fn alloc(&self, size: usize) -> Result<RawBuffer> {
+        self.take(size).map_or_else(
+            || {
+                RawBuffer::host(size).or_else(|_| {
+                    self.free_cache();
+                    RawBuffer::host(size)
+                })
+            },
+            Ok,
+        )
+    }
+
+    fn free(&self, buf: RawBuffer) {
+        let mut c = self.cache.lock();
+        if c.bytes + buf.size() <= CACHE_CAP {
+            c.bytes += buf.size();
+            c.by_size.entry(buf.size()).or_default().push(buf);
+        }
+    }
+
+    fn free_cache(&self) {
+        *self.cache.lock() = FreeCache::default();
+    }
+
+    fn copyin(&self, dst: &RawBuffer, src: &[u8]) {
+        assert_eq!(dst.size(), src.len(), "copyin: buffer is {} bytes, source {}", dst.size(), src.len());
+        // SAFETY: dst is valid for its size bytes; src is a Rust slice, so it cannot overlap device memory that only
+        // raw pointers reach.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_ptr(), src.len()) }
+    }
+
+    fn copyout(&self, dst: &mut [u8], src: &RawBuffer) {
+        assert_eq!(dst.len(), src.size(), "copyout: buffer is {} bytes, destination {}", src.size(), dst.len());
+        // SAFETY: src is valid for its size bytes; dst is an exclusive Rust slice, disjoint from it.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr(), dst.len()) }
+    }
+}
+
+// **************** compiler ****************
+
+/// Compiler flags, then `-o out.so -lm`. IEEE semantics (no `-ffast-math`); no FMA contraction, so results match
+/// the interpreter bit for bit.
+const FLAGS: [&str; 9] = ["-O2", "-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-x", "c", "-"];
+
+/// Compiles C kernels into shared objects with the system C compiler (tinygrad `ClangJITCompiler`, which instead
+/// links in-process). Outputs are cached at `cache_dir()/kernels/<hash>.so`, keyed by compiler, flags and source.
+#[derive(Debug, Clone)]
+pub struct ClangCompiler {
+    cc: String,
+}
+
+impl ClangCompiler {
+    /// The compiler in env `CC` if set, else the first of `clang`, `cc`, `gcc` on `PATH` that runs. Errors with
+    /// [`Error::NoCompiler`] when the chosen one does not run.
+    pub fn new() -> Result<Self> {
+        match std::env::var("CC") {
+            Ok(cc) if !cc.is_empty() => Self::with_cc(&cc),
+            _ => ["clang", "cc", "gcc"].into_iter().find_map(|cc| Self::with_cc(cc).ok()).ok_or(Error::NoCompiler),
+        }
+    }
+
+    /// Uses `cc` (a program name or path, no arguments). Errors with [`Error::NoCompiler`] when `cc --version` fails.
+    pub fn with_cc(cc: &str) -> Result<Self> {
+        let runs = Command::new(cc).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+        runs.then(|| ClangCompiler { cc: cc.to_string() }).ok_or(Error::NoCompiler)
+    }
+
+    /// The compiler command in use.
+    pub fn cc(&self) -> &str {
+        &self.cc
+    }
+}
+
+/// FNV-1a, 128-bit, of the parts each followed by a 0 byte: a cache key stable across runs and platforms.
+fn fnv1a128(parts: &[&str]) -> u128 {
+    let bytes = parts.iter().flat_map(|p| p.bytes().chain([0]));
+    bytes.fold(0x6c62272e07bb014262b821756295c58d, |h, b| (h ^ u128::from(b)).wrapping_mul(0x1000000000000000000013b))
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io { path: path.to_path_buf(), source }
+}
+
+impl Compiler for ClangCompiler {
+    fn compile(&self, name: &str, src: &str) -> Result<PathBuf> {
+        let dir = cache_dir().join("kernels");
+        let key = format!("{:032x}", fnv1a128(&[&self.cc, &FLAGS.join(" "), src]));
+        let so = dir.join(format!("{key}.so"));
+        if CACHELEVEL.value() > 0 && so.exists() {
+            return Ok(so);
+        }
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        // a name unique to this compile: concurrent compiles of one kernel each write their own file, then rename
+        static TMP_ID: AtomicU64 = AtomicU64::new(0);
+        let tmp = dir.join(format!("{key}.{}.{}.tmp", std::process::id(), TMP_ID.fetch_add(1, Relaxed)));
+        let cc_path = Path::new(&self.cc);
+        let mut child = Command::new(cc_path)
+            .args(FLAGS)
+            .arg("-o")
+            .arg(&tmp)
+            .arg("-lm")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(io_err(cc_path))?;
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        // write from another thread so a compiler that reports errors before reading all input cannot deadlock us;
+        // a write error (the compiler exited early) shows up in its exit status
+        let out = std::thread::scope(|s| {
+            s.spawn(move || stdin.write_all(src.as_bytes()));
+            child.wait_with_output()
+        })
+        .map_err(io_err(cc_path))?;
+        if !out.status.success() {
+            let _ = std::fs::remove_file(&tmp);
+            let source_path = dir.join(format!("{key}.c"));
+            std::fs::write(&source_path, src).map_err(io_err(&source_path))?;
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            return Err(Error::Compile { name: name.to_string(), compiler: self.cc.clone(), source_path, stderr });
+        }
+        std::fs::rename(&tmp, &so).map_err(io_err(&so))?;
+        Ok(so)
+    }
+}
+
+// **************** program ****************
+
+/// The kernel ABI: `void name(void** bufs, const int* vals, int core_start, int core_end)`; the kernel runs its
+/// outermost axis over `[core_start, core_end)`.
+type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i32, i32, i32);
+
+/// `NUM_CPU_THREADS`, at least 1.
+fn threads() -> usize {
+    usize::try_from(NUM_CPU_THREADS.value()).unwrap_or(1).max(1)
+}
+
+/// The thread pool kernels run on, `NUM_CPU_THREADS` threads (read once, at the first parallel launch).
+static POOL: LazyLock<rayon::ThreadPool> = LazyLock::new(|| {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads())
+        .thread_name(|i| format!("tinygrad-cpu-{i}"))
+        .build()
+        .expect("creating the CPU thread pool")
+});
+
+/// One launch's arguments, shared by the threads that run its chunks.
+struct Launch {
+    f: KernelFn,
+    bufs: *const *mut u8,
+    vals: *const i32,
+}
+
+// SAFETY: the pointers are only passed to the kernel. `Program::launch`'s caller guarantees the buffers outlive the
+// launch and are not otherwise accessed during it; the chunks cover disjoint ranges of the outermost axis, so they
+// write disjoint outputs; `bufs`/`vals` point into slices borrowed for the whole launch, which joins all chunks.
+unsafe impl Send for Launch {}
+// SAFETY: see Send; the kernel only reads `bufs` and `vals`.
+unsafe impl Sync for Launch {}
+
+impl Launch {
+    fn run(&self, start: usize, end: usize) {
+        let (start, end) = (i32::try_from(start).expect("outer axis fits i32"), i32::try_from(end).expect("outer axis fits i32"));
+        // SAFETY: `f` has the kernel ABI (every kernel is rendered with it); pointers as in `unsafe impl Send`.
+        unsafe { (self.f)(self.bufs, self.vals, start, end) }
+    }
+}
+
+/// A kernel loaded from a shared object (tinygrad `CPUProgram`), callable from any thread.
+#[derive(Debug)]
+pub struct CpuProgram {
+    f: KernelFn,
+    /// Keeps `f`'s code mapped.
+    _lib: Library,
+}
+
+impl CpuProgram {
+    /// `dlopen`s `path` and looks up the kernel `name`. Errors with [`Error::Load`] when either fails.
+    pub fn load(path: &Path, name: &str) -> Result<CpuProgram> {
+        let load_err = |msg: String| Error::Load { path: path.to_path_buf(), msg };
+        // SAFETY: our shared objects come from `ClangCompiler` compiling rendered kernels, which have no
+        // initializers or global state.
+        let lib = unsafe { Library::new(path) }.map_err(|e| load_err(e.to_string()))?;
+        // SAFETY: every kernel is rendered with the `KernelFn` ABI; the pointer is used only while `lib` lives.
+        let f = unsafe { lib.get::<KernelFn>(name.as_bytes()) }.map_err(|e| load_err(format!("no kernel `{name}`: {e}")))?;
+        Ok(CpuProgram { f: *f, _lib: lib })
+    }
+}
+
+impl Program for CpuProgram {
+    /// Splits `[0, outer)` into `min(outer, NUM_CPU_THREADS)` contiguous chunks run on the pool when `parallel`, else
+    /// one call over `[0, max(outer, 1))` on this thread.
+    fn launch(&self, bufs: &[*mut u8], vals: &[i32], outer: usize, parallel: bool) -> Duration {
+        let st = Instant::now();
+        let l = Launch { f: self.f, bufs: bufs.as_ptr(), vals: vals.as_ptr() };
+        let n = outer.min(threads());
+        if parallel && n > 1 {
+            POOL.install(|| (0..n).into_par_iter().with_max_len(1).for_each(|i| l.run(i * outer / n, (i + 1) * outer / n)));
+        } else {
+            l.run(0, outer.max(1));
+        }
+        st.elapsed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::helpers::Context;
+    use std::os::unix::fs::MetadataExt;
+
+    /// A source that no earlier run compiled, so the first compile is a real one.
+    fn fresh(src: &str) -> String {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        format!("// {}-{nanos}-{}\n{src}", std::process::id(), N.fetch_add(1, Relaxed))
+    }
+
+    const AXPB: &str = "void axpb(void** bufs, const int* vals, int core_start, int core_end) {
+  float* out = (float*)bufs[0]; const float* a = (const float*)bufs[1]; int* starts = (int*)bufs[2];
+  for (int i = core_start; i < core_end; i++) { out[i] = a[i]*2.0f + (float)vals[0]; starts[i] = core_start; }
+}";
+
+    fn f32s(b: &[u8]) -> Vec<f32> {
+        b.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap())).collect()
+    }
+
+    fn i32s(b: &[u8]) -> Vec<i32> {
+        b.chunks_exact(4).map(|c| i32::from_ne_bytes(c.try_into().unwrap())).collect()
+    }
+
+    #[test]
+    fn alloc_is_aligned_and_reuses_freed_buffers() {
+        let a = CpuAllocator::new();
+        let b = a.alloc(1000).unwrap();
+        let (p, size) = (b.as_ptr(), b.size());
+        assert_eq!((p as usize % 64, size), (0, 1000));
+        a.free(b);
+        let other = a.alloc(999).unwrap();
+        assert_ne!(other.as_ptr(), p, "a different size is a new allocation");
+        assert_eq!(a.alloc(1000).unwrap().as_ptr(), p, "same size reuses the freed buffer");
+        let z = a.alloc(0).unwrap();
+        assert_eq!((z.size(), z.as_ptr() as usize % 64), (0, 0));
+        a.free(z);
+        a.free_cache();
+        let c = a.cache.lock();
+        assert_eq!((c.bytes, c.by_size.len()), (0, 0));
+    }
+
+    #[test]
+    fn free_cache_is_capped() {
+        let a = CpuAllocator::new();
+        let big = 600 << 20;
+        let (x, y) = (a.alloc(big).unwrap(), a.alloc(big).unwrap());
+        a.free(x);
+        a.free(y); // over the 1 GiB cap: released
+        let c = a.cache.lock();
+        assert_eq!((c.bytes, c.by_size[&big].len()), (big, 1));
+    }
+
+    #[test]
+    fn copy_round_trip() {
+        let a = CpuAllocator::new();
+        let src: Vec<u8> = (0..=255).collect();
+        let b = a.alloc(256).unwrap();
+        a.copyin(&b, &src);
+        let mut dst = vec![0u8; 256];
+        a.copyout(&mut dst, &b);
+        assert_eq!(dst, src);
+    }
+
+    #[test]
+    #[should_panic(expected = "copyin: buffer is 8 bytes, source 4")]
+    fn copyin_size_mismatch_panics() {
+        let a = CpuAllocator::new();
+        a.copyin(&a.alloc(8).unwrap(), &[0; 4]);
+    }
+
+    #[test]
+    fn compile_load_launch() {
+        let cc = ClangCompiler::new().unwrap();
+        let so = cc.compile("axpb", &fresh(AXPB)).unwrap();
+        let prog = CpuProgram::load(&so, "axpb").unwrap();
+        std::fs::remove_file(so).unwrap(); // tests leave no fresh kernels behind; the loaded mapping stays valid
+        let a = CpuAllocator::new();
+        let n = 1000;
+        let input: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 100.0).collect();
+        let (out, inp, starts) = (a.alloc(n * 4).unwrap(), a.alloc(n * 4).unwrap(), a.alloc(n * 4).unwrap());
+        a.copyin(&inp, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>());
+        let _g = Context::new(&[(&NUM_CPU_THREADS, 4)]);
+        for (parallel, want_starts) in [(false, [0, 0, 0, 0]), (true, [0, 250, 500, 750])] {
+            a.copyin(&out, &vec![0; n * 4]);
+            prog.launch(&[out.as_ptr(), inp.as_ptr(), starts.as_ptr()], &[7], n, parallel);
+            let mut bytes = vec![0u8; n * 4];
+            a.copyout(&mut bytes, &out);
+            let want: Vec<f32> = input.iter().map(|x| x * 2.0 + 7.0).collect();
+            assert_eq!(f32s(&bytes), want, "parallel={parallel}");
+            a.copyout(&mut bytes, &starts);
+            let want: Vec<i32> = (0..n).map(|i| want_starts[i / 250]).collect();
+            assert_eq!(i32s(&bytes), want, "chunk starts, parallel={parallel}");
+        }
+        assert!(CpuProgram::load(&cc.compile("axpb", AXPB).unwrap(), "nope").is_err_and(|e| matches!(e, Error::Load { .. })));
+    }
+
+    #[test]
+    fn ieee_and_libm() {
+        let src = "#include <math.h>\nvoid k(void** bufs, const int* vals, int s, int e) {
+  float* o = (float*)bufs[0]; const float* a = (const float*)bufs[1];
+  for (int i = s; i < e; i++) { o[2*i] = expf(a[i]); o[2*i+1] = a[i] != a[i] ? 1.0f : 0.0f; }
+}";
+        let prog = CpuProgram::load(&ClangCompiler::new().unwrap().compile("k", src).unwrap(), "k").unwrap();
+        let a = CpuAllocator::new();
+        let input = [0.0f32, 1.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY];
+        let (o, i) = (a.alloc(40).unwrap(), a.alloc(20).unwrap());
+        a.copyin(&i, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>());
+        prog.launch(&[o.as_ptr(), i.as_ptr()], &[], 5, false);
+        let mut bytes = vec![0u8; 40];
+        a.copyout(&mut bytes, &o);
+        let got = f32s(&bytes);
+        assert_eq!([got[0], got[2], got[6], got[8]], [1.0, 1f32.exp(), f32::INFINITY, 0.0]);
+        assert!(got[4].is_nan());
+        assert_eq!([got[1], got[3], got[5], got[7], got[9]], [0.0, 0.0, 1.0, 0.0, 0.0], "NaN != NaN only for NaN");
+    }
+
+    #[test]
+    fn second_compile_hits_disk_cache() {
+        let cc = ClangCompiler::new().unwrap();
+        let src = fresh(AXPB);
+        let _g = Context::new(&[(&CACHELEVEL, 2)]);
+        let p1 = cc.compile("axpb", &src).unwrap();
+        let ino = std::fs::metadata(&p1).unwrap().ino();
+        let p2 = cc.compile("axpb", &src).unwrap();
+        assert_eq!((p2.clone(), std::fs::metadata(&p2).unwrap().ino()), (p1.clone(), ino), "not recompiled");
+        let p3 = Context::with(&[(&CACHELEVEL, 0)], || cc.compile("axpb", &src).unwrap());
+        assert_eq!(p3, p1);
+        assert_ne!(std::fs::metadata(&p3).unwrap().ino(), ino, "CACHELEVEL=0 recompiles");
+        assert_eq!(p1.parent().unwrap(), cache_dir().join("kernels"));
+        std::fs::remove_file(p1).unwrap();
+    }
+
+    #[test]
+    fn concurrent_compiles_of_one_kernel() {
+        let src = fresh(AXPB);
+        let paths: Vec<PathBuf> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4).map(|_| s.spawn(|| ClangCompiler::new().unwrap().compile("axpb", &src).unwrap())).collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(paths.iter().all(|p| *p == paths[0]));
+        CpuProgram::load(&paths[0], "axpb").unwrap();
+        let leftovers = std::fs::read_dir(paths[0].parent().unwrap()).unwrap().filter(|e| {
+            let name = e.as_ref().unwrap().file_name().into_string().unwrap();
+            name.starts_with(paths[0].file_stem().unwrap().to_str().unwrap()) && name.ends_with(".tmp")
+        });
+        assert_eq!(leftovers.count(), 0, "temporary files are renamed into place");
+        std::fs::remove_file(&paths[0]).unwrap();
+    }
+
+    #[test]
+    fn syntax_error_keeps_source() {
+        let src = fresh("void broken(void** bufs) { int x = ; }");
+        let Err(Error::Compile { name, stderr, source_path, .. }) = ClangCompiler::new().unwrap().compile("broken", &src) else {
+            panic!("expected a compile error")
+        };
+        assert_eq!(name, "broken");
+        assert!(stderr.contains("error"), "{stderr}");
+        assert_eq!(std::fs::read_to_string(&source_path).unwrap(), src);
+        assert_eq!(source_path.extension().unwrap(), "c");
+        std::fs::remove_file(source_path).unwrap();
+    }
+
+    #[test]
+    fn missing_compiler() {
+        assert!(matches!(ClangCompiler::with_cc("/nonexistent/cc"), Err(Error::NoCompiler)));
+        assert!(Error::NoCompiler.to_string().contains("apt-get install clang"));
+        assert_eq!(ClangCompiler::with_cc("/usr/bin/clang").unwrap().cc(), "/usr/bin/clang");
+    }
+
+    #[test]
+    fn cache_key_is_stable() {
+        assert_eq!(fnv1a128(&[]), 0x6c62272e07bb014262b821756295c58d);
+        assert_eq!(fnv1a128(&["a"]), fnv1a128(&["a"]));
+        assert_ne!(fnv1a128(&["ab", "c"]), fnv1a128(&["a", "bc"]), "parts are separated");
+    }
+}

@@ -1,0 +1,89 @@
+//! Scheduling. In: the tensor-level UOp graphs of the tensors to realize. Out: kernels in dependency order
+//! ([`ScheduleItem`]: a kernel AST and the buffers it reads and writes), and the buffer view each tensor
+//! becomes. Follows tinygrad's `schedule/` (kernel boundaries) and rangeify (movement ops become indexing).
+
+mod rangeify;
+
+use crate::uop::{Arg, BufferInfo, Ops, UOp};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::sync::Arc;
+
+/// One kernel to run: `ast` is a SINK of STOREs over DEFINE_GLOBALs `0..bufs.len()`; `bufs[i]` is the BUFFER
+/// node of DEFINE_GLOBAL `i` (`bufs[0]` is written, the rest read).
+pub struct ScheduleItem {
+    /// The kernel, before optimization and lowering.
+    pub ast: UOp,
+    /// The buffers, by DEFINE_GLOBAL slot.
+    pub bufs: Vec<UOp>,
+}
+
+/// The result of scheduling: kernels in order, and what each root becomes once they ran.
+pub struct Schedule {
+    /// Kernels, each after those it reads from.
+    pub items: Vec<ScheduleItem>,
+    /// For each root: a view of the buffer that holds it (a BUFFER, or a RESHAPE of one).
+    pub outputs: Vec<UOp>,
+}
+
+/// A view of `buf` (a BUFFER node) in `shape`.
+pub fn buffer_view(buf: &UOp, shape: &[usize]) -> UOp {
+    if buf.shape() == Some(shape) {
+        return buf.clone();
+    }
+    UOp::new(Ops::RESHAPE, buf.dtype, [buf.clone()], Arg::Ints(shape.iter().map(|&d| d as i64).collect()))
+}
+
+/// The BUFFER under a contiguous view (a BUFFER, or a RESHAPE of one), if `u` is such a view.
+pub fn contiguous_buffer(u: &UOp) -> Option<&UOp> {
+    match u.op {
+        Ops::BUFFER => Some(u),
+        Ops::RESHAPE if u.src[0].op == Ops::BUFFER => Some(&u.src[0]),
+        _ => None,
+    }
+}
+
+/// Kernels for `roots`, on `device`.
+///
+/// Kernel boundaries: each root that is not already a buffer view, each CONTIGUOUS, and each reduction that
+/// a kernel would otherwise recompute per element: one reached through an EXPAND (a broadcast) or through
+/// another reduction. A reduction reached only through elementwise and injective movement ops fuses with
+/// its elementwise prologue and epilogue into its consumer's kernel.
+pub fn create_schedule(roots: &[UOp], device: &str) -> Schedule {
+    // the nodes that become buffers, in dependency order
+    let mut realized: FxHashSet<UOp> = roots.iter().filter(|r| contiguous_buffer(r).is_none()).cloned().collect();
+    let mut work: Vec<UOp> = realized.iter().cloned().collect();
+    let mut seen: FxHashSet<(UOp, bool)> = FxHashSet::default();
+    while let Some(k) = work.pop() {
+        // (node, reached through a broadcast or reduce) from this kernel's root
+        let mut stack: Vec<(UOp, bool)> = k.src.iter().map(|s| (s.clone(), k.op == Ops::REDUCE_AXIS)).collect();
+        while let Some((u, dirty)) = stack.pop() {
+            if u.op == Ops::BUFFER || !seen.insert((u.clone(), dirty)) {
+                continue;
+            }
+            if realized.contains(&u) {
+                continue;
+            }
+            if u.op == Ops::CONTIGUOUS || (u.op == Ops::REDUCE_AXIS && dirty) {
+                realized.insert(u.clone());
+                work.push(u);
+                continue;
+            }
+            let dirty = dirty || matches!(u.op, Ops::EXPAND | Ops::REDUCE_AXIS);
+            stack.extend(u.src.iter().map(|s| (s.clone(), dirty)));
+        }
+    }
+    let order: Vec<UOp> = UOp::sink(roots.to_vec()).toposort().into_iter().filter(|u| realized.contains(u)).collect();
+    // an output buffer per realized node; roots keep their own
+    let mut bufs: FxHashMap<UOp, UOp> = FxHashMap::default();
+    let mut items = Vec::with_capacity(order.len());
+    for k in &order {
+        let shape = k.shape().expect("realized nodes have shapes");
+        let info = BufferInfo::new(shape.iter().product(), device);
+        let out = UOp::new(Ops::BUFFER, k.dtype, [], Arg::Buffer(Arc::clone(&info)));
+        let (ast, inputs) = rangeify::build_kernel(k, &bufs);
+        items.push(ScheduleItem { ast, bufs: std::iter::once(out.clone()).chain(inputs).collect() });
+        bufs.insert(k.clone(), out);
+    }
+    let outputs = roots.iter().map(|r| bufs.get(r).map_or_else(|| r.clone(), |b| buffer_view(b, r.shape().unwrap()))).collect();
+    Schedule { items, outputs }
+}

@@ -1,0 +1,196 @@
+//! Rangeify: one kernel's tensor graph becomes index arithmetic. Each output axis becomes a RANGE; movement ops
+//! become arithmetic on the index of their source (padding a validity condition); a reduction gets RANGEs
+//! for its reduced axes; buffers become LOADs at a flat index. Follows tinygrad `schedule/rangeify.py`.
+
+use crate::dtype::{dtypes, AddrSpace};
+use crate::uop::{Arg, GroupOp, Ops, UOp};
+use rustc_hash::FxHashMap;
+
+/// Contiguous (row-major) strides of `shape`.
+pub fn strides(shape: &[usize]) -> Vec<i64> {
+    let mut st = vec![1i64; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        st[i] = st[i + 1] * shape[i + 1] as i64;
+    }
+    st
+}
+
+fn idx_const(v: i64) -> UOp {
+    UOp::const_(dtypes::WEAKINT, v)
+}
+
+/// `sum(idx[k] * strides[k])`.
+fn flat(idx: &[UOp], shape: &[usize]) -> UOp {
+    idx.iter().zip(strides(shape)).zip(shape).filter(|(_, &s)| s != 1).fold(idx_const(0), |acc, ((i, st), _)| &acc + &(i * st))
+}
+
+fn and(a: Option<UOp>, b: UOp) -> Option<UOp> {
+    Some(match a {
+        Some(a) => &a & &b,
+        None => b,
+    })
+}
+
+struct Ctx<'a> {
+    /// Realized node -> the BUFFER holding it.
+    bufs: &'a FxHashMap<UOp, UOp>,
+    /// Input BUFFERs by first use; DEFINE_GLOBAL slot = position + 1.
+    inputs: Vec<UOp>,
+    next_axis: i64,
+    memo: FxHashMap<(UOp, Vec<UOp>, Option<UOp>), UOp>,
+}
+
+impl Ctx<'_> {
+    fn global(&mut self, buf: &UOp) -> UOp {
+        let slot = match self.inputs.iter().position(|b| b == buf) {
+            Some(i) => i,
+            None => {
+                self.inputs.push(buf.clone());
+                self.inputs.len() - 1
+            }
+        } + 1;
+        let size = buf.shape().unwrap()[0] as i64;
+        UOp::new(Ops::DEFINE_GLOBAL, buf.dtype.ptr(size, AddrSpace::Global), [], Arg::Int(slot as i64))
+    }
+
+    fn load(&mut self, buf: &UOp, shape: &[usize], idx: &[UOp], valid: &Option<UOp>) -> UOp {
+        let g = self.global(buf);
+        let mut src = vec![g.clone(), flat(idx, shape)];
+        src.extend(valid.clone());
+        let index = UOp::new(Ops::INDEX, g.dtype, src, Arg::None);
+        UOp::new(Ops::LOAD, buf.dtype, [index], Arg::None)
+    }
+
+    /// The value of tensor node `u` at index `idx` (one expression per dim), where `valid` holds.
+    fn value(&mut self, u: &UOp, idx: Vec<UOp>, valid: Option<UOp>) -> UOp {
+        let key = (u.clone(), idx, valid);
+        if let Some(v) = self.memo.get(&key) {
+            return v.clone();
+        }
+        let (_, idx, valid) = &key;
+        let v = self.compute(u, idx, valid);
+        self.memo.insert(key, v.clone());
+        v
+    }
+
+    fn compute(&mut self, u: &UOp, idx: &[UOp], valid: &Option<UOp>) -> UOp {
+        if let Some(buf) = self.bufs.get(u) {
+            let buf = buf.clone();
+            return self.load(&buf, u.shape().unwrap(), idx, valid);
+        }
+        let shape = u.shape().expect("tensor node");
+        let src_shape = || u.src[0].shape().unwrap().to_vec();
+        let ints = || match &u.arg {
+            Arg::Ints(v) => v.clone(),
+            a => panic!("{}: bad arg {a:?}", u.op),
+        };
+        match u.op {
+            Ops::BUFFER => self.load(u, shape, idx, valid),
+            Ops::CONST => u.clone(),
+            Ops::RANGE => idx[0].cast(u.dtype),
+            op if GroupOp::ELEMENTWISE.contains(op) => {
+                let src: Vec<UOp> = u.src.iter().map(|s| self.value(s, idx.to_vec(), valid.clone())).collect();
+                u.replace(op, u.dtype, src, Arg::None, None)
+            }
+            Ops::CONTIGUOUS | Ops::DETACH | Ops::CONTIGUOUS_BACKWARD => self.value(&u.src[0], idx.to_vec(), valid.clone()),
+            Ops::RESHAPE => {
+                let ss = src_shape();
+                let f = flat(idx, shape);
+                let j = ss.iter().zip(strides(&ss)).map(|(&s, st)| if s == 1 { idx_const(0) } else { (&f / st) % (s as i64) }).collect();
+                self.value(&u.src[0], j, valid.clone())
+            }
+            Ops::PERMUTE => {
+                let mut j = vec![idx_const(0); idx.len()];
+                ints().iter().zip(idx).for_each(|(&p, i)| j[p as usize] = i.clone());
+                self.value(&u.src[0], j, valid.clone())
+            }
+            Ops::EXPAND => {
+                let ss = src_shape();
+                let j = idx
+                    .iter()
+                    .zip(ss.iter().zip(shape))
+                    .map(|(i, (&s, &o))| if s == 1 && o != 1 { idx_const(0) } else { i.clone() })
+                    .collect();
+                self.value(&u.src[0], j, valid.clone())
+            }
+            Ops::SHRINK => {
+                let j = idx.iter().zip(ints().chunks(2)).map(|(i, c)| i + c[0]).collect();
+                self.value(&u.src[0], j, valid.clone())
+            }
+            Ops::FLIP => {
+                let ss = src_shape();
+                let j = idx
+                    .iter()
+                    .zip(ints().iter().zip(&ss))
+                    .map(|(i, (&f, &s))| if f != 0 { (s as i64 - 1) - i } else { i.clone() })
+                    .collect();
+                self.value(&u.src[0], j, valid.clone())
+            }
+            Ops::PAD => {
+                let (ss, pads) = (src_shape(), ints());
+                let mut cond: Option<UOp> = None;
+                let mut j = Vec::with_capacity(idx.len());
+                for (k, i) in idx.iter().enumerate() {
+                    let (b, s) = (pads[2 * k], ss[k] as i64);
+                    if pads[2 * k] != 0 || pads[2 * k + 1] != 0 {
+                        cond = and(cond, i.cmplt(b).logical_not());
+                        cond = and(cond, i.cmplt(b + s));
+                    }
+                    j.push(i - b);
+                }
+                let Some(cond) = cond else { return self.value(&u.src[0], j, valid.clone()) };
+                let inner = self.value(&u.src[0], j, and(valid.clone(), cond.clone()));
+                cond.where_(&inner, inner.const_like(0))
+            }
+            Ops::REDUCE_AXIS => {
+                let Arg::ReduceAxis(op, axes) = &u.arg else { unreachable!() };
+                let ss = src_shape();
+                let mut ranges = Vec::new();
+                let j = idx
+                    .iter()
+                    .enumerate()
+                    .map(|(k, i)| {
+                        if axes.contains(&k) && ss[k] != 1 {
+                            let r = UOp::new(Ops::RANGE, dtypes::WEAKINT, [idx_const(ss[k] as i64)], Arg::Int(self.next_axis));
+                            self.next_axis += 1;
+                            ranges.push(r.clone());
+                            r
+                        } else if axes.contains(&k) {
+                            idx_const(0)
+                        } else {
+                            i.clone()
+                        }
+                    })
+                    .collect();
+                let v = self.value(&u.src[0], j, valid.clone());
+                UOp::new(Ops::REDUCE, u.dtype, std::iter::once(v).chain(ranges).collect::<Vec<_>>(), Arg::Op(*op))
+            }
+            op => panic!("rangeify: can't index {op} (shape {shape:?})"),
+        }
+    }
+}
+
+/// The kernel computing tensor node `root` into DEFINE_GLOBAL 0, loading realized nodes from `bufs`; returns
+/// the AST and the input BUFFERs by slot (from 1).
+pub fn build_kernel(root: &UOp, bufs: &FxHashMap<UOp, UOp>) -> (UOp, Vec<UOp>) {
+    let shape = root.shape().unwrap().to_vec();
+    let mut ctx = Ctx { bufs, inputs: Vec::new(), next_axis: 0, memo: FxHashMap::default() };
+    let idx: Vec<UOp> = shape
+        .iter()
+        .map(|&s| {
+            if s == 1 {
+                return idx_const(0);
+            }
+            let r = UOp::new(Ops::RANGE, dtypes::WEAKINT, [idx_const(s as i64)], Arg::Int(ctx.next_axis));
+            ctx.next_axis += 1;
+            r
+        })
+        .collect();
+    let src = if root.op == Ops::CONTIGUOUS { &root.src[0] } else { root };
+    let value = ctx.value(src, idx.clone(), None);
+    let numel: usize = shape.iter().product();
+    let out = UOp::new(Ops::DEFINE_GLOBAL, root.dtype.ptr(numel as i64, AddrSpace::Global), [], Arg::Int(0));
+    let index = UOp::new(Ops::INDEX, out.dtype, [out, flat(&idx, &shape)], Arg::None);
+    let store = UOp::new(Ops::STORE, dtypes::VOID, [index, value], Arg::None);
+    (UOp::sink(vec![store]), ctx.inputs)
+}

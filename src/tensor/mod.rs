@@ -1,0 +1,239 @@
+//! The user API. In: Rust calls. Out: a [`Tensor`] holding a lazy UOp graph; `realize` hands the graph to the
+//! engine and swaps in the buffer it now lives in. Follows tinygrad `tensor.py` (and its mixins).
+
+mod ops;
+
+use crate::dtype::{dtypes, ConstValue, DType, Element};
+use crate::engine;
+use crate::error::Result;
+use crate::uop::{Arg, Ops, UOp};
+use parking_lot::RwLock;
+use std::sync::Arc;
+
+/// A lazy n-dimensional array (tinygrad `Tensor`). `Clone` is cheap and gives the same tensor (like a Python
+/// reference): realizing one clone realizes them all.
+#[derive(Clone)]
+pub struct Tensor(Arc<RwLock<UOp>>);
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "<Tensor {:?} {} on {}>", self.shape(), self.dtype(), self.device())
+    }
+}
+
+/// Things usable as a shape: arrays, slices and `Vec`s of `usize`, and `()` for a scalar.
+pub trait IntoShape {
+    /// The dims.
+    fn into_shape(self) -> Vec<usize>;
+}
+impl<const N: usize> IntoShape for [usize; N] {
+    fn into_shape(self) -> Vec<usize> {
+        self.to_vec()
+    }
+}
+impl IntoShape for &[usize] {
+    fn into_shape(self) -> Vec<usize> {
+        self.to_vec()
+    }
+}
+impl IntoShape for Vec<usize> {
+    fn into_shape(self) -> Vec<usize> {
+        self
+    }
+}
+impl IntoShape for &Vec<usize> {
+    fn into_shape(self) -> Vec<usize> {
+        self.clone()
+    }
+}
+impl IntoShape for () {
+    fn into_shape(self) -> Vec<usize> {
+        vec![]
+    }
+}
+impl IntoShape for usize {
+    fn into_shape(self) -> Vec<usize> {
+        vec![self]
+    }
+}
+
+/// The device tensors are created on when none is given: `DEV`, else `CPU` (tinygrad `Device.DEFAULT`).
+pub fn default_device() -> String {
+    let d = crate::helpers::dev();
+    if d.is_empty() {
+        "CPU".into()
+    } else {
+        d.to_uppercase()
+    }
+}
+
+impl Tensor {
+    /// The tensor holding `u`.
+    pub fn from_uop(u: UOp) -> Tensor {
+        assert!(u.shape().is_some(), "Tensor: {} has no shape", u.op);
+        Tensor(Arc::new(RwLock::new(u)))
+    }
+    /// The UOp graph this tensor is now.
+    pub fn uop(&self) -> UOp {
+        self.0.read().clone()
+    }
+    /// Replaces the graph (realize, assign).
+    pub(crate) fn set_uop(&self, u: UOp) {
+        *self.0.write() = u;
+    }
+    /// The dims.
+    pub fn shape(&self) -> Vec<usize> {
+        self.uop().shape().expect("tensor has a shape").to_vec()
+    }
+    /// Number of dims.
+    pub fn ndim(&self) -> usize {
+        self.uop().shape().unwrap().len()
+    }
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.uop().shape().unwrap().iter().product()
+    }
+    /// The element dtype.
+    pub fn dtype(&self) -> DType {
+        self.uop().dtype
+    }
+    /// The device of the buffers this tensor reads (the default device for constants).
+    pub fn device(&self) -> String {
+        self.uop()
+            .toposort()
+            .iter()
+            .find_map(|u| if let Arg::Buffer(b) = &u.arg { Some(b.device.to_string()) } else { None })
+            .unwrap_or_else(default_device)
+    }
+
+    /// A tensor of `shape` holding `data` (row-major), on the default device.
+    ///
+    /// # Panics
+    /// If `data.len()` is not the product of `shape`.
+    pub fn from_slice<T: Element>(data: &[T], shape: impl IntoShape) -> Tensor {
+        let shape = shape.into_shape();
+        assert_eq!(data.len(), shape.iter().product::<usize>(), "Tensor::from_slice: {} values for shape {shape:?}", data.len());
+        let mut bytes = Vec::with_capacity(data.len() * T::DTYPE.itemsize());
+        data.iter().for_each(|x| x.write_bytes(&mut bytes));
+        Tensor::from_uop(engine::buffer_from_bytes(&bytes, T::DTYPE, data.len(), &default_device())).reshape(shape)
+    }
+    /// A 0-d tensor holding `v`.
+    pub fn scalar<T: Element>(v: T) -> Tensor {
+        Tensor::from_slice(&[v], ())
+    }
+    /// An uninitialized tensor (tinygrad `Tensor.empty`).
+    pub fn empty(shape: impl IntoShape, dtype: DType) -> Tensor {
+        let shape = shape.into_shape();
+        Tensor::from_uop(engine::new_buffer(dtype, shape.iter().product(), &default_device())).reshape(shape)
+    }
+    /// A tensor of `shape` filled with `v`, of `v`'s dtype (tinygrad `Tensor.full`). Lazy: a broadcast constant.
+    pub fn full<T: Element>(shape: impl IntoShape, v: T) -> Tensor {
+        Tensor::full_dtype(shape, v.to_const(), T::DTYPE)
+    }
+    /// A tensor of `shape` filled with `v` converted to `dtype`.
+    pub fn full_dtype(shape: impl IntoShape, v: impl Into<ConstValue>, dtype: DType) -> Tensor {
+        let shape = shape.into_shape();
+        let c = Tensor::from_uop(UOp::const_(dtype, v));
+        c.reshape(vec![1; shape.len()]).expand(shape)
+    }
+    /// float32 zeros (tinygrad `Tensor.zeros`).
+    pub fn zeros(shape: impl IntoShape) -> Tensor {
+        Tensor::full_dtype(shape, 0.0, dtypes::FLOAT32)
+    }
+    /// float32 ones (tinygrad `Tensor.ones`).
+    pub fn ones(shape: impl IntoShape) -> Tensor {
+        Tensor::full_dtype(shape, 1.0, dtypes::FLOAT32)
+    }
+    /// A tensor like `self` (shape and dtype) filled with `v`.
+    pub fn full_like(&self, v: impl Into<ConstValue>) -> Tensor {
+        Tensor::full_dtype(self.shape(), v, self.dtype())
+    }
+    /// Zeros like `self`.
+    pub fn zeros_like(&self) -> Tensor {
+        self.full_like(0)
+    }
+    /// Ones like `self`.
+    pub fn ones_like(&self) -> Tensor {
+        self.full_like(1)
+    }
+    /// `[start, start+step, ...)` below `stop` (tinygrad `Tensor.arange`): int32 for whole-number arguments,
+    /// else float32. Built lazily as a cumulative sum of `step`s, as tinygrad does.
+    ///
+    /// # Panics
+    /// If `step` is 0.
+    pub fn arange(start: f64, stop: f64, step: f64) -> Tensor {
+        assert!(step != 0.0, "arange: step is 0");
+        let dtype = if [start, stop, step].iter().all(|x| x.fract() == 0.0) { dtypes::INT32 } else { dtypes::FLOAT32 };
+        let n = ((stop - start) / step).ceil().max(0.0) as usize;
+        // tinygrad: full(n, step).cumsum() + (start - step); here the index itself: i*step + start
+        let idx = Tensor::from_uop(UOp::new(Ops::RANGE, dtypes::INT32, [], Arg::Int(n as i64)));
+        (idx.cast(dtype) * step + start).cast(dtype)
+    }
+
+    /// Computes this tensor's graph, after which it lives in a buffer (tinygrad `realize`).
+    ///
+    /// # Errors
+    /// If a kernel fails to compile or a device fails.
+    pub fn realize(&self) -> Result<&Tensor> {
+        Tensor::realize_all(&[self])?;
+        Ok(self)
+    }
+    /// Realizes several tensors in one schedule (tinygrad `Tensor.realize(*lst)`).
+    ///
+    /// # Errors
+    /// As [`Tensor::realize`].
+    pub fn realize_all(ts: &[&Tensor]) -> Result<()> {
+        let roots: Vec<UOp> = ts.iter().map(|t| t.uop()).collect();
+        let done = engine::realize(&roots)?;
+        ts.iter().zip(done).for_each(|(t, u)| t.set_uop(u));
+        Ok(())
+    }
+    /// The elements, row-major (tinygrad `tolist`, flattened).
+    ///
+    /// # Panics
+    /// If `T` is not this tensor's dtype.
+    ///
+    /// # Errors
+    /// As [`Tensor::realize`].
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        assert_eq!(T::DTYPE, self.dtype(), "to_vec: tensor is {}, asked for {}", self.dtype(), T::DTYPE);
+        let t = self.contiguous();
+        t.realize()?;
+        let bytes = engine::copyout(&t.uop())?;
+        Ok(bytes.chunks_exact(T::DTYPE.itemsize()).map(T::from_bytes).collect())
+    }
+    /// The one element of a 1-element tensor (tinygrad `item`).
+    ///
+    /// # Panics
+    /// If the tensor has more than one element or `T` is not its dtype.
+    ///
+    /// # Errors
+    /// As [`Tensor::realize`].
+    pub fn item<T: Element>(&self) -> Result<T> {
+        assert_eq!(self.numel(), 1, "item: tensor has {} elements", self.numel());
+        Ok(self.to_vec::<T>()?[0])
+    }
+    /// A tensor that is realized into its own buffer (tinygrad `contiguous`).
+    pub fn contiguous(&self) -> Tensor {
+        let u = self.uop();
+        if engine::is_contiguous_buffer(&u) {
+            return self.clone();
+        }
+        Tensor::from_uop(UOp::new(Ops::CONTIGUOUS, u.dtype, [u], Arg::None))
+    }
+}
+
+macro_rules! from_arrays {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Tensor { fn from(v: $t) -> Tensor { Tensor::scalar(v) } }
+        impl<const A: usize> From<[$t; A]> for Tensor { fn from(v: [$t; A]) -> Tensor { Tensor::from_slice(&v, [A]) } }
+        impl<const A: usize, const B: usize> From<[[$t; B]; A]> for Tensor {
+            fn from(v: [[$t; B]; A]) -> Tensor { Tensor::from_slice(v.as_flattened(), [A, B]) }
+        }
+        impl<const A: usize, const B: usize, const C: usize> From<[[[$t; C]; B]; A]> for Tensor {
+            fn from(v: [[[$t; C]; B]; A]) -> Tensor { Tensor::from_slice(v.as_flattened().as_flattened(), [A, B, C]) }
+        }
+        impl From<Vec<$t>> for Tensor { fn from(v: Vec<$t>) -> Tensor { let n = v.len(); Tensor::from_slice(&v, [n]) } }
+    )*};
+}
+from_arrays!(f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, bool, half::f16, half::bf16);

@@ -1,0 +1,463 @@
+//! Tensor ops: elementwise math with broadcasting and dtype promotion, movement, reductions and casts, each
+//! building UOps (tinygrad `mixin/elementwise.py`, `mixin/movement.py`, `mixin/reduce.py`).
+
+use super::Tensor;
+use crate::dtype::{dtypes, least_upper_dtype, strong_dtype, sum_acc_dtype, ConstValue, DType};
+use crate::uop::{Arg, Ops, UOp};
+
+/// Dims that may be negative (`-1`: infer in `reshape`, keep in `expand`): ints, arrays, slices and `Vec`s.
+pub trait IntoDims {
+    /// The dims as signed ints.
+    fn into_dims(self) -> Vec<i64>;
+}
+macro_rules! into_dims {
+    ($($t:ty),*) => {$(
+        impl<const N: usize> IntoDims for [$t; N] { fn into_dims(self) -> Vec<i64> { self.iter().map(|&x| x as i64).collect() } }
+        impl IntoDims for &[$t] { fn into_dims(self) -> Vec<i64> { self.iter().map(|&x| x as i64).collect() } }
+        impl IntoDims for Vec<$t> { fn into_dims(self) -> Vec<i64> { self.iter().map(|&x| x as i64).collect() } }
+        impl IntoDims for &Vec<$t> { fn into_dims(self) -> Vec<i64> { self.iter().map(|&x| x as i64).collect() } }
+        impl IntoDims for $t { fn into_dims(self) -> Vec<i64> { vec![self as i64] } }
+    )*};
+}
+into_dims!(usize, i64, i32, isize);
+impl IntoDims for () {
+    fn into_dims(self) -> Vec<i64> {
+        vec![]
+    }
+}
+
+/// Axes to reduce over: an int or a list (negative counts from the end), or `..` for all axes.
+pub trait IntoAxes {
+    /// The axes, in `0..ndim`, sorted and deduplicated.
+    ///
+    /// # Panics
+    /// If an axis is out of range.
+    fn into_axes(self, ndim: usize) -> Vec<usize>;
+}
+impl<T: IntoDims> IntoAxes for T {
+    fn into_axes(self, ndim: usize) -> Vec<usize> {
+        let mut axes: Vec<usize> = self.into_dims().into_iter().map(|a| norm_axis(a, ndim, "axis")).collect();
+        axes.sort();
+        axes.dedup();
+        axes
+    }
+}
+impl IntoAxes for std::ops::RangeFull {
+    fn into_axes(self, ndim: usize) -> Vec<usize> {
+        (0..ndim).collect()
+    }
+}
+
+fn norm_axis(a: i64, ndim: usize, op: &str) -> usize {
+    let n = ndim.max(1) as i64;
+    assert!((-n..n).contains(&a), "{op}: axis {a} out of range for {ndim} dims");
+    a.rem_euclid(n) as usize
+}
+
+/// Right-hand sides of binary ops: tensors, and Rust numbers and bools, which are weakly typed constants
+/// (as Python numbers in tinygrad: `int_tensor * 2` stays int, `int_tensor * 2.5` is float).
+pub trait IntoOperand {
+    /// The operand as a tensor (a weak dtype for constants), shaped like nothing in particular.
+    fn into_operand(self) -> Tensor;
+}
+impl IntoOperand for Tensor {
+    fn into_operand(self) -> Tensor {
+        self
+    }
+}
+impl IntoOperand for &Tensor {
+    fn into_operand(self) -> Tensor {
+        self.clone()
+    }
+}
+macro_rules! scalar_operand {
+    ($($t:ty => $dt:expr),*) => {$( impl IntoOperand for $t {
+        fn into_operand(self) -> Tensor { Tensor::from_uop(UOp::const_($dt, ConstValue::from(self))) }
+    })*};
+}
+scalar_operand!(f64 => dtypes::WEAKFLOAT, i64 => dtypes::WEAKINT, i32 => dtypes::WEAKINT, bool => dtypes::BOOL);
+impl IntoOperand for f32 {
+    fn into_operand(self) -> Tensor {
+        (self as f64).into_operand()
+    }
+}
+
+/// The broadcast of two shapes (numpy rules), or `None`.
+fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let n = a.len().max(b.len());
+    let pad = |s: &[usize]| [vec![1; n - s.len()], s.to_vec()].concat();
+    pad(a)
+        .iter()
+        .zip(pad(b))
+        .map(|(&x, y)| {
+            if x == y || y == 1 {
+                Some(x)
+            } else if x == 1 {
+                Some(y)
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+impl Tensor {
+    fn unary_op(&self, op: Ops) -> Tensor {
+        let u = self.uop();
+        Tensor::from_uop(UOp::new(op, u.dtype, [u], Arg::None))
+    }
+    /// `self` and `y` broadcast to one shape and promoted to one dtype (tinygrad `_broadcasted`).
+    ///
+    /// # Panics
+    /// If the shapes don't broadcast; the message names `op` and both shapes.
+    pub fn broadcasted(&self, y: impl IntoOperand, op: &str) -> (Tensor, Tensor) {
+        let y = y.into_operand();
+        let (sx, sy) = (self.shape(), y.shape());
+        let shape = broadcast_shape(&sx, &sy).unwrap_or_else(|| panic!("{op}: shapes {sx:?} and {sy:?} can't be broadcast"));
+        let dt = strong_dtype(least_upper_dtype(&[self.dtype(), y.dtype()]));
+        let fit = |t: &Tensor| {
+            let t = t.cast(dt);
+            let s = t.shape();
+            t.reshape([vec![1; shape.len() - s.len()], s].concat()).expand(shape.clone())
+        };
+        (fit(self), fit(&y))
+    }
+    fn binop(&self, op: Ops, y: impl IntoOperand, name: &str) -> Tensor {
+        let (a, b) = self.broadcasted(y, name);
+        let (ua, ub) = (a.uop(), b.uop());
+        Tensor::from_uop(ua.alu(op, &[&ub]))
+    }
+
+    /// `self + y`.
+    pub fn add(&self, y: impl IntoOperand) -> Tensor {
+        self.binop(Ops::ADD, y, "add")
+    }
+    /// `self - y`.
+    pub fn sub(&self, y: impl IntoOperand) -> Tensor {
+        let (a, b) = self.broadcasted(y, "sub");
+        a.add(b.neg())
+    }
+    /// `self * y`.
+    pub fn mul(&self, y: impl IntoOperand) -> Tensor {
+        self.binop(Ops::MUL, y, "mul")
+    }
+    /// True division `self / y`; ints divide as floats (tinygrad `div`).
+    pub fn div(&self, y: impl IntoOperand) -> Tensor {
+        let (a, b) = self.broadcasted(y, "div");
+        let (a, b) = if a.dtype().is_float() { (a, b) } else { (a.cast(dtypes::DEFAULT_FLOAT), b.cast(dtypes::DEFAULT_FLOAT)) };
+        a.mul(b.reciprocal())
+    }
+    /// `max(self, y)` elementwise.
+    pub fn maximum(&self, y: impl IntoOperand) -> Tensor {
+        self.binop(Ops::MAX, y, "maximum")
+    }
+    /// `min(self, y)` elementwise.
+    pub fn minimum(&self, y: impl IntoOperand) -> Tensor {
+        let (a, b) = self.broadcasted(y, "minimum");
+        a.neg().maximum(b.neg()).neg()
+    }
+    /// `self < y` (bool).
+    pub fn lt(&self, y: impl IntoOperand) -> Tensor {
+        self.binop(Ops::CMPLT, y, "lt")
+    }
+    /// `self > y` (bool).
+    pub fn gt(&self, y: impl IntoOperand) -> Tensor {
+        let (a, b) = self.broadcasted(y, "gt");
+        b.lt(a)
+    }
+    /// `self != y` (bool).
+    pub fn ne(&self, y: impl IntoOperand) -> Tensor {
+        self.binop(Ops::CMPNE, y, "ne")
+    }
+    /// `self == y` (bool).
+    pub fn eq(&self, y: impl IntoOperand) -> Tensor {
+        self.binop(Ops::CMPEQ, y, "eq")
+    }
+    /// `self <= y` (bool).
+    pub fn le(&self, y: impl IntoOperand) -> Tensor {
+        self.gt(y).logical_not()
+    }
+    /// `self >= y` (bool).
+    pub fn ge(&self, y: impl IntoOperand) -> Tensor {
+        self.lt(y).logical_not()
+    }
+    /// Bool negation.
+    pub fn logical_not(&self) -> Tensor {
+        self.cast(dtypes::BOOL).ne(true)
+    }
+    /// `self ? x : y` with `self` as the condition (tinygrad `where`), broadcast together.
+    pub fn where_(&self, x: impl IntoOperand, y: impl IntoOperand) -> Tensor {
+        let (x, y) = x.into_operand().broadcasted(y, "where");
+        let (c, x) = self.cast(dtypes::BOOL).broadcasted(&x, "where");
+        let (c, y) = (c.cast(dtypes::BOOL), y.expand(x.shape()));
+        let (cu, xu, yu) = (c.uop(), x.uop(), y.uop());
+        Tensor::from_uop(cu.alu(Ops::WHERE, &[&xu, &yu]))
+    }
+    /// `-self` (logical not for bools).
+    pub fn neg(&self) -> Tensor {
+        if self.dtype().is_bool() {
+            self.logical_not()
+        } else {
+            self.mul(-1)
+        }
+    }
+    /// `1/self` (floats; ints become float first).
+    pub fn reciprocal(&self) -> Tensor {
+        self.float_if_int().unary_op(Ops::RECIPROCAL)
+    }
+    fn float_if_int(&self) -> Tensor {
+        if self.dtype().is_float() {
+            self.clone()
+        } else {
+            self.cast(dtypes::DEFAULT_FLOAT)
+        }
+    }
+    /// `sqrt(self)`.
+    pub fn sqrt(&self) -> Tensor {
+        self.float_if_int().unary_op(Ops::SQRT)
+    }
+    /// `1/sqrt(self)`.
+    pub fn rsqrt(&self) -> Tensor {
+        self.sqrt().reciprocal()
+    }
+    /// `2^self`.
+    pub fn exp2(&self) -> Tensor {
+        self.float_if_int().unary_op(Ops::EXP2)
+    }
+    /// `log2(self)`.
+    pub fn log2(&self) -> Tensor {
+        self.float_if_int().unary_op(Ops::LOG2)
+    }
+    /// `e^self`, as `2^(self/ln 2)`.
+    pub fn exp(&self) -> Tensor {
+        self.float_if_int().mul(std::f64::consts::LOG2_E).exp2()
+    }
+    /// `ln(self)`, as `log2(self)*ln 2`.
+    pub fn log(&self) -> Tensor {
+        self.log2().mul(std::f64::consts::LN_2)
+    }
+    /// `sin(self)`.
+    pub fn sin(&self) -> Tensor {
+        self.float_if_int().unary_op(Ops::SIN)
+    }
+    /// `max(self, 0)`.
+    pub fn relu(&self) -> Tensor {
+        self.maximum(0)
+    }
+    /// `1/(1+e^-self)`.
+    pub fn sigmoid(&self) -> Tensor {
+        self.neg().exp().add(1.0).reciprocal()
+    }
+    /// `self*self`.
+    pub fn square(&self) -> Tensor {
+        self.mul(self)
+    }
+    /// `|self|`.
+    pub fn abs(&self) -> Tensor {
+        self.maximum(self.neg())
+    }
+    /// Converts elements to `dtype` (tinygrad `cast`).
+    pub fn cast(&self, dtype: DType) -> Tensor {
+        let u = self.uop();
+        if u.dtype == dtype {
+            return self.clone();
+        }
+        if u.op == Ops::CONST {
+            return Tensor::from_uop(UOp::const_(dtype, u.const_value().unwrap()));
+        }
+        Tensor::from_uop(u.cast(dtype))
+    }
+
+    fn mop(&self, op: Ops, arg: Vec<i64>) -> Tensor {
+        let u = self.uop();
+        Tensor::from_uop(UOp::new(op, u.dtype, [u], Arg::Ints(arg.into())))
+    }
+    /// The same elements in `shape`; one dim may be `-1` (inferred).
+    ///
+    /// # Panics
+    /// If the element counts differ or more than one dim is `-1`.
+    pub fn reshape(&self, shape: impl IntoDims) -> Tensor {
+        let (old, mut new) = (self.shape(), shape.into_dims());
+        let numel: usize = old.iter().product();
+        let known: i64 = new.iter().filter(|&&d| d != -1).product();
+        if let Some(i) = new.iter().position(|&d| d == -1) {
+            assert!(new.iter().filter(|&&d| d == -1).count() == 1 && known > 0, "reshape: can't infer {new:?} from {old:?}");
+            new[i] = numel as i64 / known;
+        }
+        assert!(
+            new.iter().all(|&d| d >= 0) && new.iter().product::<i64>() == numel as i64,
+            "reshape: shape {old:?} ({numel} elements) can't become {new:?}"
+        );
+        if new.iter().map(|&d| d as usize).eq(old.iter().copied()) {
+            return self.clone();
+        }
+        self.mop(Ops::RESHAPE, new)
+    }
+    /// Dims reordered: dim `i` of the result is dim `order[i]` of `self`.
+    ///
+    /// # Panics
+    /// If `order` is not a permutation of the dims.
+    pub fn permute(&self, order: impl IntoDims) -> Tensor {
+        let n = self.ndim();
+        let order: Vec<i64> = order.into_dims().into_iter().map(|a| norm_axis(a, n, "permute") as i64).collect();
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert!(sorted == (0..n as i64).collect::<Vec<_>>(), "permute: {order:?} is not a permutation of {n} dims");
+        if order.iter().enumerate().all(|(i, &o)| i as i64 == o) {
+            return self.clone();
+        }
+        self.mop(Ops::PERMUTE, order)
+    }
+    /// Size-1 dims repeated to `shape` (`-1` keeps a dim); new leading dims are added as needed.
+    ///
+    /// # Panics
+    /// If a dim that is not 1 would change.
+    pub fn expand(&self, shape: impl IntoDims) -> Tensor {
+        let new = shape.into_dims();
+        let old = self.shape();
+        assert!(new.len() >= old.len(), "expand: shape {old:?} can't expand to {new:?}");
+        let base = if new.len() > old.len() { self.reshape([vec![1; new.len() - old.len()], old.clone()].concat()) } else { self.clone() };
+        let old = base.shape();
+        let new: Vec<i64> = new.iter().zip(&old).map(|(&n, &o)| if n == -1 { o as i64 } else { n }).collect();
+        assert!(new.iter().zip(&old).all(|(&n, &o)| n as usize == o || o == 1), "expand: shape {old:?} can't expand to {new:?}");
+        if new.iter().zip(&old).all(|(&n, &o)| n as usize == o) {
+            return base;
+        }
+        base.mop(Ops::EXPAND, new)
+    }
+    /// Zero padding `(before, after)` per dim; negative amounts crop (tinygrad `pad` with constant 0).
+    ///
+    /// # Panics
+    /// If `pads` has the wrong length or a crop exceeds the dim.
+    pub fn pad(&self, pads: &[(i64, i64)]) -> Tensor {
+        let shape = self.shape();
+        assert_eq!(pads.len(), shape.len(), "pad: {} pads for shape {shape:?}", pads.len());
+        let crop: Vec<(usize, usize)> =
+            pads.iter().zip(&shape).map(|(&(b, a), &s)| ((-b).max(0) as usize, (s as i64 - (-a).max(0)) as usize)).collect();
+        let t = self.shrink(&crop);
+        if pads.iter().all(|&(b, a)| b <= 0 && a <= 0) {
+            return t;
+        }
+        t.mop(Ops::PAD, pads.iter().flat_map(|&(b, a)| [b.max(0), a.max(0)]).collect())
+    }
+    /// Padding with the constant `value` (tinygrad `pad(..., value=v)`).
+    pub fn pad_value(&self, pads: &[(i64, i64)], value: f64) -> Tensor {
+        if value == 0.0 {
+            return self.pad(pads);
+        }
+        let mask = Tensor::full_dtype(self.shape(), true, dtypes::BOOL).pad(pads);
+        mask.where_(self.pad(pads), Tensor::full_dtype((), value, self.dtype()))
+    }
+    /// The sub-block `[start, end)` of each dim.
+    ///
+    /// # Panics
+    /// If a bound is out of the dim.
+    pub fn shrink(&self, bounds: &[(usize, usize)]) -> Tensor {
+        let shape = self.shape();
+        assert!(
+            bounds.len() == shape.len() && bounds.iter().zip(&shape).all(|(&(s, e), &d)| s <= e && e <= d),
+            "shrink: bounds {bounds:?} don't fit shape {shape:?}"
+        );
+        if bounds.iter().zip(&shape).all(|(&(s, e), &d)| s == 0 && e == d) {
+            return self.clone();
+        }
+        self.mop(Ops::SHRINK, bounds.iter().flat_map(|&(s, e)| [s as i64, e as i64]).collect())
+    }
+    /// The elements of `axes` in reverse order.
+    pub fn flip(&self, axes: impl IntoAxes) -> Tensor {
+        let axes = axes.into_axes(self.ndim());
+        if axes.is_empty() {
+            return self.clone();
+        }
+        self.mop(Ops::FLIP, (0..self.ndim()).map(|i| axes.contains(&i) as i64).collect())
+    }
+    /// Dims `a` and `b` swapped.
+    pub fn transpose(&self, a: i64, b: i64) -> Tensor {
+        let n = self.ndim();
+        let (a, b) = (norm_axis(a, n, "transpose"), norm_axis(b, n, "transpose"));
+        let mut order: Vec<usize> = (0..n).collect();
+        order.swap(a, b);
+        self.permute(order)
+    }
+    /// All dims from `start` on merged into one.
+    pub fn flatten(&self, start: i64) -> Tensor {
+        let s = self.shape();
+        let start = norm_axis(start, s.len(), "flatten");
+        self.reshape([s[..start].to_vec(), vec![s[start..].iter().product()]].concat())
+    }
+
+    /// Reduces `axes` with `op` (ADD, MUL or MAX), keeping them as size 1.
+    fn reduce(&self, op: Ops, axes: &[usize], keepdim: bool) -> Tensor {
+        let shape = self.shape();
+        let axes: Vec<usize> = axes.iter().copied().filter(|&a| shape[a] != 1 || !keepdim).collect();
+        let u = self.uop();
+        let r = if axes.iter().all(|&a| shape[a] == 1) {
+            self.clone()
+        } else {
+            Tensor::from_uop(UOp::new(Ops::REDUCE_AXIS, u.dtype, [u], Arg::ReduceAxis(op, axes.clone().into())))
+        };
+        if keepdim {
+            return r;
+        }
+        r.reshape(shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect::<Vec<_>>())
+    }
+    /// The sum over `axis` (ints sum in int32 or wider; half floats in float32, then back; tinygrad `sum`).
+    pub fn sum(&self, axis: impl IntoAxes) -> Tensor {
+        self.sum_impl(axis.into_axes(self.ndim()), false)
+    }
+    /// The sum over `axis`, keeping the reduced dims as size 1.
+    pub fn sum_keepdim(&self, axis: impl IntoAxes) -> Tensor {
+        self.sum_impl(axis.into_axes(self.ndim()), true)
+    }
+    fn sum_impl(&self, axes: Vec<usize>, keepdim: bool) -> Tensor {
+        let ret = self.cast(sum_acc_dtype(self.dtype())).reduce(Ops::ADD, &axes, keepdim);
+        if matches!(self.dtype(), dtypes::FLOAT16 | dtypes::BFLOAT16) {
+            ret.cast(self.dtype())
+        } else {
+            ret
+        }
+    }
+    /// The maximum over `axis`.
+    pub fn max(&self, axis: impl IntoAxes) -> Tensor {
+        self.reduce(Ops::MAX, &axis.into_axes(self.ndim()), false)
+    }
+    /// The maximum over `axis`, keeping the reduced dims.
+    pub fn max_keepdim(&self, axis: impl IntoAxes) -> Tensor {
+        self.reduce(Ops::MAX, &axis.into_axes(self.ndim()), true)
+    }
+    /// The minimum over `axis`, as `-max(-self)`.
+    pub fn min(&self, axis: impl IntoAxes) -> Tensor {
+        self.neg().max(axis).neg()
+    }
+    /// The mean over `axis`.
+    pub fn mean(&self, axis: impl IntoAxes) -> Tensor {
+        let axes = axis.into_axes(self.ndim());
+        let n: usize = axes.iter().map(|&a| self.shape()[a]).product();
+        self.float_if_int().sum_impl(axes, false).div(n.max(1) as f64)
+    }
+    /// `softmax` over `axis`: `exp(x - max) / sum(exp(x - max))`.
+    pub fn softmax(&self, axis: i64) -> Tensor {
+        let e = self.sub(self.max_keepdim(axis)).exp();
+        e.div(e.sum_keepdim(axis))
+    }
+}
+
+macro_rules! tensor_binops {
+    ($($tr:ident $m:ident),*) => {$(
+        impl<T: IntoOperand> std::ops::$tr<T> for &Tensor { type Output = Tensor; fn $m(self, y: T) -> Tensor { Tensor::$m(self, y) } }
+        impl<T: IntoOperand> std::ops::$tr<T> for Tensor { type Output = Tensor; fn $m(self, y: T) -> Tensor { Tensor::$m(&self, y) } }
+    )*};
+}
+tensor_binops!(Add add, Sub sub, Mul mul, Div div);
+impl std::ops::Neg for &Tensor {
+    type Output = Tensor;
+    fn neg(self) -> Tensor {
+        Tensor::neg(self)
+    }
+}
+impl std::ops::Neg for Tensor {
+    type Output = Tensor;
+    fn neg(self) -> Tensor {
+        Tensor::neg(&self)
+    }
+}
