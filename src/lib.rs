@@ -9,6 +9,7 @@ pub mod codegen;
 pub mod dtype;
 pub mod engine;
 pub mod error;
+pub mod gradient;
 pub mod helpers;
 pub mod renderer;
 pub mod runtime;

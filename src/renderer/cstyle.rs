@@ -8,7 +8,8 @@ use crate::uop::{Arg, GroupOp, Ops, UOp};
 use rustc_hash::FxHashMap;
 use std::fmt::Write;
 
-/// The C type of a scalar dtype (`weakint` is `int` when `index_64` is false, else `long`).
+/// The C type of a scalar dtype (`weakint` is `int` when `index_64` is false, else `long`). Halves are clang's
+/// storage type `__fp16` (arithmetic happens in float, as in tinygrad's ClangRenderer).
 fn ctype(dt: DType, index_64: bool) -> &'static str {
     match dt.scalar {
         Scalar::Bool => "_Bool",
@@ -22,7 +23,7 @@ fn ctype(dt: DType, index_64: bool) -> &'static str {
         Scalar::UInt64 => "unsigned long",
         Scalar::WeakInt if index_64 => "long",
         Scalar::WeakInt => "int",
-        Scalar::Float16 => "_Float16",
+        Scalar::Float16 => "__fp16",
         Scalar::BFloat16 => "__bf16",
         Scalar::Float32 | Scalar::WeakFloat => "float",
         Scalar::Float64 => "double",

@@ -3,6 +3,8 @@
 
 mod ops;
 
+pub use ops::{IntoAxes, IntoDims, IntoOperand};
+
 use crate::dtype::{dtypes, ConstValue, DType, Element};
 use crate::engine;
 use crate::error::Result;
@@ -13,7 +15,16 @@ use std::sync::Arc;
 /// A lazy n-dimensional array (tinygrad `Tensor`). `Clone` is cheap and gives the same tensor (like a Python
 /// reference): realizing one clone realizes them all.
 #[derive(Clone)]
-pub struct Tensor(Arc<RwLock<UOp>>);
+pub struct Tensor(Arc<TensorInner>);
+
+struct TensorInner {
+    uop: RwLock<UOp>,
+    requires_grad: std::sync::atomic::AtomicBool,
+    grad: RwLock<Option<Tensor>>,
+}
+
+/// Tensors with `requires_grad` set, which `backward` fills the `grad` of (tinygrad's `all_tensors`).
+static GRAD_TENSORS: parking_lot::Mutex<Vec<std::sync::Weak<TensorInner>>> = parking_lot::Mutex::new(Vec::new());
 
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -71,15 +82,77 @@ impl Tensor {
     /// The tensor holding `u`.
     pub fn from_uop(u: UOp) -> Tensor {
         assert!(u.shape().is_some(), "Tensor: {} has no shape", u.op);
-        Tensor(Arc::new(RwLock::new(u)))
+        Tensor(Arc::new(TensorInner { uop: RwLock::new(u), requires_grad: false.into(), grad: RwLock::new(None) }))
     }
     /// The UOp graph this tensor is now.
     pub fn uop(&self) -> UOp {
-        self.0.read().clone()
+        self.0.uop.read().clone()
     }
     /// Replaces the graph (realize, assign).
     pub(crate) fn set_uop(&self, u: UOp) {
-        *self.0.write() = u;
+        *self.0.uop.write() = u;
+    }
+    /// Whether `backward` computes this tensor's gradient.
+    pub fn requires_grad(&self) -> bool {
+        self.0.requires_grad.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    /// Sets whether `backward` computes this tensor's gradient (tinygrad `requires_grad_`).
+    pub fn requires_grad_(&self, on: bool) -> &Tensor {
+        if on && !self.0.requires_grad.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            let mut reg = GRAD_TENSORS.lock();
+            reg.retain(|w| w.strong_count() > 0);
+            reg.push(Arc::downgrade(&self.0));
+        }
+        self.0.requires_grad.store(on, std::sync::atomic::Ordering::Relaxed);
+        self
+    }
+    /// The gradient `backward` left here, if any.
+    pub fn grad(&self) -> Option<Tensor> {
+        self.0.grad.read().clone()
+    }
+    /// Replaces (or clears) the gradient.
+    pub fn set_grad(&self, g: Option<Tensor>) {
+        *self.0.grad.write() = g;
+    }
+    /// The gradients of `self` (weighted by `gradient`, default ones; its shape is `self`'s) with respect to
+    /// `targets` (tinygrad `gradient`). A target `self` doesn't depend on gets zeros.
+    ///
+    /// # Panics
+    /// If `gradient` is `None` and `self` is not a scalar.
+    pub fn gradient(&self, targets: &[&Tensor], gradient: Option<&Tensor>) -> Vec<Tensor> {
+        let g = match gradient {
+            Some(g) => g.clone(),
+            None => {
+                assert_eq!(self.numel(), 1, "gradient: implicit gradient needs a scalar, got shape {:?}", self.shape());
+                self.ones_like()
+            }
+        };
+        let tu: Vec<UOp> = targets.iter().map(|t| t.uop()).collect();
+        let grads = crate::gradient::compute_gradient(&self.uop(), &g.uop(), &tu);
+        targets.iter().zip(grads).map(|(t, g)| g.map_or_else(|| t.zeros_like(), Tensor::from_uop)).collect()
+    }
+    /// Fills `grad` of every tensor with `requires_grad` that `self` depends on, adding to what is there
+    /// (tinygrad `backward`).
+    ///
+    /// # Panics
+    /// If `self` is not a scalar.
+    pub fn backward(&self) -> &Tensor {
+        let topo: rustc_hash::FxHashSet<UOp> = self.uop().toposort().into_iter().collect();
+        let live: Vec<Tensor> = GRAD_TENSORS.lock().iter().filter_map(|w| w.upgrade()).map(Tensor).collect();
+        let need: Vec<&Tensor> = live.iter().filter(|t| t.requires_grad() && topo.contains(&t.uop())).collect();
+        for (t, g) in need.iter().zip(self.gradient(&need, None)) {
+            let g = match t.grad() {
+                Some(old) => old.add(g),
+                None => g,
+            };
+            t.set_grad(Some(g));
+        }
+        self
+    }
+    /// The same values, cut off from autograd (tinygrad `detach`).
+    pub fn detach(&self) -> Tensor {
+        let u = self.uop();
+        Tensor::from_uop(UOp::new(Ops::DETACH, u.dtype, [u], Arg::None))
     }
     /// The dims.
     pub fn shape(&self) -> Vec<usize> {

@@ -147,6 +147,42 @@ impl Tensor {
         let (a, b) = if a.dtype().is_float() { (a, b) } else { (a.cast(dtypes::DEFAULT_FLOAT), b.cast(dtypes::DEFAULT_FLOAT)) };
         a.mul(b.reciprocal())
     }
+    /// Division rounded toward zero: C division for ints (CDIV), `trunc(x/y)` for floats (tinygrad
+    /// `div(..., rounding_mode="trunc")`).
+    pub fn div_trunc(&self, y: impl IntoOperand) -> Tensor {
+        let (a, b) = self.broadcasted(y, "div");
+        if a.dtype().is_int() {
+            let (ua, ub) = (a.uop(), b.uop());
+            return Tensor::from_uop(ua.alu(Ops::CDIV, &[&ub]));
+        }
+        a.div(b).trunc()
+    }
+    /// Division rounded down: FLOORDIV for ints, `floor(x/y)` for floats (tinygrad `//`).
+    pub fn div_floor(&self, y: impl IntoOperand) -> Tensor {
+        let (a, b) = self.broadcasted(y, "div");
+        if a.dtype().is_int() {
+            let (ua, ub) = (a.uop(), b.uop());
+            return Tensor::from_uop(ua.alu(Ops::FLOORDIV, &[&ub]));
+        }
+        a.div(b).floor()
+    }
+    /// Rounds toward zero (ints unchanged).
+    pub fn trunc(&self) -> Tensor {
+        if !self.dtype().is_float() {
+            return self.clone();
+        }
+        self.unary_op(Ops::TRUNC)
+    }
+    /// Rounds down.
+    pub fn floor(&self) -> Tensor {
+        let t = self.trunc();
+        t.gt(self).where_(&t - 1.0, &t)
+    }
+    /// Rounds up.
+    pub fn ceil(&self) -> Tensor {
+        let t = self.trunc();
+        t.lt(self).where_(&t + 1.0, &t)
+    }
     /// `max(self, y)` elementwise.
     pub fn maximum(&self, y: impl IntoOperand) -> Tensor {
         self.binop(Ops::MAX, y, "maximum")
@@ -247,6 +283,12 @@ impl Tensor {
     /// `1/(1+e^-self)`.
     pub fn sigmoid(&self) -> Tensor {
         self.neg().exp().add(1.0).reciprocal()
+    }
+    /// `self ** e` as the POW op, elementwise and broadcast (no special cases; see `pow` for tinygrad's).
+    pub fn pow_tensor(&self, e: impl IntoOperand) -> Tensor {
+        let (b, e) = self.float_if_int().broadcasted(e, "pow");
+        let (bu, eu) = (b.uop(), e.uop());
+        Tensor::from_uop(bu.alu(Ops::POW, &[&eu]))
     }
     /// `self*self`.
     pub fn square(&self) -> Tensor {
@@ -417,6 +459,14 @@ impl Tensor {
             ret
         }
     }
+    /// The product over `axis` (tinygrad `prod`).
+    pub fn prod(&self, axis: impl IntoAxes) -> Tensor {
+        self.reduce(Ops::MUL, &axis.into_axes(self.ndim()), false)
+    }
+    /// The product over `axis`, keeping the reduced dims.
+    pub fn prod_keepdim(&self, axis: impl IntoAxes) -> Tensor {
+        self.reduce(Ops::MUL, &axis.into_axes(self.ndim()), true)
+    }
     /// The maximum over `axis`.
     pub fn max(&self, axis: impl IntoAxes) -> Tensor {
         self.reduce(Ops::MAX, &axis.into_axes(self.ndim()), false)
@@ -429,11 +479,61 @@ impl Tensor {
     pub fn min(&self, axis: impl IntoAxes) -> Tensor {
         self.neg().max(axis).neg()
     }
+    /// The minimum over `axis`, keeping the reduced dims.
+    pub fn min_keepdim(&self, axis: impl IntoAxes) -> Tensor {
+        self.neg().max_keepdim(axis).neg()
+    }
     /// The mean over `axis`.
     pub fn mean(&self, axis: impl IntoAxes) -> Tensor {
-        let axes = axis.into_axes(self.ndim());
+        self.mean_impl(axis.into_axes(self.ndim()), false)
+    }
+    /// The mean over `axis`, keeping the reduced dims.
+    pub fn mean_keepdim(&self, axis: impl IntoAxes) -> Tensor {
+        self.mean_impl(axis.into_axes(self.ndim()), true)
+    }
+    fn mean_impl(&self, axes: Vec<usize>, keepdim: bool) -> Tensor {
         let n: usize = axes.iter().map(|&a| self.shape()[a]).product();
-        self.float_if_int().sum_impl(axes, false).div(n.max(1) as f64)
+        let x = self.float_if_int();
+        x.sum_impl(axes, keepdim).div(n.max(1) as f64).cast(x.dtype())
+    }
+    /// `log(softmax(self))` over `axis`, computed stably (tinygrad `log_softmax`).
+    pub fn log_softmax(&self, axis: i64) -> Tensor {
+        let m = self.sub(self.max_keepdim(axis));
+        m.sub(m.exp().sum_keepdim(axis).log())
+    }
+    /// `log(sum(exp(self)))` over `axis`, computed stably (tinygrad `logsumexp`).
+    pub fn logsumexp(&self, axis: impl IntoAxes, keepdim: bool) -> Tensor {
+        let axes = axis.into_axes(self.ndim());
+        let m = self.max_keepdim(axes.clone());
+        let s = self.sub(&m).exp().sum_keepdim(axes.clone()).log().add(&m);
+        if keepdim {
+            s
+        } else {
+            let shape = self.shape();
+            s.reshape(shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect::<Vec<_>>())
+        }
+    }
+    /// Matrix product with tinygrad's broadcasting of leading dims (tinygrad `dot`/`matmul`): `(..., n, k) @ (..., k, m)`;
+    /// 1-D operands are vectors.
+    ///
+    /// # Panics
+    /// If an operand is 0-d or the inner dims differ; the message names both shapes.
+    pub fn matmul(&self, w: &Tensor) -> Tensor {
+        let (xs, ws) = (self.shape(), w.shape());
+        let (dx, dw) = (xs.len(), ws.len());
+        assert!(dx > 0 && dw > 0, "matmul: both operands need a dim, got shapes {xs:?} and {ws:?}");
+        let axis_w = dw - dw.min(2);
+        assert_eq!(xs[dx - 1], ws[axis_w], "matmul: shapes {xs:?} and {ws:?} don't match on the inner dim");
+        let ones = vec![1; (dx - 1).min(dw - 1).min(1)];
+        let x = self.reshape([xs[..dx - 1].to_vec(), ones.clone(), vec![xs[dx - 1]]].concat());
+        let w = w.reshape([ws[..dw - dw.min(2)].to_vec(), ones, ws[axis_w..].to_vec()].concat());
+        let w = w.transpose(-1, -(dw.min(2) as i64));
+        let dt = least_upper_dtype(&[x.dtype(), w.dtype()]);
+        x.mul(w).sum(-1).cast(dt)
+    }
+    /// Alias of [`Tensor::matmul`] (tinygrad `dot`).
+    pub fn dot(&self, w: &Tensor) -> Tensor {
+        self.matmul(w)
     }
     /// `softmax` over `axis`: `exp(x - max) / sum(exp(x - max))`.
     pub fn softmax(&self, axis: i64) -> Tensor {

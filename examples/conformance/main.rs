@@ -1,0 +1,16 @@
+//! `cargo run --release --example conformance -- DIR`: runs every case file in DIR (tinygrad's op vectors,
+//! format in ../shared/conformance/README.md), prints one line per failure and ends with `N passed, M failed`.
+
+mod dispatch;
+mod dispatch_math;
+mod dispatch_movement;
+mod dispatch_nn;
+mod runner;
+
+fn main() {
+    let dir = std::env::args().nth(1).unwrap_or_else(|| "../shared/conformance/ops".into());
+    let (passed, failed) = runner::run_dir(std::path::Path::new(&dir));
+    failed.iter().for_each(|f| println!("{f}"));
+    println!("{passed} passed, {} failed", failed.len());
+    std::process::exit(if failed.is_empty() { 0 } else { 1 });
+}

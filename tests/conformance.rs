@@ -1,0 +1,28 @@
+//! Runs the conformance runner over ../shared/conformance/ops (TINYGRAD_CONFORMANCE_DIR overrides) and fails
+//! listing every failing case of the ops implemented so far.
+
+#[path = "../examples/conformance/dispatch.rs"]
+mod dispatch;
+#[path = "../examples/conformance/dispatch_math.rs"]
+mod dispatch_math;
+#[path = "../examples/conformance/dispatch_movement.rs"]
+mod dispatch_movement;
+#[path = "../examples/conformance/dispatch_nn.rs"]
+mod dispatch_nn;
+#[path = "../examples/conformance/runner.rs"]
+mod runner;
+
+#[test]
+fn conformance_cases_pass() {
+    let dir = std::env::var("TINYGRAD_CONFORMANCE_DIR")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/conformance/ops").into());
+    let (passed, failed) = runner::run_dir(std::path::Path::new(&dir));
+    let failing: Vec<&String> = failed.iter().filter(|f| !f.contains("unsupported op")).collect();
+    println!("{passed} passed, {} failed ({} unsupported)", failed.len(), failed.len() - failing.len());
+    assert!(passed > 0, "no cases found in {dir}");
+    assert!(
+        failing.is_empty(),
+        "failing cases:\n{}",
+        failing.iter().map(|s| s.lines().next().unwrap_or("")).collect::<Vec<_>>().join("\n")
+    );
+}
