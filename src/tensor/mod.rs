@@ -1,7 +1,11 @@
 //! The user API. In: Rust calls. Out: a [`Tensor`] holding a lazy UOp graph; `realize` hands the graph to the
 //! engine and swaps in the buffer it now lives in. Follows tinygrad `tensor.py` (and its mixins).
 
+mod math;
+mod movement;
+mod nn;
 mod ops;
+mod random;
 
 pub use ops::{IntoAxes, IntoDims, IntoOperand};
 

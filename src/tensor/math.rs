@@ -1,0 +1,6 @@
+//! Tensor ops: math (tinygrad `tensor.py` and its mixins). Built from the primitive ops in `ops.rs`, so each
+//! differentiates through the primitives' gradient rules.
+
+use super::Tensor;
+
+impl Tensor {}
