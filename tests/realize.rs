@@ -129,3 +129,16 @@ fn movement_chains_on_views() {
     }
     close(&got, &want, 0.0);
 }
+
+#[test]
+fn schedule_cache_reuses_structure_with_new_buffers() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for step in 0..3 {
+        let (av, bv) = (seq(60, 1.0 + step as f32), seq(60, 2.0 - step as f32));
+        let (a, b) = (Tensor::from_slice(&av, [6, 10]), Tensor::from_slice(&bv, [6, 10]));
+        let (n, got) = run(&(&a * &b).sum(1).relu());
+        assert_eq!(n, 1);
+        let want: Vec<f64> = (0..6).map(|r| (0..10).map(|c| av[r * 10 + c] as f64 * bv[r * 10 + c] as f64).sum::<f64>().max(0.0)).collect();
+        close(&got, &want, 1e-6);
+    }
+}

@@ -42,6 +42,7 @@ struct Mem {
 impl Drop for Mem {
     fn drop(&mut self) {
         if let Some(raw) = self.raw.take() {
+            GLOBAL_COUNTERS.add_mem_used(-(raw.size() as i64));
             self.dev.allocator.free(raw);
         }
     }
@@ -60,6 +61,7 @@ fn mem(buf: &UOp) -> Result<*mut u8> {
     if b.mem.get().is_none() {
         let dev = device(&b.device)?;
         let raw = dev.allocator.alloc(b.size * buf.dtype.itemsize())?;
+        GLOBAL_COUNTERS.add_mem_used(raw.size() as i64);
         let _ = b.mem.set(Box::new(Mem { raw: Some(raw), dev }));
     }
     let m = b.mem.get().unwrap().downcast_ref::<Mem>().expect("BUFFER memory of this engine");
@@ -77,11 +79,9 @@ pub fn new_buffer(dtype: DType, size: usize, device: &str) -> UOp {
 /// If the device can't be opened or allocate (creation from host data has no error path, as in tinygrad).
 pub fn buffer_from_bytes(bytes: &[u8], dtype: DType, size: usize, device_name: &str) -> UOp {
     let u = new_buffer(dtype, size, device_name);
-    let dev = device(device_name).unwrap_or_else(|e| panic!("{e}"));
-    let ptr = mem(&u).unwrap_or_else(|e| panic!("{e}"));
+    mem(&u).unwrap_or_else(|e| panic!("{e}"));
     let m = info(&u).mem.get().unwrap().downcast_ref::<Mem>().unwrap();
-    debug_assert_eq!(m.raw.as_ref().unwrap().as_ptr(), ptr);
-    dev.allocator.copyin(m.raw.as_ref().unwrap(), bytes);
+    m.dev.allocator.copyin(m.raw.as_ref().unwrap(), bytes);
     u
 }
 

@@ -5,8 +5,9 @@
 mod rangeify;
 
 use crate::uop::{Arg, BufferInfo, Ops, UOp};
+use parking_lot::Mutex;
 use rustc_hash::{FxHashMap, FxHashSet};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 /// One kernel to run: `ast` is a SINK of STOREs over DEFINE_GLOBALs `0..bufs.len()`; `bufs[i]` is the BUFFER
 /// node of DEFINE_GLOBAL `i` (`bufs[0]` is written, the rest read).
@@ -42,13 +43,96 @@ pub fn contiguous_buffer(u: &UOp) -> Option<&UOp> {
     }
 }
 
-/// Kernels for `roots`, on `device`.
+/// Where a kernel's buffer comes from, in a cached schedule.
+#[derive(Clone, Copy)]
+enum Src {
+    /// The n-th distinct input BUFFER of the graph (in toposort order).
+    Input(usize),
+    /// The output of the n-th kernel.
+    Kernel(usize),
+}
+
+/// A schedule with the buffers abstracted away: what the cache keeps.
+struct Template {
+    kernels: Vec<(UOp, Vec<Src>, usize)>,
+    outputs: Vec<Option<usize>>,
+}
+
+/// Schedules by graph structure: a training step schedules once.
+static CACHE: LazyLock<Mutex<FxHashMap<UOp, Arc<Template>>>> = LazyLock::new(Mutex::default);
+
+/// `roots` with every BUFFER replaced by a placeholder numbered by first appearance (same dtype and size), and
+/// the BUFFERs in that order.
+fn normalize(roots: &[UOp]) -> (UOp, Vec<UOp>) {
+    let sink = UOp::sink(roots.to_vec());
+    let mut map: FxHashMap<UOp, UOp> = FxHashMap::default();
+    let mut inputs = Vec::new();
+    for u in sink.toposort() {
+        let new = if let Arg::Buffer(b) = &u.arg {
+            inputs.push(u.clone());
+            UOp::new(Ops::BUFFER, u.dtype, [], Arg::Ints(vec![inputs.len() as i64 - 1, b.size as i64].into()))
+        } else {
+            u.with_src(u.src.iter().map(|s| map[s].clone()).collect::<Vec<_>>())
+        };
+        map.insert(u, new);
+    }
+    (map[&sink].clone(), inputs)
+}
+
+/// Kernels for `roots`, on `device`, from the schedule cache when the graph's structure was seen before.
+pub fn create_schedule(roots: &[UOp], device: &str) -> Schedule {
+    let (key, inputs) = normalize(roots);
+    let hit = CACHE.lock().get(&key).cloned();
+    if let Some(t) = hit {
+        let mut outs: Vec<UOp> = Vec::with_capacity(t.kernels.len());
+        let mut items = Vec::with_capacity(t.kernels.len());
+        for (ast, srcs, size) in &t.kernels {
+            let dtype = ast.src[0].src[0].src[0].dtype.base();
+            outs.push(UOp::new(Ops::BUFFER, dtype, [], Arg::Buffer(BufferInfo::new(*size, device))));
+            let bufs = srcs.iter().map(|s| match *s {
+                Src::Input(i) => inputs[i].clone(),
+                Src::Kernel(k) => outs[k].clone(),
+            });
+            items.push(ScheduleItem { ast: ast.clone(), bufs: bufs.collect() });
+        }
+        let outputs = roots.iter().zip(&t.outputs).map(|(r, k)| k.map_or_else(|| r.clone(), |k| buffer_view(&outs[k], r.shape().unwrap()))).collect();
+        return Schedule { items, outputs };
+    }
+    let sched = schedule_uncached(roots, device);
+    let index: FxHashMap<&UOp, Src> = inputs.iter().enumerate().map(|(i, b)| (b, Src::Input(i))).collect();
+    let mut index: FxHashMap<UOp, Src> = index.into_iter().map(|(b, s)| (b.clone(), s)).collect();
+    let mut kernels = Vec::with_capacity(sched.items.len());
+    for (k, it) in sched.items.iter().enumerate() {
+        index.insert(it.bufs[0].clone(), Src::Kernel(k));
+        let size = match &it.bufs[0].arg {
+            Arg::Buffer(b) => b.size,
+            _ => unreachable!(),
+        };
+        kernels.push((it.ast.clone(), it.bufs.iter().map(|b| index[b]).collect(), size));
+    }
+    let outputs = sched
+        .outputs
+        .iter()
+        .map(|o| match contiguous_buffer(o).and_then(|b| index.get(b)) {
+            Some(Src::Kernel(k)) => Some(*k),
+            _ => None,
+        })
+        .collect();
+    let mut cache = CACHE.lock();
+    if cache.len() > 4096 {
+        cache.clear();
+    }
+    cache.insert(key, Arc::new(Template { kernels, outputs }));
+    sched
+}
+
+/// Kernels for `roots`, on `device` (no cache).
 ///
 /// Kernel boundaries: each root that is not already a buffer view, each CONTIGUOUS, and each reduction that
 /// a kernel would otherwise recompute per element: one reached through an EXPAND (a broadcast) or through
 /// another reduction. A reduction reached only through elementwise and injective movement ops fuses with
 /// its elementwise prologue and epilogue into its consumer's kernel.
-pub fn create_schedule(roots: &[UOp], device: &str) -> Schedule {
+fn schedule_uncached(roots: &[UOp], device: &str) -> Schedule {
     // the nodes that become buffers, in dependency order
     let mut realized: FxHashSet<UOp> = roots.iter().filter(|r| contiguous_buffer(r).is_none()).cloned().collect();
     let mut work: Vec<UOp> = realized.iter().cloned().collect();
