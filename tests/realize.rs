@@ -142,3 +142,22 @@ fn schedule_cache_reuses_structure_with_new_buffers() {
         close(&got, &want, 1e-6);
     }
 }
+
+#[test]
+fn assign_writes_in_place_after_old_reads() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = Tensor::from([1.0f32, 2.0, 3.0]);
+    let buf = t.uop();
+    let old_times_10 = &t * 10.0;
+    t.assign(&t * 2.0 + 1.0);
+    Tensor::realize_all(&[&old_times_10, &t]).unwrap();
+    assert_eq!(t.to_vec::<f32>().unwrap(), [3.0, 5.0, 7.0]);
+    assert_eq!(old_times_10.to_vec::<f32>().unwrap(), [10.0, 20.0, 30.0]);
+    assert_eq!(t.uop(), buf, "the tensor keeps its buffer");
+    // twice before a realize, then through the schedule cache again
+    for want in [[7.0f32, 11.0, 15.0], [15.0, 23.0, 31.0]] {
+        t.assign(&t + 1.0);
+        t.assign(&t * 2.0 - 1.0);
+        assert_eq!(t.to_vec::<f32>().unwrap(), want);
+    }
+}

@@ -52,14 +52,22 @@ enum Src {
     Kernel(usize),
 }
 
-/// A schedule with the buffers abstracted away: what the cache keeps.
+/// A schedule with the buffers abstracted away: what the cache keeps. Each kernel: its AST, its buffers, and
+/// its output: a new buffer of `size` elements, or (an assign) an input buffer.
 struct Template {
-    kernels: Vec<(UOp, Vec<Src>, usize)>,
+    kernels: Vec<(UOp, Vec<Src>, Result<usize, usize>)>,
     outputs: Vec<Option<usize>>,
 }
 
 /// Schedules by graph structure: a training step schedules once.
 static CACHE: LazyLock<Mutex<FxHashMap<UOp, Arc<Template>>>> = LazyLock::new(Mutex::default);
+
+fn info_size(buf: &UOp) -> usize {
+    match &buf.arg {
+        Arg::Buffer(b) => b.size,
+        a => panic!("not a BUFFER: {a:?}"),
+    }
+}
 
 /// `roots` with every BUFFER replaced by a placeholder numbered by first appearance (same dtype and size), and
 /// the BUFFERs in that order.
@@ -86,16 +94,20 @@ pub fn create_schedule(roots: &[UOp], device: &str) -> Schedule {
     if let Some(t) = hit {
         let mut outs: Vec<UOp> = Vec::with_capacity(t.kernels.len());
         let mut items = Vec::with_capacity(t.kernels.len());
-        for (ast, srcs, size) in &t.kernels {
+        for (ast, srcs, out) in &t.kernels {
             let dtype = ast.src[0].src[0].src[0].dtype.base();
-            outs.push(UOp::new(Ops::BUFFER, dtype, [], Arg::Buffer(BufferInfo::new(*size, device))));
+            outs.push(match *out {
+                Ok(size) => UOp::new(Ops::BUFFER, dtype, [], Arg::Buffer(BufferInfo::new(size, device))),
+                Err(input) => inputs[input].clone(),
+            });
             let bufs = srcs.iter().map(|s| match *s {
                 Src::Input(i) => inputs[i].clone(),
                 Src::Kernel(k) => outs[k].clone(),
             });
             items.push(ScheduleItem { ast: ast.clone(), bufs: bufs.collect() });
         }
-        let outputs = roots.iter().zip(&t.outputs).map(|(r, k)| k.map_or_else(|| r.clone(), |k| buffer_view(&outs[k], r.shape().unwrap()))).collect();
+        let outputs =
+            roots.iter().zip(&t.outputs).map(|(r, k)| k.map_or_else(|| r.clone(), |k| buffer_view(&outs[k], r.shape().unwrap()))).collect();
         return Schedule { items, outputs };
     }
     let sched = schedule_uncached(roots, device);
@@ -103,19 +115,23 @@ pub fn create_schedule(roots: &[UOp], device: &str) -> Schedule {
     let mut index: FxHashMap<UOp, Src> = index.into_iter().map(|(b, s)| (b.clone(), s)).collect();
     let mut kernels = Vec::with_capacity(sched.items.len());
     for (k, it) in sched.items.iter().enumerate() {
-        index.insert(it.bufs[0].clone(), Src::Kernel(k));
-        let size = match &it.bufs[0].arg {
-            Arg::Buffer(b) => b.size,
-            _ => unreachable!(),
+        let out = match index.get(&it.bufs[0]) {
+            Some(Src::Input(i)) => Err(*i),
+            _ => {
+                index.insert(it.bufs[0].clone(), Src::Kernel(k));
+                Ok(info_size(&it.bufs[0]))
+            }
         };
-        kernels.push((it.ast.clone(), it.bufs.iter().map(|b| index[b]).collect(), size));
+        kernels.push((it.ast.clone(), it.bufs.iter().map(|b| index[b]).collect(), out));
     }
     let outputs = sched
         .outputs
         .iter()
-        .map(|o| match contiguous_buffer(o).and_then(|b| index.get(b)) {
-            Some(Src::Kernel(k)) => Some(*k),
-            _ => None,
+        .zip(roots)
+        .map(|(o, r)| {
+            let b = contiguous_buffer(o)?;
+            // the kernel that wrote this root's buffer (for an assign: the kernel whose output it is)
+            (o != r).then(|| sched.items.iter().rposition(|it| &it.bufs[0] == b)).flatten()
         })
         .collect();
     let mut cache = CACHE.lock();
@@ -147,7 +163,7 @@ fn schedule_uncached(roots: &[UOp], device: &str) -> Schedule {
             if realized.contains(&u) {
                 continue;
             }
-            if u.op == Ops::CONTIGUOUS || (u.op == Ops::REDUCE_AXIS && dirty) {
+            if matches!(u.op, Ops::CONTIGUOUS | Ops::ASSIGN) || (u.op == Ops::REDUCE_AXIS && dirty) {
                 realized.insert(u.clone());
                 work.push(u);
                 continue;
@@ -157,17 +173,58 @@ fn schedule_uncached(roots: &[UOp], device: &str) -> Schedule {
         }
     }
     let order: Vec<UOp> = UOp::sink(roots.to_vec()).toposort().into_iter().filter(|u| realized.contains(u)).collect();
-    // an output buffer per realized node; roots keep their own
+    // an output buffer per realized node (an ASSIGN writes its target's); roots keep their own
     let mut bufs: FxHashMap<UOp, UOp> = FxHashMap::default();
     let mut items = Vec::with_capacity(order.len());
     for k in &order {
-        let shape = k.shape().expect("realized nodes have shapes");
-        let info = BufferInfo::new(shape.iter().product(), device);
-        let out = UOp::new(Ops::BUFFER, k.dtype, [], Arg::Buffer(Arc::clone(&info)));
-        let (ast, inputs) = rangeify::build_kernel(k, &bufs);
+        let out = if k.op == Ops::ASSIGN {
+            contiguous_buffer(&k.src[0])
+                .unwrap_or_else(|| panic!("assign: the target must be a realized buffer, got {}", k.src[0].op))
+                .clone()
+        } else {
+            let shape = k.shape().expect("realized nodes have shapes");
+            UOp::new(Ops::BUFFER, k.dtype, [], Arg::Buffer(BufferInfo::new(shape.iter().product(), device)))
+        };
+        let (ast, inputs) = rangeify::build_kernel(k, &out, &bufs);
         items.push(ScheduleItem { ast, bufs: std::iter::once(out.clone()).chain(inputs).collect() });
         bufs.insert(k.clone(), out);
     }
+    let items = order_writes_after_reads(items);
     let outputs = roots.iter().map(|r| bufs.get(r).map_or_else(|| r.clone(), |b| buffer_view(b, r.shape().unwrap()))).collect();
     Schedule { items, outputs }
+}
+
+/// Orders kernels so that every kernel reading a buffer's old value runs before the kernel that assigns to it
+/// (a stable topological sort: data dependencies plus these read-before-write edges).
+///
+/// # Panics
+/// If a kernel needs both a buffer's old value and its assigned value.
+fn order_writes_after_reads(items: Vec<ScheduleItem>) -> Vec<ScheduleItem> {
+    let n = items.len();
+    let writer: FxHashMap<&UOp, usize> = items.iter().enumerate().map(|(i, it)| (&it.bufs[0], i)).collect();
+    let mut preds: Vec<FxHashSet<usize>> = vec![FxHashSet::default(); n];
+    for (i, it) in items.iter().enumerate() {
+        for b in &it.bufs[1..] {
+            match writer.get(b) {
+                Some(&w) if w < i => {
+                    preds[i].insert(w);
+                }
+                Some(&w) if w > i => {
+                    preds[w].insert(i);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut done = vec![false; n];
+    let mut out_order = Vec::with_capacity(n);
+    while out_order.len() < n {
+        let i = (0..n)
+            .find(|&i| !done[i] && preds[i].iter().all(|&p| done[p]))
+            .expect("schedule: a kernel reads a buffer both before and after it is assigned");
+        done[i] = true;
+        out_order.push(i);
+    }
+    let mut slots: Vec<Option<ScheduleItem>> = items.into_iter().map(Some).collect();
+    out_order.into_iter().map(|i| slots[i].take().unwrap()).collect()
 }

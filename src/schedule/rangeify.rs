@@ -34,6 +34,8 @@ fn and(a: Option<UOp>, b: UOp) -> Option<UOp> {
 struct Ctx<'a> {
     /// Realized node -> the BUFFER holding it.
     bufs: &'a FxHashMap<UOp, UOp>,
+    /// The kernel's output BUFFER (loads of it, from an assign, use slot 0).
+    out: &'a UOp,
     /// Input BUFFERs by first use; DEFINE_GLOBAL slot = position + 1.
     inputs: Vec<UOp>,
     next_axis: i64,
@@ -42,13 +44,14 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn global(&mut self, buf: &UOp) -> UOp {
-        let slot = match self.inputs.iter().position(|b| b == buf) {
-            Some(i) => i,
-            None => {
-                self.inputs.push(buf.clone());
-                self.inputs.len() - 1
-            }
-        } + 1;
+        let slot = if buf == self.out {
+            0
+        } else if let Some(i) = self.inputs.iter().position(|b| b == buf) {
+            i + 1
+        } else {
+            self.inputs.push(buf.clone());
+            self.inputs.len()
+        };
         let size = buf.shape().unwrap()[0] as i64;
         UOp::new(Ops::DEFINE_GLOBAL, buf.dtype.ptr(size, AddrSpace::Global), [], Arg::Int(slot as i64))
     }
@@ -170,11 +173,11 @@ impl Ctx<'_> {
     }
 }
 
-/// The kernel computing tensor node `root` into DEFINE_GLOBAL 0, loading realized nodes from `bufs`; returns
-/// the AST and the input BUFFERs by slot (from 1).
-pub fn build_kernel(root: &UOp, bufs: &FxHashMap<UOp, UOp>) -> (UOp, Vec<UOp>) {
+/// The kernel computing tensor node `root` into `out` (DEFINE_GLOBAL 0), loading realized nodes from `bufs`;
+/// returns the AST and the input BUFFERs by slot (from 1). An ASSIGN computes its value into its target.
+pub fn build_kernel(root: &UOp, out: &UOp, bufs: &FxHashMap<UOp, UOp>) -> (UOp, Vec<UOp>) {
     let shape = root.shape().unwrap().to_vec();
-    let mut ctx = Ctx { bufs, inputs: Vec::new(), next_axis: 0, memo: FxHashMap::default() };
+    let mut ctx = Ctx { bufs, out, inputs: Vec::new(), next_axis: 0, memo: FxHashMap::default() };
     let idx: Vec<UOp> = shape
         .iter()
         .map(|&s| {
@@ -186,11 +189,15 @@ pub fn build_kernel(root: &UOp, bufs: &FxHashMap<UOp, UOp>) -> (UOp, Vec<UOp>) {
             r
         })
         .collect();
-    let src = if root.op == Ops::CONTIGUOUS { &root.src[0] } else { root };
+    let src = match root.op {
+        Ops::CONTIGUOUS => &root.src[0],
+        Ops::ASSIGN => &root.src[1],
+        _ => root,
+    };
     let value = ctx.value(src, idx.clone(), None);
     let numel: usize = shape.iter().product();
-    let out = UOp::new(Ops::DEFINE_GLOBAL, root.dtype.ptr(numel as i64, AddrSpace::Global), [], Arg::Int(0));
-    let index = UOp::new(Ops::INDEX, out.dtype, [out, flat(&idx, &shape)], Arg::None);
+    let g = UOp::new(Ops::DEFINE_GLOBAL, root.dtype.ptr(numel as i64, AddrSpace::Global), [], Arg::Int(0));
+    let index = UOp::new(Ops::INDEX, g.dtype, [g, flat(&idx, &shape)], Arg::None);
     let store = UOp::new(Ops::STORE, dtypes::VOID, [index, value], Arg::None);
     (UOp::sink(vec![store]), ctx.inputs)
 }

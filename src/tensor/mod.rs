@@ -274,9 +274,8 @@ impl Tensor {
     /// As [`Tensor::realize`].
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         assert_eq!(T::DTYPE, self.dtype(), "to_vec: tensor is {}, asked for {}", self.dtype(), T::DTYPE);
-        let t = self.contiguous();
-        t.realize()?;
-        let bytes = engine::copyout(&t.uop())?;
+        self.realize()?;
+        let bytes = engine::copyout(&self.uop())?;
         Ok(bytes.chunks_exact(T::DTYPE.itemsize()).map(T::from_bytes).collect())
     }
     /// The one element of a 1-element tensor (tinygrad `item`).
@@ -289,6 +288,26 @@ impl Tensor {
     pub fn item<T: Element>(&self) -> Result<T> {
         assert_eq!(self.numel(), 1, "item: tensor has {} elements", self.numel());
         Ok(self.to_vec::<T>()?[0])
+    }
+    /// Writes `v` (cast to this tensor's dtype) into this tensor's buffer at the next realize (tinygrad
+    /// `assign`): the tensor keeps its buffer, so everything holding it sees the new values. Kernels that read
+    /// the old values in the same schedule run first. An unrealized tensor simply becomes `v`.
+    ///
+    /// # Panics
+    /// If the shapes differ.
+    pub fn assign(&self, v: impl ops::IntoOperand) -> &Tensor {
+        let v = v.into_operand().cast(self.dtype());
+        let (s, vs) = (self.shape(), v.shape());
+        let v = if vs.is_empty() && !s.is_empty() { v.reshape(vec![1; s.len()]).expand(s.clone()) } else { v };
+        assert_eq!(s, v.shape(), "assign: shapes {s:?} and {vs:?} differ");
+        let u = self.uop();
+        let target = if u.op == Ops::ASSIGN { u.src[0].clone() } else { u };
+        if !engine::is_contiguous_buffer(&target) {
+            self.set_uop(v.uop());
+            return self;
+        }
+        self.set_uop(UOp::new(Ops::ASSIGN, target.dtype, [target, v.uop()], Arg::None));
+        self
     }
     /// A tensor that is realized into its own buffer (tinygrad `contiguous`).
     pub fn contiguous(&self) -> Tensor {
