@@ -4,6 +4,10 @@
 
 mod linearize;
 mod lower;
+mod opt;
+mod vectorize;
+
+pub use opt::Opt;
 
 use crate::uop::{graph_rewrite, symbolic::SYMBOLIC, Arg, GroupOp, Ops, UOp};
 
@@ -19,6 +23,8 @@ pub struct LinearKernel {
     pub ops: u64,
     /// Bytes of the buffers the kernel touches (each once).
     pub mem: u64,
+    /// The optimizations applied.
+    pub opts: Vec<Opt>,
 }
 
 fn range_size(r: &UOp) -> usize {
@@ -42,9 +48,20 @@ pub fn full_rewrite(ast: &UOp) -> LinearKernel {
     let ops = count_ops(&topo);
     let mem =
         topo.iter().filter(|u| u.op == Ops::DEFINE_GLOBAL).map(|g| g.dtype.size.max(0) as u64 * g.dtype.base().itemsize() as u64).sum();
-    let outer = out_ranges.iter().find(|r| matches!(r.arg, Arg::Int(0))).map_or(0, |r| range_size(r));
+    let (sink, upcast) = opt::upcast(&sink);
+    let mut opts: Vec<Opt> = upcast.into_iter().collect();
+    let sink = match upcast {
+        Some(Opt::Upcast { amount, .. }) => vectorize::vectorize(&graph_rewrite(&sink, &SYMBOLIC, &mut (), "simplify upcast"), amount),
+        _ => sink,
+    };
+    let topo = sink.toposort();
+    let outer =
+        topo.iter().find(|r| r.op == Ops::RANGE && matches!(r.arg, Arg::Int(0)) && !is_reduce_range(&topo, r)).map_or(0, range_size);
+    if outer > 1 {
+        opts.insert(0, Opt::Thread { axis: 0, amount: outer });
+    }
     let lowered = lower::lower_reduces(&sink);
-    LinearKernel { name, uops: linearize::linearize(&lowered), outer, ops, mem }
+    LinearKernel { name, uops: linearize::linearize(&lowered), outer, ops, mem, opts }
 }
 
 fn is_reduce_range(topo: &[UOp], r: &UOp) -> bool {

@@ -120,7 +120,7 @@ fn runner(dev: &'static Device, ast: &UOp) -> Result<Arc<Runner>> {
     let kernel = full_rewrite(ast);
     let src = cstyle::render(&kernel);
     if DEBUG.value() >= 3 {
-        println!("{}: opts {}", kernel.name, if kernel.outer > 1 { format!("[THREAD(axis=0, n={})]", kernel.outer) } else { "[]".into() });
+        println!("{}: opts [{}]", kernel.name, kernel.opts.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", "));
     }
     if DEBUG.value() >= 4 {
         println!("{src}");

@@ -3,13 +3,15 @@
 //! runs over `[core_start, core_end)`. Follows tinygrad `renderer/cstyle.py` (`CStyleLanguage`, `ClangRenderer`).
 
 use crate::codegen::LinearKernel;
-use crate::dtype::{ConstValue, DType, Scalar};
+use crate::dtype::{dtypes, ConstValue, DType, Scalar};
 use crate::uop::{Arg, GroupOp, Ops, UOp};
 use rustc_hash::FxHashMap;
 use std::fmt::Write;
 
 /// The C type of a scalar dtype (`weakint` is `int` when `index_64` is false, else `long`). Halves are clang's
-/// storage type `__fp16` (arithmetic happens in float, as in tinygrad's ClangRenderer).
+/// storage type `__fp16` (arithmetic happens in float, as in tinygrad's ClangRenderer). bfloat16 values are their
+/// bits in an `unsigned short`: clang 14 has no usable `__bf16` on x86, so every bf16 op converts to float and
+/// back with bit operations (tinygrad's `pm_manual_bf16_cast` and non-native float patterns).
 fn ctype(dt: DType, index_64: bool) -> &'static str {
     match dt.scalar {
         Scalar::Bool => "_Bool",
@@ -24,7 +26,7 @@ fn ctype(dt: DType, index_64: bool) -> &'static str {
         Scalar::WeakInt if index_64 => "long",
         Scalar::WeakInt => "int",
         Scalar::Float16 => "__fp16",
-        Scalar::BFloat16 => "__bf16",
+        Scalar::BFloat16 => "unsigned short",
         Scalar::Float32 | Scalar::WeakFloat => "float",
         Scalar::Float64 => "double",
         Scalar::Void => "void",
@@ -44,6 +46,7 @@ fn literal(v: ConstValue, dt: DType, index_64: bool) -> String {
                 format!("{f:?}")
             };
             match dt.scalar {
+                Scalar::BFloat16 => format!("((unsigned short){}u)", half::bf16::from_f64(f).to_bits()),
                 Scalar::Float64 => s,
                 _ if !f.is_finite() => format!("(({ty}){s})"),
                 Scalar::Float32 | Scalar::WeakFloat => format!("{s}f"),
@@ -70,6 +73,18 @@ fn literal(v: ConstValue, dt: DType, index_64: bool) -> String {
     }
 }
 
+/// The name of the GNU C vector type of `dt` (a vector dtype), adding its typedef to `defs` once. Vectors are
+/// aligned like their elements: loads and stores of them need no alignment.
+fn vtype(dt: DType, defs: &mut Vec<String>) -> String {
+    let base = ctype(dt.scalar(), false);
+    let name = format!("{}{}", base.replace(' ', "_"), dt.count);
+    let def = format!("typedef {base} {name} __attribute__((vector_size({}), aligned({})));\n", dt.itemsize(), dt.scalar().itemsize());
+    if !defs.contains(&def) {
+        defs.push(def);
+    }
+    name
+}
+
 /// Renders `k` as one C function named `k.name`.
 pub fn render(k: &LinearKernel) -> String {
     let uops = &k.uops;
@@ -80,9 +95,13 @@ pub fn render(k: &LinearKernel) -> String {
         }
     });
     let mut uses: FxHashMap<&UOp, usize> = FxHashMap::default();
-    uops.iter().flat_map(|u| u.src.iter()).for_each(|s| *uses.entry(s).or_default() += 1);
+    // MAX prints its operands twice: count them as used twice so they get a name
+    uops.iter()
+        .flat_map(|u| u.src.iter().map(move |s| (s, if u.op == Ops::MAX { 2 } else { 1 })))
+        .for_each(|(s, k)| *uses.entry(s).or_default() += k);
     let mut r: FxHashMap<&UOp, String> = FxHashMap::default();
     let mut globals: Vec<(i64, DType)> = Vec::new();
+    let mut vtypes: Vec<String> = Vec::new();
     let (mut body, mut depth, mut n) = (String::new(), 1usize, 0usize);
     let line = |body: &mut String, depth: usize, s: &str| {
         let _ = writeln!(body, "{}{s}", "  ".repeat(depth));
@@ -119,7 +138,19 @@ pub fn render(k: &LinearKernel) -> String {
             }
             Ops::INDEX if u.src[0].op == Ops::DEFINE_REG => s(0),
             Ops::INDEX => format!("{}[{}]", s(0), s(1)),
-            Ops::LOAD if u.src[0].src[0].op == Ops::DEFINE_REG => s(0),
+            // a register is read where it is used, never copied (the copy would go stale)
+            Ops::LOAD if u.src[0].src[0].op == Ops::DEFINE_REG => {
+                r.insert(u, s(0));
+                continue;
+            }
+            Ops::LOAD if u.dtype.count > 1 => {
+                let name = format!("val{n}");
+                n += 1;
+                let vt = vtype(u.dtype, &mut vtypes);
+                line(&mut body, depth, &format!("{vt} {name} = *(({vt}*)(&{}));", s(0)));
+                r.insert(u, name);
+                continue;
+            }
             Ops::LOAD => {
                 let idx = &u.src[0];
                 let e = if idx.src.len() > 2 {
@@ -133,15 +164,48 @@ pub fn render(k: &LinearKernel) -> String {
                 r.insert(u, name);
                 continue;
             }
+            Ops::STORE if u.src[1].dtype.count > 1 => {
+                let vt = vtype(u.src[1].dtype, &mut vtypes);
+                line(&mut body, depth, &format!("*(({vt}*)(&{})) = {};", s(0), s(1)));
+                continue;
+            }
+            Ops::GEP => format!(
+                "{}[{}]",
+                s(0),
+                match u.arg {
+                    Arg::Int(k) => k,
+                    _ => 0,
+                }
+            ),
+            Ops::VECTORIZE => {
+                let vt = vtype(u.dtype, &mut vtypes);
+                format!("(({vt}){{{}}})", u.src.iter().map(|x| r[x].as_str()).collect::<Vec<_>>().join(", "))
+            }
             Ops::STORE => {
                 line(&mut body, depth, &format!("{} = {};", s(0), s(1)));
                 continue;
             }
-            Ops::CAST => format!("(({})({}))", ty(u.dtype), s(0)),
+            Ops::CAST => cast(&s(0), u.src[0].dtype, u.dtype, index_64),
             Ops::BITCAST => {
                 format!("({{{} __x = {}; {} __y; __builtin_memcpy(&__y, &__x, sizeof(__y)); __y;}})", ty(u.src[0].dtype), s(0), ty(u.dtype))
             }
-            op if GroupOp::ALU.contains(op) => alu(u, &u.src.iter().map(|x| r[x].as_str()).collect::<Vec<_>>(), index_64),
+            // bf16 math happens in float: operands widen, the result narrows (a WHERE only selects bits)
+            op if GroupOp::ALU.contains(op) && op != Ops::WHERE && (is_bf16(u.dtype) || u.src.iter().any(|x| is_bf16(x.dtype))) => {
+                let a: Vec<String> =
+                    u.src.iter().map(|x| if is_bf16(x.dtype) { format!("tg_bf2f({})", r[x]) } else { r[x].clone() }).collect();
+                let e = alu(
+                    u,
+                    if is_bf16(u.dtype) { dtypes::FLOAT32 } else { u.dtype },
+                    &a.iter().map(String::as_str).collect::<Vec<_>>(),
+                    index_64,
+                );
+                if is_bf16(u.dtype) {
+                    format!("tg_f2bf({e})")
+                } else {
+                    e
+                }
+            }
+            op if GroupOp::ALU.contains(op) => alu(u, u.dtype, &u.src.iter().map(|x| r[x].as_str()).collect::<Vec<_>>(), index_64),
             Ops::SINK | Ops::NOOP => continue,
             op => panic!("C renderer: can't render {op}"),
         };
@@ -168,18 +232,48 @@ pub fn render(k: &LinearKernel) -> String {
             )
         })
         .collect();
+    let bf16 = if uops.iter().any(|u| is_bf16(u.dtype)) { BF16_PRELUDE } else { "" };
     format!(
-        "#include <math.h>\nvoid {}(void** bufs, const int* vals, int core_start, int core_end) {{\n  (void)vals; (void)core_start; (void)core_end;\n{params}{body}}}\n",
+        "#include <math.h>\n{bf16}{}void {}(void** bufs, const int* vals, int core_start, int core_end) {{\n  (void)vals; (void)core_start; (void)core_end;\n{params}{body}}}\n",
+        vtypes.concat(),
         k.name
     )
 }
 
-/// The C expression of an ALU op over rendered operands.
-fn alu(u: &UOp, a: &[&str], index_64: bool) -> String {
-    let f = |name: &str| match u.dtype.scalar {
+fn is_bf16(dt: DType) -> bool {
+    dt.scalar == Scalar::BFloat16
+}
+
+/// float <-> bfloat16 for kernels that touch bf16: a bf16 is the top half of a float32; narrowing rounds to
+/// nearest even and keeps NaN a NaN (tinygrad `cast_float_to_bf16`).
+const BF16_PRELUDE: &str = "static inline float tg_bf2f(unsigned short b) { unsigned int u = (unsigned int)b << 16; float f; \
+__builtin_memcpy(&f, &u, 4); return f; }
+static inline unsigned short tg_f2bf(float f) { unsigned int u; __builtin_memcpy(&u, &f, 4);
+  u = (-u & 0x7f800000u) ? u + ((u >> 16) & 1u) + 0x7fffu : (u & 0xffffu) ? (u | 0x10000u) : u; return (unsigned short)(u >> 16); }
+";
+
+/// The C conversion of `x` from `from` to `to`. bf16 goes through float (see [`BF16_PRELUDE`]), and so does
+/// every conversion to half except from float: x86 has no direct double/int -> half instruction and the
+/// libcalls may be missing (tinygrad's ClangRenderer rewrites these casts the same way).
+fn cast(x: &str, from: DType, to: DType, index_64: bool) -> String {
+    use Scalar::*;
+    match (from.scalar, to.scalar) {
+        (BFloat16, Float32) => format!("tg_bf2f({x})"),
+        (BFloat16, _) => format!("(({})tg_bf2f({x}))", ctype(to, index_64)),
+        (Float32, BFloat16) => format!("tg_f2bf({x})"),
+        (_, BFloat16) => format!("tg_f2bf((float)({x}))"),
+        (Float32 | WeakFloat, Float16) => format!("((__fp16)({x}))"),
+        (_, Float16) => format!("((__fp16)(float)({x}))"),
+        _ => format!("(({})({x}))", ctype(to, index_64)),
+    }
+}
+
+/// The C expression of an ALU op computing in `dt` over rendered operands.
+fn alu(u: &UOp, dt: DType, a: &[&str], index_64: bool) -> String {
+    let f = |name: &str| match dt.scalar {
         Scalar::Float64 => format!("{name}({})", a[0]),
         Scalar::Float32 | Scalar::WeakFloat => format!("{name}f({})", a[0]),
-        _ => format!("(({})({name}f((float){})))", ctype(u.dtype, index_64), a[0]),
+        _ => format!("(({})({name}f((float){})))", ctype(dt, index_64), a[0]),
     };
     let floor_safe = |u: &UOp| u.src[0].bounds().0 >= 0 && u.src[1].bounds().0 > 0;
     match u.op {
@@ -204,15 +298,18 @@ fn alu(u: &UOp, a: &[&str], index_64: bool) -> String {
         Ops::WHERE => format!("({}?{}:{})", a[0], a[1], a[2]),
         Ops::MULACC => format!("(({}*{})+{})", a[0], a[1], a[2]),
         Ops::NEG => format!("(-{})", a[0]),
-        Ops::RECIPROCAL => format!("({}/{})", literal(ConstValue::Float(1.0), u.dtype, index_64), a[0]),
+        Ops::RECIPROCAL => format!("({}/{})", literal(ConstValue::Float(1.0), dt, index_64), a[0]),
         Ops::SQRT => f("sqrt"),
         Ops::EXP2 => f("exp2"),
         Ops::LOG2 => f("log2"),
         Ops::SIN => f("sin"),
         Ops::TRUNC => f("trunc"),
-        Ops::POW => match u.dtype.scalar {
+        Ops::POW => match dt.scalar {
             Scalar::Float64 => format!("pow({}, {})", a[0], a[1]),
-            _ => format!("(({})powf({}, {}))", ctype(u.dtype, index_64), a[0], a[1]),
+            Scalar::Float32 | Scalar::WeakFloat => format!("powf({}, {})", a[0], a[1]),
+            // ints in double: exact while the result fits 53 bits
+            _ if !dt.is_float() => format!("(({})pow((double){}, (double){}))", ctype(dt, index_64), a[0], a[1]),
+            _ => format!("(({})powf({}, {}))", ctype(dt, index_64), a[0], a[1]),
         },
         op => panic!("C renderer: no code for {op}"),
     }

@@ -337,6 +337,20 @@ impl UOp {
         }
         out
     }
+    /// This graph with each key of `map` replaced by its value (tinygrad `substitute`), rebuilt bottom-up
+    /// without recursion; nodes below no key are shared, not copied.
+    pub fn substitute(&self, map: &rustc_hash::FxHashMap<UOp, UOp>) -> UOp {
+        let mut new: rustc_hash::FxHashMap<UOp, UOp> = map.clone();
+        for u in self.toposort() {
+            if new.contains_key(&u) {
+                continue;
+            }
+            let src: Vec<UOp> = u.src.iter().map(|s| new.get(s).cloned().unwrap_or_else(|| s.clone())).collect();
+            let n = u.with_src(src);
+            new.insert(u, n);
+        }
+        new[self].clone()
+    }
     /// The DEFINE_VARs this graph depends on, sorted by name (tinygrad `variables`).
     pub fn variables(&self) -> Vec<UOp> {
         let mut vars: Vec<UOp> = self.toposort().into_iter().filter(|u| u.op == Ops::DEFINE_VAR).collect();
