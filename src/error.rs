@@ -38,6 +38,25 @@ pub enum Error {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// A file's contents are not what they should be (truncated, wrong magic, bad header, bad checksum).
+    #[error("{}: {msg}", path.display())]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        msg: String,
+    },
+    /// Fetching `url` failed.
+    #[error("downloading {url}: {msg}")]
+    Download {
+        /// What was fetched.
+        url: String,
+        /// What went wrong and what to do.
+        msg: String,
+    },
+    /// A state dict does not fit a model: missing, unexpected or wrong-shaped keys.
+    #[error("load_state_dict: {0}")]
+    StateDict(String),
     /// A device refused an operation (out of memory, unsupported request, ...).
     #[error("device {device}: {msg}")]
     Device {

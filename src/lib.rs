@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error;
 pub mod gradient;
 pub mod helpers;
+pub mod nn;
 pub mod renderer;
 pub mod runtime;
 pub mod schedule;

@@ -194,6 +194,24 @@ impl Tensor {
         data.iter().for_each(|x| x.write_bytes(&mut bytes));
         Tensor::from_uop(engine::buffer_from_bytes(&bytes, T::DTYPE, data.len(), &default_device())).reshape(shape)
     }
+    /// A tensor of `shape` and `dtype` holding `bytes` (native endian, row-major).
+    ///
+    /// # Panics
+    /// If the byte count doesn't match.
+    pub fn from_bytes(bytes: &[u8], dtype: DType, shape: impl IntoShape) -> Tensor {
+        let shape = shape.into_shape();
+        let n: usize = shape.iter().product();
+        assert_eq!(bytes.len(), n * dtype.itemsize(), "Tensor::from_bytes: {} bytes for {n} x {dtype}", bytes.len());
+        Tensor::from_uop(engine::buffer_from_bytes(bytes, dtype, n, &default_device())).reshape(shape)
+    }
+    /// The elements' bytes (native endian, row-major), after realizing.
+    ///
+    /// # Errors
+    /// As [`Tensor::realize`].
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        self.realize()?;
+        engine::copyout(&self.uop())
+    }
     /// A 0-d tensor holding `v`.
     pub fn scalar<T: Element>(v: T) -> Tensor {
         Tensor::from_slice(&[v], ())

@@ -1,0 +1,93 @@
+//! Saving and loading tensors: safetensors files (memory-mapped when read; written to a temporary file, then
+//! renamed, so a crash never leaves a half-written file where a good one was). Follows tinygrad
+//! `nn/state.py` (`safe_save`, `safe_load`).
+
+use crate::dtype::{dtypes, DType};
+use crate::error::{Error, Result};
+use crate::Tensor;
+use safetensors::{tensor::TensorView, Dtype as St, SafeTensors};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn to_st(dt: DType) -> St {
+    match dt {
+        dtypes::BOOL => St::BOOL,
+        dtypes::INT8 => St::I8,
+        dtypes::INT16 => St::I16,
+        dtypes::INT32 => St::I32,
+        dtypes::INT64 => St::I64,
+        dtypes::UINT8 => St::U8,
+        dtypes::UINT16 => St::U16,
+        dtypes::UINT32 => St::U32,
+        dtypes::UINT64 => St::U64,
+        dtypes::FLOAT16 => St::F16,
+        dtypes::BFLOAT16 => St::BF16,
+        dtypes::FLOAT32 => St::F32,
+        dtypes::FLOAT64 => St::F64,
+        d => panic!("safe_save: no safetensors dtype for {d}"),
+    }
+}
+
+fn from_st(dt: St) -> Option<DType> {
+    Some(match dt {
+        St::BOOL => dtypes::BOOL,
+        St::I8 => dtypes::INT8,
+        St::I16 => dtypes::INT16,
+        St::I32 => dtypes::INT32,
+        St::I64 => dtypes::INT64,
+        St::U8 => dtypes::UINT8,
+        St::U16 => dtypes::UINT16,
+        St::U32 => dtypes::UINT32,
+        St::U64 => dtypes::UINT64,
+        St::F16 => dtypes::FLOAT16,
+        St::BF16 => dtypes::BFLOAT16,
+        St::F32 => dtypes::FLOAT32,
+        St::F64 => dtypes::FLOAT64,
+        _ => return None,
+    })
+}
+
+/// Writes `tensors` (realizing them) to the safetensors file `path` (tinygrad `safe_save`), atomically: the
+/// bytes go to `path.tmp` first, which is then renamed over `path`.
+///
+/// # Errors
+/// If a tensor fails to realize or the file can't be written.
+pub fn safe_save(tensors: &BTreeMap<String, Tensor>, path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    let data: Vec<(String, DType, Vec<usize>, Vec<u8>)> =
+        tensors.iter().map(|(k, t)| Ok((k.clone(), t.dtype(), t.shape(), t.to_bytes()?))).collect::<Result<_>>()?;
+    let views: Vec<(String, TensorView)> = data
+        .iter()
+        .map(|(k, dt, shape, bytes)| (k.clone(), TensorView::new(to_st(*dt), shape.clone(), bytes).expect("consistent tensor view")))
+        .collect();
+    let bytes = safetensors::serialize(views, &None).map_err(|e| Error::Format { path: path.into(), msg: e.to_string() })?;
+    let tmp = path.with_extension("safetensors.tmp");
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| Error::Io { path: p, source }
+    };
+    std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+/// The tensors of the safetensors file `path` (tinygrad `safe_load`), read through a memory map and copied to
+/// the default device, by name.
+///
+/// # Errors
+/// If the file can't be opened, or is truncated or corrupt (the error names the file and the problem).
+pub fn safe_load(path: impl AsRef<Path>) -> Result<BTreeMap<String, Tensor>> {
+    let path = path.as_ref();
+    let file = std::fs::File::open(path).map_err(|source| Error::Io { path: path.into(), source })?;
+    // SAFETY: the map is read-only and dropped before this function returns; the tensors copy their bytes out
+    // of it. A file truncated by another process while mapped could fault, as with any mmap of a file.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|source| Error::Io { path: path.into(), source })?;
+    let bad = |msg: String| Error::Format { path: path.into(), msg };
+    let st = SafeTensors::deserialize(&map).map_err(|e| bad(format!("not a valid safetensors file ({e}); was it truncated?")))?;
+    st.tensors()
+        .into_iter()
+        .map(|(name, view)| {
+            let dt = from_st(view.dtype()).ok_or_else(|| bad(format!("tensor {name}: unsupported dtype {:?}", view.dtype())))?;
+            Ok((name, Tensor::from_bytes(view.data(), dt, view.shape().to_vec())))
+        })
+        .collect()
+}
