@@ -54,6 +54,9 @@ pub enum Error {
         /// What went wrong and what to do.
         msg: String,
     },
+    /// A TinyJit was called with inputs unlike the captured ones.
+    #[error("TinyJit: {0}")]
+    Jit(String),
     /// A state dict does not fit a model: missing, unexpected or wrong-shaped keys.
     #[error("load_state_dict: {0}")]
     StateDict(String),

@@ -5,6 +5,9 @@
 //! kernels; [`codegen`] lowers and linearizes each; [`renderer`] prints source; [`runtime`] compiles and
 //! launches it; [`engine`] drives the whole. [`dtype`], [`helpers`] and [`error`] are shared by all.
 
+// lets `#[derive(Module)]`'s `::tinygrad::...` paths resolve inside this crate too
+extern crate self as tinygrad;
+
 pub mod codegen;
 pub mod dtype;
 pub mod engine;
@@ -19,6 +22,7 @@ pub mod tensor;
 pub mod uop;
 
 pub use dtype::{dtypes, DType};
+pub use engine::TinyJit;
 pub use error::{Error, Result};
 pub use tensor::Tensor;
 pub use uop::{Ops, UOp};

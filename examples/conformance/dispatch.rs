@@ -36,6 +36,19 @@ pub fn pads(v: &serde_json::Value, ndim: usize) -> R<Vec<(i64, i64)>> {
     arr.iter().map(|x| if x.is_null() { Ok((0, 0)) } else { Args::ints_of(x).map(|c| (c[0], c[1])) }).collect()
 }
 
+/// A shape argument whose `None` entries keep the input's dim (tinygrad's reshape and expand allow them).
+fn dims_or_keep(a: &Args, i: usize, x: &Tensor) -> R<Vec<i64>> {
+    let v = a.arg(i).ok_or("missing shape")?;
+    match v.as_array() {
+        Some(arr) => arr
+            .iter()
+            .enumerate()
+            .map(|(k, d)| if d.is_null() { Ok(x.shape()[k] as i64) } else { d.as_i64().ok_or(format!("bad dim {d}")) })
+            .collect(),
+        None => Args::ints_of(v),
+    }
+}
+
 fn core(op: &str, a: &Args) -> Option<R<Vec<Tensor>>> {
     run(op, a).map(|t| t.map(|t| vec![t])).transpose()
 }
@@ -79,11 +92,11 @@ fn run(op: &str, a: &Args) -> R<Option<Tensor>> {
         "abs" => x()?.abs(),
         "logical_not" => x()?.logical_not(),
         "cast" => x()?.cast(dtype(a, 1)?),
-        "reshape" => x()?.reshape(a.ints(1)?),
+        "reshape" => x()?.reshape(dims_or_keep(a, 1, &x()?)?),
         "permute" => x()?.permute(a.ints(1)?),
-        "expand" => x()?.expand(a.ints(1)?),
+        "expand" => x()?.expand(dims_or_keep(a, 1, &x()?)?),
         "transpose" => x()?.transpose(a.i64(1).unwrap_or(1), a.i64(2).unwrap_or(0)),
-        "flatten" => x()?.flatten(a.kw_i64("start_dim", 0)),
+        "flatten" => x()?.flatten_range(a.kw_i64("start_dim", a.i64(1).unwrap_or(0)), a.kw_i64("end_dim", a.i64(2).unwrap_or(-1))),
         "shrink" => {
             let x = x()?;
             let arg = a.arg(1).and_then(|v| v.as_array()).ok_or("shrink: bad arg")?;

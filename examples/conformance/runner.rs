@@ -138,7 +138,10 @@ fn num(v: &Value) -> R<f64> {
 fn load_tensor(v: &Value) -> R<Tensor> {
     let dt = dtype_of(v["dtype"].as_str().ok_or("tensor without dtype")?)?;
     let shape: Vec<usize> = v["shape"].as_array().ok_or("tensor without shape")?.iter().map(|x| x.as_u64().unwrap() as usize).collect();
-    let data: Vec<f64> = v["data"].as_array().ok_or("tensor without data")?.iter().map(num).collect::<R<_>>()?;
+    let raw = v["data"].as_array().ok_or("tensor without data")?;
+    let data: Vec<f64> = raw.iter().map(num).collect::<R<_>>()?;
+    // 64-bit ints straight from the JSON integers (f64 would round above 2^53)
+    let ints: Vec<i128> = raw.iter().map(|x| x.as_i64().map(i128::from).or(x.as_u64().map(i128::from)).unwrap_or(0)).collect();
     macro_rules! mk {
         ($t:ty, $conv:expr) => {
             Tensor::from_slice(&data.iter().map($conv).collect::<Vec<$t>>(), shape)
@@ -149,11 +152,11 @@ fn load_tensor(v: &Value) -> R<Tensor> {
         dtypes::INT8 => mk!(i8, |&x| x as i8),
         dtypes::INT16 => mk!(i16, |&x| x as i16),
         dtypes::INT32 => mk!(i32, |&x| x as i32),
-        dtypes::INT64 => mk!(i64, |&x| x as i64),
+        dtypes::INT64 => Tensor::from_slice(&ints.iter().map(|&x| x as i64).collect::<Vec<_>>(), shape),
         dtypes::UINT8 => mk!(u8, |&x| x as u8),
         dtypes::UINT16 => mk!(u16, |&x| x as u16),
         dtypes::UINT32 => mk!(u32, |&x| x as u32),
-        dtypes::UINT64 => mk!(u64, |&x| x as u64),
+        dtypes::UINT64 => Tensor::from_slice(&ints.iter().map(|&x| x as u64).collect::<Vec<_>>(), shape),
         dtypes::FLOAT16 => mk!(half::f16, |&x| half::f16::from_f64(x)),
         dtypes::BFLOAT16 => mk!(half::bf16, |&x| half::bf16::from_f64(x)),
         dtypes::FLOAT32 => mk!(f32, |&x| x as f32),

@@ -22,6 +22,8 @@ fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
     // the loops each node must sit in
     let mut need: FxHashMap<&UOp, u64> = FxHashMap::default();
     let mut closed_somewhere = 0u64;
+    // the sets of loops each END closes
+    let mut ends: Vec<u64> = Vec::new();
     for u in topo {
         let mut m = u.src.iter().fold(0, |m, s| m | need[s]);
         if u.op == Ops::RANGE {
@@ -30,6 +32,7 @@ fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
         if u.op == Ops::END {
             let c = u.src.iter().filter(|s| s.op == Ops::RANGE).fold(0, |a, r| a | bit(r));
             closed_somewhere |= c;
+            ends.push(c);
             m &= !c;
         }
         need.insert(u, m);
@@ -85,9 +88,14 @@ fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
             emit(u, &mut out, &mut ready);
             continue;
         }
-        // 3. open the loops the least-nested waiting node needs (or a ready loop), in order
-        let Some(u) = ready.iter().min_by_key(|u| ((need[**u] & !om).count_ones(), u.op != Ops::RANGE)).copied() else { break };
-        let missing = need[u] & !om;
+        // 3. open a reduction's loops, all of them together (those its END closes), and only when no other
+        //    reduction's loops are open: reductions in one kernel run one after another, never nested
+        if open.iter().any(|r| bit(r) & closed_somewhere != 0) {
+            break;
+        }
+        let group = |m: u64| ends.iter().filter(|g| *g & m != 0).fold(m, |a, g| a | g);
+        let Some(u) = ready.iter().min_by_key(|u| ((group(need[**u] & !om)).count_ones(), u.op != Ops::RANGE)).copied() else { break };
+        let missing = group(if u.op == Ops::RANGE { bit(u) } else { need[u] & !om });
         for r in ranges.iter().copied().filter(|r| missing & bit(r) != 0).collect::<Vec<_>>() {
             assert!(ready.contains(&r), "linearize: loop bound not ready");
             emit(r, &mut out, &mut ready);

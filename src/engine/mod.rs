@@ -11,6 +11,9 @@ use crate::renderer::cstyle;
 use crate::runtime::{Allocator, ClangCompiler, Compiler, CpuAllocator, CpuProgram, Program, RawBuffer};
 use crate::schedule::{contiguous_buffer, create_schedule};
 use crate::uop::{Arg, BufferInfo, Ops, UOp};
+mod jit;
+
+pub use jit::TinyJit;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use std::sync::{Arc, LazyLock, OnceLock};
@@ -107,6 +110,42 @@ pub fn copyout(u: &UOp) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// A kernel ready to launch on its buffers (tinygrad `ExecItem`): what realize runs and TinyJit replays.
+#[derive(Clone)]
+pub(crate) struct ExecItem {
+    runner: Arc<Runner>,
+    /// BUFFER nodes by slot (slot 0 written).
+    bufs: Vec<UOp>,
+    dev: &'static Device,
+}
+
+impl ExecItem {
+    /// Launches the kernel (allocating buffers on first use), counting it in GlobalCounters; DEBUG=2 prints it.
+    fn run(&self) -> Result<()> {
+        let ptrs = self.bufs.iter().map(mem).collect::<Result<Vec<_>>>()?;
+        let k = &self.runner.kernel;
+        let parallel = k.outer > 1 && k.ops.max(k.mem / 4) >= 1 << 15 && NUM_CPU_THREADS.value() > 1;
+        let tm = self.runner.program.launch(&ptrs, &[], k.outer, parallel);
+        GLOBAL_COUNTERS.add_kernel(k.ops, k.mem, tm.as_nanos() as u64);
+        if DEBUG.value() >= 2 {
+            let s = tm.as_secs_f64();
+            println!(
+                "*** {:<6} {:4} {:<40} arg {:2} mem {:6.2} GB tm {:9.2}us/{:9.2}ms ({:9.2} GFLOPS {:6.1} GB/s)",
+                self.dev.name,
+                GLOBAL_COUNTERS.kernel_count(),
+                k.name,
+                self.bufs.len(),
+                GLOBAL_COUNTERS.mem_used().max(0) as f64 / 1e9,
+                s * 1e6,
+                GLOBAL_COUNTERS.time_sum_ns() as f64 / 1e6,
+                k.ops as f64 / s / 1e9,
+                k.mem as f64 / s / 1e9
+            );
+        }
+        Ok(())
+    }
+}
+
 /// A compiled kernel and what DEBUG prints about it.
 struct Runner {
     kernel: LinearKernel,
@@ -157,27 +196,9 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
         println!("scheduled {} kernels in {:.2} ms", sched.items.len(), t0.elapsed().as_secs_f64() * 1e3);
     }
     for item in sched.items {
-        let r = runner(dev, &item.ast)?;
-        let ptrs = item.bufs.iter().map(mem).collect::<Result<Vec<_>>>()?;
-        let k = &r.kernel;
-        let parallel = k.outer > 1 && k.ops.max(k.mem / 4) >= 1 << 15 && NUM_CPU_THREADS.value() > 1;
-        let tm = r.program.launch(&ptrs, &[], k.outer, parallel);
-        GLOBAL_COUNTERS.add_kernel(k.ops, k.mem, tm.as_nanos() as u64);
-        if DEBUG.value() >= 2 {
-            let s = tm.as_secs_f64();
-            println!(
-                "*** {:<6} {:4} {:<40} arg {:2} mem {:6.2} GB tm {:9.2}us/{:9.2}ms ({:9.2} GFLOPS {:6.1} GB/s)",
-                dev.name,
-                GLOBAL_COUNTERS.kernel_count(),
-                k.name,
-                item.bufs.len(),
-                GLOBAL_COUNTERS.mem_used().max(0) as f64 / 1e9,
-                s * 1e6,
-                GLOBAL_COUNTERS.time_sum_ns() as f64 / 1e6,
-                k.ops as f64 / s / 1e9,
-                k.mem as f64 / s / 1e9
-            );
-        }
+        let ei = ExecItem { runner: runner(dev, &item.ast)?, bufs: item.bufs, dev };
+        ei.run()?;
+        jit::record(&ei);
     }
     Ok(sched.outputs)
 }

@@ -88,9 +88,10 @@ impl Allocator for CpuAllocator {
 
 // **************** compiler ****************
 
-/// Compiler flags, then `-o out.so -lm`. IEEE semantics (no `-ffast-math`); no FMA contraction, so results match
+/// Compiler flags, then `-o out.so -lm`. IEEE semantics (no `-ffast-math`); signed integers wrap (`-fwrapv`), as
+/// constant folding does; no FMA contraction, so results match
 /// the interpreter bit for bit.
-const FLAGS: [&str; 9] = ["-O2", "-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-x", "c", "-"];
+const FLAGS: [&str; 10] = ["-O2", "-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-fwrapv", "-x", "c", "-"];
 
 /// Compiles C kernels into shared objects with the system C compiler (tinygrad `ClangJITCompiler`, which instead
 /// links in-process). Outputs are cached at `cache_dir()/kernels/<hash>.so`, keyed by compiler, flags and source.

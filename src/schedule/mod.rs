@@ -149,27 +149,49 @@ pub fn create_schedule(roots: &[UOp], device: &str) -> Schedule {
 /// another reduction. A reduction reached only through elementwise and injective movement ops fuses with
 /// its elementwise prologue and epilogue into its consumer's kernel.
 fn schedule_uncached(roots: &[UOp], device: &str) -> Schedule {
-    // the nodes that become buffers, in dependency order
+    // the nodes that become buffers
     let mut realized: FxHashSet<UOp> = roots.iter().filter(|r| contiguous_buffer(r).is_none()).cloned().collect();
     let mut work: Vec<UOp> = realized.iter().cloned().collect();
     let mut seen: FxHashSet<(UOp, bool)> = FxHashSet::default();
-    while let Some(k) = work.pop() {
-        // (node, reached through a broadcast or reduce) from this kernel's root
-        let mut stack: Vec<(UOp, bool)> = k.src.iter().map(|s| (s.clone(), k.op == Ops::REDUCE_AXIS)).collect();
-        while let Some((u, dirty)) = stack.pop() {
-            if u.op == Ops::BUFFER || !seen.insert((u.clone(), dirty)) {
-                continue;
+    loop {
+        while let Some(k) = work.pop() {
+            // (node, reached through a broadcast or reduce) from this kernel's root
+            let mut stack: Vec<(UOp, bool)> = k.src.iter().map(|s| (s.clone(), k.op == Ops::REDUCE_AXIS)).collect();
+            while let Some((u, dirty)) = stack.pop() {
+                if u.op == Ops::BUFFER || realized.contains(&u) || !seen.insert((u.clone(), dirty)) {
+                    continue;
+                }
+                if matches!(u.op, Ops::CONTIGUOUS | Ops::ASSIGN) || (u.op == Ops::REDUCE_AXIS && dirty) {
+                    realized.insert(u.clone());
+                    work.push(u);
+                    continue;
+                }
+                let dirty = dirty || matches!(u.op, Ops::EXPAND | Ops::REDUCE_AXIS);
+                stack.extend(u.src.iter().map(|s| (s.clone(), dirty)));
             }
-            if realized.contains(&u) {
-                continue;
+        }
+        // a reduction fused into several kernels would run once per kernel: realize it once instead
+        let mut users: FxHashMap<UOp, usize> = FxHashMap::default();
+        for k in &realized {
+            let mut visited: FxHashSet<&UOp> = FxHashSet::default();
+            let mut stack: Vec<&UOp> = k.src.iter().collect();
+            while let Some(u) = stack.pop() {
+                if u.op == Ops::BUFFER || realized.contains(u) || !visited.insert(u) {
+                    continue;
+                }
+                if u.op == Ops::REDUCE_AXIS {
+                    *users.entry(u.clone()).or_default() += 1;
+                }
+                stack.extend(u.src.iter());
             }
-            if matches!(u.op, Ops::CONTIGUOUS | Ops::ASSIGN) || (u.op == Ops::REDUCE_AXIS && dirty) {
-                realized.insert(u.clone());
-                work.push(u);
-                continue;
-            }
-            let dirty = dirty || matches!(u.op, Ops::EXPAND | Ops::REDUCE_AXIS);
-            stack.extend(u.src.iter().map(|s| (s.clone(), dirty)));
+        }
+        let shared: Vec<UOp> = users.into_iter().filter(|(_, n)| *n > 1).map(|(u, _)| u).collect();
+        if shared.is_empty() {
+            break;
+        }
+        for u in shared {
+            realized.insert(u.clone());
+            work.push(u);
         }
     }
     let order: Vec<UOp> = UOp::sink(roots.to_vec()).toposort().into_iter().filter(|u| realized.contains(u)).collect();

@@ -7,7 +7,10 @@ mod nn;
 mod ops;
 mod random;
 
+pub use movement::Index;
+pub use nn::{Conv2dOpts, InterpolateMode, Pool2dOpts, Reduction, SdpaOpts};
 pub use ops::{IntoAxes, IntoDims, IntoOperand};
+pub use random::RandOpts;
 
 use crate::dtype::{dtypes, ConstValue, DType, Element};
 use crate::engine;
@@ -24,6 +27,8 @@ pub struct Tensor(Arc<TensorInner>);
 struct TensorInner {
     uop: RwLock<UOp>,
     requires_grad: std::sync::atomic::AtomicBool,
+    /// False for state an optimizer must not update (running statistics): tinygrad's `is_param`.
+    is_param: std::sync::atomic::AtomicBool,
     grad: RwLock<Option<Tensor>>,
 }
 
@@ -86,7 +91,7 @@ impl Tensor {
     /// The tensor holding `u`.
     pub fn from_uop(u: UOp) -> Tensor {
         assert!(u.shape().is_some(), "Tensor: {} has no shape", u.op);
-        Tensor(Arc::new(TensorInner { uop: RwLock::new(u), requires_grad: false.into(), grad: RwLock::new(None) }))
+        Tensor(Arc::new(TensorInner { uop: RwLock::new(u), requires_grad: false.into(), is_param: true.into(), grad: RwLock::new(None) }))
     }
     /// The UOp graph this tensor is now.
     pub fn uop(&self) -> UOp {
@@ -108,6 +113,15 @@ impl Tensor {
             reg.push(Arc::downgrade(&self.0));
         }
         self.0.requires_grad.store(on, std::sync::atomic::Ordering::Relaxed);
+        self
+    }
+    /// Whether optimizers update this tensor (tinygrad `is_param`; false for running statistics).
+    pub fn is_param(&self) -> bool {
+        self.0.is_param.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    /// Sets [`Tensor::is_param`] (tinygrad `is_param_`).
+    pub fn is_param_(&self, on: bool) -> &Tensor {
+        self.0.is_param.store(on, std::sync::atomic::Ordering::Relaxed);
         self
     }
     /// The gradient `backward` left here, if any.
@@ -324,6 +338,12 @@ impl Tensor {
             self.set_uop(v.uop());
             return self;
         }
+        // a value that reads the target at other elements (through a movement op or a reduction) must be
+        // computed into its own buffer first: the assign kernel writes while it reads
+        let buf = crate::schedule::contiguous_buffer(&target).expect("checked above").clone();
+        let elementwise = |u: &UOp| crate::uop::GroupOp::ELEMENTWISE.contains(u.op) || matches!(u.op, Ops::ASSIGN | Ops::DETACH);
+        let hazard = v.uop().toposort().iter().any(|u| !elementwise(u) && u != &target && u.src.iter().any(|s| *s == target || *s == buf));
+        let v = if hazard { v.contiguous() } else { v };
         self.set_uop(UOp::new(Ops::ASSIGN, target.dtype, [target, v.uop()], Arg::None));
         self
     }

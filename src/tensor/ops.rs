@@ -173,16 +173,6 @@ impl Tensor {
         }
         self.unary_op(Ops::TRUNC)
     }
-    /// Rounds down.
-    pub fn floor(&self) -> Tensor {
-        let t = self.trunc();
-        t.gt(self).where_(&t - 1.0, &t)
-    }
-    /// Rounds up.
-    pub fn ceil(&self) -> Tensor {
-        let t = self.trunc();
-        t.lt(self).where_(&t + 1.0, &t)
-    }
     /// `max(self, y)` elementwise.
     pub fn maximum(&self, y: impl IntoOperand) -> Tensor {
         self.binop(Ops::MAX, y, "maximum")
@@ -190,7 +180,16 @@ impl Tensor {
     /// `min(self, y)` elementwise.
     pub fn minimum(&self, y: impl IntoOperand) -> Tensor {
         let (a, b) = self.broadcasted(y, "minimum");
-        a.neg().maximum(b.neg()).neg()
+        a.flip_order().maximum(b.flip_order()).flip_order()
+    }
+    /// An order-reversing bijection: `-x` for floats, `!x` (bitwise) for ints and bools, which is exact for
+    /// unsigned ints and `INT_MIN` too (tinygrad's `_inverse`).
+    fn flip_order(&self) -> Tensor {
+        if self.dtype().is_float() {
+            self.neg()
+        } else {
+            self.bitwise_not()
+        }
     }
     /// `self < y` (bool).
     pub fn lt(&self, y: impl IntoOperand) -> Tensor {
@@ -276,10 +275,6 @@ impl Tensor {
     pub fn sin(&self) -> Tensor {
         self.float_if_int().unary_op(Ops::SIN)
     }
-    /// `max(self, 0)`.
-    pub fn relu(&self) -> Tensor {
-        self.maximum(0)
-    }
     /// `1/(1+e^-self)`.
     pub fn sigmoid(&self) -> Tensor {
         self.neg().exp().add(1.0).reciprocal()
@@ -293,10 +288,6 @@ impl Tensor {
     /// `self*self`.
     pub fn square(&self) -> Tensor {
         self.mul(self)
-    }
-    /// `|self|`.
-    pub fn abs(&self) -> Tensor {
-        self.maximum(self.neg())
     }
     /// Converts elements to `dtype` (tinygrad `cast`).
     pub fn cast(&self, dtype: DType) -> Tensor {
@@ -477,11 +468,11 @@ impl Tensor {
     }
     /// The minimum over `axis`, as `-max(-self)`.
     pub fn min(&self, axis: impl IntoAxes) -> Tensor {
-        self.neg().max(axis).neg()
+        self.flip_order().max(axis).flip_order()
     }
     /// The minimum over `axis`, keeping the reduced dims.
     pub fn min_keepdim(&self, axis: impl IntoAxes) -> Tensor {
-        self.neg().max_keepdim(axis).neg()
+        self.flip_order().max_keepdim(axis).flip_order()
     }
     /// The mean over `axis`.
     pub fn mean(&self, axis: impl IntoAxes) -> Tensor {
@@ -549,6 +540,16 @@ macro_rules! tensor_binops {
     )*};
 }
 tensor_binops!(Add add, Sub sub, Mul mul, Div div);
+macro_rules! scalar_lhs_binops {
+    ($($t:ty),*) => {$(
+        impl std::ops::Add<&Tensor> for $t { type Output = Tensor; fn add(self, y: &Tensor) -> Tensor { self.into_operand().add(y) } }
+        impl std::ops::Sub<&Tensor> for $t { type Output = Tensor; fn sub(self, y: &Tensor) -> Tensor { self.into_operand().sub(y) } }
+        impl std::ops::Mul<&Tensor> for $t { type Output = Tensor; fn mul(self, y: &Tensor) -> Tensor { self.into_operand().mul(y) } }
+        impl std::ops::Div<&Tensor> for $t { type Output = Tensor; fn div(self, y: &Tensor) -> Tensor { self.into_operand().div(y) } }
+    )*};
+}
+// `1.0 - &t`: a Rust number on the left is a weak constant, as a Python number is in tinygrad
+scalar_lhs_binops!(f64, i64);
 impl std::ops::Neg for &Tensor {
     type Output = Tensor;
     fn neg(self) -> Tensor {

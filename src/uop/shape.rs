@@ -34,7 +34,10 @@ fn compute(u: &UOp) -> Option<Box<[usize]>> {
         },
         Ops::WHERE => src(1)?.into(),
         op if GroupOp::ALU.contains(op)
-            || matches!(op, Ops::CAST | Ops::BITCAST | Ops::CONTIGUOUS | Ops::DETACH | Ops::COPY | Ops::ASSIGN | Ops::FLIP) =>
+            || matches!(
+                op,
+                Ops::CAST | Ops::BITCAST | Ops::CONTIGUOUS | Ops::CONTIGUOUS_BACKWARD | Ops::DETACH | Ops::COPY | Ops::ASSIGN | Ops::FLIP
+            ) =>
         {
             src(0)?.into()
         }

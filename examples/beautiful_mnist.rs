@@ -1,0 +1,116 @@
+//! tinygrad's beautiful_mnist: a small convnet trained with Adam on MNIST, with a jitted train step.
+//!
+//! `cargo run --release --example beautiful_mnist` (env: STEPS, default 70; BS, default 512; SEED; MNIST files
+//! from `$TINYGRAD_DATA_DIR/mnist/`, downloaded when missing). It prints `test accuracy: NN.NN%` and saves the
+//! weights to `WEIGHTS` (default `beautiful_mnist.safetensors`). `EVAL=path.safetensors` only evaluates a saved
+//! model. Batches are sampled on the host (uint8 pixels, fed unnormalized as tinygrad does).
+
+use indicatif::{ProgressBar, ProgressStyle};
+use std::time::Instant;
+use tinygrad::helpers::{getenv, getenv_str, Context, TRAINING};
+use tinygrad::nn::{optim, state, BatchNorm, Conv2d, Linear, Module};
+use tinygrad::tensor::{Conv2dOpts, Pool2dOpts, Reduction};
+use tinygrad::{dtypes, Result, Tensor, TinyJit};
+
+#[derive(Module)]
+struct Model {
+    c1: Conv2d,
+    c2: Conv2d,
+    bn1: BatchNorm,
+    c3: Conv2d,
+    c4: Conv2d,
+    bn2: BatchNorm,
+    l: Linear,
+}
+
+impl Model {
+    fn new() -> Model {
+        let conv = |i, o, k| Conv2d::new(i, o, &[k, k], Conv2dOpts::default(), true);
+        let bn = |c| BatchNorm::new(c, 1e-5, true, true, 0.1);
+        Model {
+            c1: conv(1, 32, 5),
+            c2: conv(32, 32, 5),
+            bn1: bn(32),
+            c3: conv(32, 64, 3),
+            c4: conv(64, 64, 3),
+            bn2: bn(64),
+            l: Linear::new(576, 10, true),
+        }
+    }
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let pool = |x: Tensor| x.max_pool2d(Pool2dOpts::default());
+        let x = pool(self.bn1.forward(&self.c2.forward(&self.c1.forward(x).relu()).relu()));
+        let x = pool(self.bn2.forward(&self.c4.forward(&self.c3.forward(&x).relu()).relu()));
+        self.l.forward(&x.flatten(1))
+    }
+}
+
+/// The test accuracy in percent.
+fn accuracy(model: &Model, x: &Tensor, y: &Tensor) -> Result<f32> {
+    (model.forward(x).argmax(Some(1), false).eq(y).cast(dtypes::FLOAT32).mean(..) * 100.0).item::<f32>()
+}
+
+fn main() -> Result<()> {
+    let (steps, bs, seed) = (getenv("STEPS", 70) as usize, getenv("BS", 512) as usize, getenv("SEED", 1337) as u64);
+    let weights = getenv_str("WEIGHTS", "beautiful_mnist.safetensors");
+    let t0 = Instant::now();
+    Tensor::manual_seed(seed);
+    let (x_train, y_train, x_test, y_test) = tinygrad::nn::datasets::mnist()?;
+    let model = Model::new();
+    let eval = getenv_str("EVAL", "");
+    if !eval.is_empty() {
+        model.load_state_dict(&state::safe_load(&eval)?, true)?;
+        println!("test accuracy: {:.2}%", accuracy(&model, &x_test, &y_test)?);
+        return Ok(());
+    }
+    let opt = optim::adam(&model.get_parameters(), 0.001, 0.9, 0.999, 1e-8);
+    let (xs, ys) = (x_train.to_bytes()?, y_train.to_bytes()?);
+    let n = ys.len();
+    let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng % n as u64) as usize
+    };
+    let mut train_step = TinyJit::new(|io: &[Tensor]| {
+        let _training = Context::new(&[(&TRAINING, 1)]);
+        opt.zero_grad();
+        let loss = model.forward(&io[0]).sparse_categorical_crossentropy(&io[1], -1, 0.0, Reduction::Mean);
+        loss.backward();
+        let mut ts = vec![loss.clone()];
+        ts.extend(opt.schedule_step());
+        Tensor::realize_all(&ts.iter().collect::<Vec<_>>())?;
+        Ok(vec![loss])
+    });
+    let bar = ProgressBar::new(steps as u64);
+    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"));
+    let (mut test_acc, mut times) = (f32::NAN, Vec::with_capacity(steps));
+    for i in 0..steps {
+        let t = Instant::now();
+        let idx: Vec<usize> = (0..bs).map(|_| next()).collect();
+        let xb: Vec<u8> = idx.iter().flat_map(|&j| xs[j * 784..(j + 1) * 784].iter().copied()).collect();
+        let yb: Vec<u8> = idx.iter().map(|&j| ys[j]).collect();
+        let io = [Tensor::from_bytes(&xb, dtypes::UINT8, [bs, 1, 28, 28]), Tensor::from_bytes(&yb, dtypes::UINT8, [bs])];
+        let loss = train_step.call(&io)?[0].item::<f32>()?;
+        times.push(t.elapsed().as_secs_f64());
+        if i % 10 == 9 || i + 1 == steps {
+            test_acc = accuracy(&model, &x_test, &y_test)?;
+        }
+        bar.set_message(format!("loss {loss:6.2} test accuracy {test_acc:5.2}% {:.2} steps/s", 1.0 / times[i]));
+        bar.inc(1);
+    }
+    bar.finish();
+    let steady = if times.len() > 3 { times[2..].iter().sum::<f64>() / (times.len() - 2) as f64 } else { f64::NAN };
+    println!(
+        "wall {:.1} s, first step {:.2} s, second (capture) {:.2} s, replayed steps {:.0} ms (mean, training only)",
+        t0.elapsed().as_secs_f64(),
+        times.first().copied().unwrap_or(0.0),
+        times.get(1).copied().unwrap_or(0.0),
+        steady * 1e3
+    );
+    state::safe_save(&model.get_state_dict(), &weights)?;
+    println!("saved weights to {weights}");
+    println!("test accuracy: {test_acc:.2}%");
+    Ok(())
+}
