@@ -54,6 +54,7 @@ pub fn full_rewrite(ast: &UOp) -> LinearKernel {
         Some(Opt::Upcast { amount, .. }) => vectorize::vectorize(&graph_rewrite(&sink, &SYMBOLIC, &mut (), "simplify upcast"), amount),
         _ => sink,
     };
+    let sink = opt::order_reduce_loops(&sink);
     let topo = sink.toposort();
     let outer =
         topo.iter().find(|r| r.op == Ops::RANGE && matches!(r.arg, Arg::Int(0)) && !is_reduce_range(&topo, r)).map_or(0, range_size);

@@ -4,7 +4,7 @@
 
 mod rangeify;
 
-use crate::uop::{Arg, BufferInfo, Ops, UOp};
+use crate::uop::{Arg, BufferInfo, GroupOp, OpSet, Ops, UOp};
 use parking_lot::Mutex;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::{Arc, LazyLock};
@@ -166,6 +166,10 @@ fn schedule_uncached(roots: &[UOp], device: &str) -> Schedule {
                     work.push(u);
                     continue;
                 }
+                if let Some(small) = (u.op == Ops::EXPAND).then(|| costly_broadcast(&u, &realized)).flatten() {
+                    realized.insert(small.clone());
+                    work.push(small);
+                }
                 let dirty = dirty || matches!(u.op, Ops::EXPAND | Ops::REDUCE_AXIS);
                 stack.extend(u.src.iter().map(|s| (s.clone(), dirty)));
             }
@@ -249,4 +253,29 @@ fn order_writes_after_reads(items: Vec<ScheduleItem>) -> Vec<ScheduleItem> {
     }
     let mut slots: Vec<Option<ScheduleItem>> = items.into_iter().map(Some).collect();
     out_order.into_iter().map(|i| slots[i].take().unwrap()).collect()
+}
+
+/// For an EXPAND that broadcasts a small tensor computed with transcendental ops (sqrt, exp, log, sin,
+/// reciprocal: BatchNorm's `invstd`, say) at least 16 times: that computation, which is then worth its own
+/// kernel rather than being redone for every element it is broadcast to.
+fn costly_broadcast(expand: &UOp, realized: &FxHashSet<UOp>) -> Option<UOp> {
+    let mut base = &expand.src[0];
+    while GroupOp::MOVEMENT.contains(base.op) {
+        base = &base.src[0];
+    }
+    let (small, big): (usize, usize) = (base.shape()?.iter().product(), expand.shape()?.iter().product());
+    if !GroupOp::ALU.contains(base.op) || realized.contains(base) || small.saturating_mul(16) > big {
+        return None;
+    }
+    let costly = OpSet::of(&[Ops::SQRT, Ops::EXP2, Ops::LOG2, Ops::SIN, Ops::RECIPROCAL, Ops::FDIV, Ops::POW]);
+    let (mut stack, mut seen) = (vec![base], FxHashSet::default());
+    while let Some(u) = stack.pop() {
+        if costly.contains(u.op) {
+            return Some(base.clone());
+        }
+        if u.op != Ops::BUFFER && !realized.contains(u) && seen.insert(u) {
+            stack.extend(u.src.iter());
+        }
+    }
+    None
 }

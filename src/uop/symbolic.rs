@@ -488,6 +488,7 @@ static SYMBOLIC_EXTRA: LazyLock<PatternMatcher> = LazyLock::new(|| {
         (wx() * -1).cmplt(var("y") * -1) => |x, y| y.cmplt(x),                                // -x < -y -> y < x
         wx().cmplt(1).cmpne(true) => |x| canonicalize_simplex(x).map(|n| n.cmplt(1).cmpne(true)),
         // ranges
+        UPat::ops(RANGE).src([UPat::cnst(1)]).named("r") => |r| r.const_like(0),             // a loop of 1 is index 0
         UPat::ops(RANGE).src([var("end")]).named("r") % var("end") => |r, end| r,            // r % end -> r
         UPat::ops(RANGE).src([var("end")]).named("r") / var("end") => |r, end| r.const_like(0), // r // end -> 0
         // div and mod
