@@ -63,7 +63,7 @@ fn main() -> Result<()> {
         println!("test accuracy: {:.2}%", accuracy(&model, &x_test, &y_test)?);
         return Ok(());
     }
-    let opt = optim::adam(&model.get_parameters(), 0.001, 0.9, 0.999, 1e-8);
+    let opt = optim::adam_with(&model.get_parameters(), optim::AdamOpts::default());
     let (xs, ys) = (x_train.to_bytes()?, y_train.to_bytes()?);
     let n = ys.len();
     let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;

@@ -210,3 +210,100 @@ pub fn adamw(params: &[Tensor], lr: f64, b1: f64, b2: f64, eps: f64, weight_deca
 pub fn lamb(params: &[Tensor], lr: f64, b1: f64, b2: f64, eps: f64, weight_decay: f64) -> Optimizer {
     Optimizer::new(params, lr, Rule::Lamb { b1, b2, eps, wd: weight_decay, adam: false })
 }
+
+/// SGD's hyperparameters, with tinygrad's defaults (`SGD(params, lr=0.001, momentum=0.0, weight_decay=0.0,
+/// nesterov=False, classic=False)`): `optim::sgd_with(&params, SgdOpts { lr: 0.1, ..Default::default() })`.
+#[derive(Clone, Debug)]
+pub struct SgdOpts {
+    pub lr: f64,
+    pub momentum: f64,
+    pub weight_decay: f64,
+    pub nesterov: bool,
+    pub classic: bool,
+}
+impl Default for SgdOpts {
+    fn default() -> Self {
+        SgdOpts { lr: 0.001, momentum: 0.0, weight_decay: 0.0, nesterov: false, classic: false }
+    }
+}
+/// [`sgd`] from [`SgdOpts`].
+pub fn sgd_with(params: &[Tensor], o: SgdOpts) -> Optimizer {
+    sgd(params, o.lr, o.momentum, o.weight_decay, o.nesterov, o.classic)
+}
+
+/// Adam/AdamW/LAMB hyperparameters with tinygrad's Adam defaults (`lr=0.001, b1=0.9, b2=0.999, eps=1e-8`,
+/// no weight decay); AdamW's default weight decay is 0.01, LAMB's eps 1e-6.
+#[derive(Clone, Debug)]
+pub struct AdamOpts {
+    pub lr: f64,
+    pub b1: f64,
+    pub b2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+}
+impl Default for AdamOpts {
+    fn default() -> Self {
+        AdamOpts { lr: 0.001, b1: 0.9, b2: 0.999, eps: 1e-8, weight_decay: 0.0 }
+    }
+}
+/// [`adam`] from [`AdamOpts`] (its weight decay is ignored, as Adam has none).
+pub fn adam_with(params: &[Tensor], o: AdamOpts) -> Optimizer {
+    adam(params, o.lr, o.b1, o.b2, o.eps)
+}
+/// [`adamw`] from [`AdamOpts`]; tinygrad's AdamW defaults are `AdamOpts { weight_decay: 0.01, ..Default::default() }`.
+pub fn adamw_with(params: &[Tensor], o: AdamOpts) -> Optimizer {
+    adamw(params, o.lr, o.b1, o.b2, o.eps, o.weight_decay)
+}
+/// [`lamb`] from [`AdamOpts`]; tinygrad's LAMB defaults are `AdamOpts { eps: 1e-6, ..Default::default() }`.
+pub fn lamb_with(params: &[Tensor], o: AdamOpts) -> Optimizer {
+    lamb(params, o.lr, o.b1, o.b2, o.eps, o.weight_decay)
+}
+
+/// LARS hyperparameters with tinygrad's defaults (`lr=0.001, momentum=0.9, weight_decay=1e-4,
+/// nesterov=False, classic=True, tcoef=0.001`).
+#[derive(Clone, Debug)]
+pub struct LarsOpts {
+    pub lr: f64,
+    pub momentum: f64,
+    pub weight_decay: f64,
+    pub nesterov: bool,
+    pub classic: bool,
+    pub tcoef: f64,
+}
+impl Default for LarsOpts {
+    fn default() -> Self {
+        LarsOpts { lr: 0.001, momentum: 0.9, weight_decay: 1e-4, nesterov: false, classic: true, tcoef: 0.001 }
+    }
+}
+/// [`lars`] from [`LarsOpts`].
+pub fn lars_with(params: &[Tensor], o: LarsOpts) -> Optimizer {
+    lars(params, o.lr, o.momentum, o.weight_decay, o.nesterov, o.classic, o.tcoef)
+}
+
+/// Muon hyperparameters with tinygrad's defaults (`lr=0.001, momentum=0.95, weight_decay=0.1, ns_steps=5,
+/// ns_coefficients=(3.4445, -4.775, 2.0315), nesterov=True`).
+#[derive(Clone, Debug)]
+pub struct MuonOpts {
+    pub lr: f64,
+    pub momentum: f64,
+    pub weight_decay: f64,
+    pub ns_steps: usize,
+    pub ns_coefficients: Vec<f64>,
+    pub nesterov: bool,
+}
+impl Default for MuonOpts {
+    fn default() -> Self {
+        MuonOpts {
+            lr: 0.001,
+            momentum: 0.95,
+            weight_decay: 0.1,
+            ns_steps: 5,
+            ns_coefficients: vec![3.4445, -4.775, 2.0315],
+            nesterov: true,
+        }
+    }
+}
+/// [`muon`] from [`MuonOpts`].
+pub fn muon_with(params: &[Tensor], o: MuonOpts) -> Optimizer {
+    muon(params, o.lr, o.momentum, o.weight_decay, o.ns_steps, &o.ns_coefficients, o.nesterov)
+}

@@ -1,0 +1,84 @@
+//! A shortened beautiful_mnist (tinygrad's model, Adam, a jitted step on host-sampled batches) on the real
+//! MNIST files (TINYGRAD_DATA_DIR, default ../shared/datasets): 40 steps of batch 128 must reach 90% on the
+//! first 2000 test images. (The full recipe is `examples/beautiful_mnist.rs`.)
+
+use tinygrad::helpers::{Context, TRAINING};
+use tinygrad::nn::{datasets, optim, BatchNorm, Conv2d, Linear, Module};
+use tinygrad::tensor::{Conv2dOpts, Pool2dOpts, Reduction};
+use tinygrad::{dtypes, Tensor, TinyJit};
+
+#[derive(Module)]
+struct Model {
+    c1: Conv2d,
+    c2: Conv2d,
+    bn1: BatchNorm,
+    c3: Conv2d,
+    c4: Conv2d,
+    bn2: BatchNorm,
+    l: Linear,
+}
+
+impl Model {
+    fn new() -> Model {
+        let conv = |i, o, k| Conv2d::new(i, o, &[k, k], Conv2dOpts::default(), true);
+        let bn = |c| BatchNorm::new(c, 1e-5, true, true, 0.1);
+        Model {
+            c1: conv(1, 32, 5),
+            c2: conv(32, 32, 5),
+            bn1: bn(32),
+            c3: conv(32, 64, 3),
+            c4: conv(64, 64, 3),
+            bn2: bn(64),
+            l: Linear::new(576, 10, true),
+        }
+    }
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let pool = |x: Tensor| x.max_pool2d(Pool2dOpts::default());
+        let x = pool(self.bn1.forward(&self.c2.forward(&self.c1.forward(x).relu()).relu()));
+        let x = pool(self.bn2.forward(&self.c4.forward(&self.c3.forward(&x).relu()).relu()));
+        self.l.forward(&x.flatten(1))
+    }
+}
+
+#[test]
+fn short_training_reaches_90_percent() {
+    let dir = std::env::var_os("TINYGRAD_DATA_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/datasets").into());
+    let (x_train, y_train, x_test, y_test) = datasets::mnist_from(&dir.join("mnist"), datasets::MNIST_URL).unwrap();
+    Tensor::manual_seed(7);
+    let model = Model::new();
+    let opt = optim::adam_with(&model.get_parameters(), optim::AdamOpts::default());
+    let (xs, ys) = (x_train.to_bytes().unwrap(), y_train.to_bytes().unwrap());
+    let (bs, mut rng) = (128usize, 0x2545_f491_4f6c_dd1du64);
+    let mut step = TinyJit::new(|io: &[Tensor]| {
+        let _t = Context::new(&[(&TRAINING, 1)]);
+        opt.zero_grad();
+        let loss = model.forward(&io[0]).sparse_categorical_crossentropy(&io[1], -1, 0.0, Reduction::Mean);
+        loss.backward();
+        let mut ts = vec![loss.clone()];
+        ts.extend(opt.schedule_step());
+        Tensor::realize_all(&ts.iter().collect::<Vec<_>>())?;
+        Ok(vec![loss])
+    });
+    let mut losses = Vec::new();
+    for _ in 0..40 {
+        let idx: Vec<usize> = (0..bs)
+            .map(|_| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                (rng % 60000) as usize
+            })
+            .collect();
+        let xb: Vec<u8> = idx.iter().flat_map(|&j| xs[j * 784..(j + 1) * 784].iter().copied()).collect();
+        let yb: Vec<u8> = idx.iter().map(|&j| ys[j]).collect();
+        let io = [Tensor::from_bytes(&xb, dtypes::UINT8, [bs, 1, 28, 28]), Tensor::from_bytes(&yb, dtypes::UINT8, [bs])];
+        losses.push(step.call(&io).unwrap()[0].item::<f32>().unwrap());
+    }
+    let (xt, yt) = (x_test.shrink(&[(0, 2000), (0, 1), (0, 28), (0, 28)]), y_test.shrink(&[(0, 2000)]));
+    let acc = (model.forward(&xt).argmax(Some(1), false).eq(&yt).cast(dtypes::FLOAT32).mean(..) * 100.0).item::<f32>().unwrap();
+    assert!(losses[39] < losses[0] / 3.0, "loss did not fall: {losses:?}");
+    assert!(acc >= 90.0, "test accuracy {acc:.2}% after 40 steps (losses {losses:?})");
+    println!("40 steps: loss {:.3} -> {:.3}, test accuracy {acc:.2}%", losses[0], losses[39]);
+}
