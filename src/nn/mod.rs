@@ -85,6 +85,14 @@ impl<T: Module> Module for Option<T> {
 macro_rules! no_tensors { ($($t:ty),*) => { $(impl Module for $t { fn visit(&self, _: &str, _: &mut dyn FnMut(String, &Tensor)) {} })* } }
 no_tensors!(f32, f64, i32, i64, usize, bool, String);
 
+/// A convolution's options with its bias, if any.
+fn with_bias(opts: &Conv2dOpts, bias: &Option<Tensor>) -> Conv2dOpts {
+    match bias {
+        Some(b) => opts.clone().bias(b),
+        None => opts.clone(),
+    }
+}
+
 fn uniform(shape: Vec<usize>, bound: f64) -> Tensor {
     Tensor::uniform(shape, -bound, bound)
 }
@@ -128,11 +136,7 @@ impl Conv2d {
     }
     /// `x (N, in, *spatial) -> (N, out, *spatial')`.
     pub fn forward(&self, x: &Tensor) -> Tensor {
-        let opts = match &self.bias {
-            Some(b) => self.opts.clone().bias(b),
-            None => self.opts.clone(),
-        };
-        x.conv2d(&self.weight, opts)
+        x.conv2d(&self.weight, with_bias(&self.opts, &self.bias))
     }
 }
 
@@ -154,11 +158,7 @@ impl ConvTranspose2d {
     }
     /// `x (N, in, *spatial) -> (N, out, *spatial')`.
     pub fn forward(&self, x: &Tensor) -> Tensor {
-        let opts = match &self.bias {
-            Some(b) => self.opts.clone().bias(b),
-            None => self.opts.clone(),
-        };
-        x.conv_transpose2d(&self.weight, opts)
+        x.conv_transpose2d(&self.weight, with_bias(&self.opts, &self.bias))
     }
 }
 

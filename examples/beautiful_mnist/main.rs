@@ -5,45 +5,15 @@
 //! weights to `WEIGHTS` (default `beautiful_mnist.safetensors`). `EVAL=path.safetensors` only evaluates a saved
 //! model. Batches are sampled on the host (uint8 pixels, fed unnormalized as tinygrad does).
 
+mod model;
+
 use indicatif::{ProgressBar, ProgressStyle};
+use model::Model;
 use std::time::Instant;
 use tinygrad::helpers::{getenv, getenv_str, Context, TRAINING};
-use tinygrad::nn::{optim, state, BatchNorm, Conv2d, Linear, Module};
-use tinygrad::tensor::{Conv2dOpts, Pool2dOpts, Reduction};
+use tinygrad::nn::{optim, state, Module};
+use tinygrad::tensor::Reduction;
 use tinygrad::{dtypes, Result, Tensor, TinyJit};
-
-#[derive(Module)]
-struct Model {
-    c1: Conv2d,
-    c2: Conv2d,
-    bn1: BatchNorm,
-    c3: Conv2d,
-    c4: Conv2d,
-    bn2: BatchNorm,
-    l: Linear,
-}
-
-impl Model {
-    fn new() -> Model {
-        let conv = |i, o, k| Conv2d::new(i, o, &[k, k], Conv2dOpts::default(), true);
-        let bn = |c| BatchNorm::new(c, 1e-5, true, true, 0.1);
-        Model {
-            c1: conv(1, 32, 5),
-            c2: conv(32, 32, 5),
-            bn1: bn(32),
-            c3: conv(32, 64, 3),
-            c4: conv(64, 64, 3),
-            bn2: bn(64),
-            l: Linear::new(576, 10, true),
-        }
-    }
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let pool = |x: Tensor| x.max_pool2d(Pool2dOpts::default());
-        let x = pool(self.bn1.forward(&self.c2.forward(&self.c1.forward(x).relu()).relu()));
-        let x = pool(self.bn2.forward(&self.c4.forward(&self.c3.forward(&x).relu()).relu()));
-        self.l.forward(&x.flatten(1))
-    }
-}
 
 /// The test accuracy in percent.
 fn accuracy(model: &Model, x: &Tensor, y: &Tensor) -> Result<f32> {
