@@ -8,8 +8,9 @@ use crate::uop::{Arg, GroupOp, Ops, UOp};
 use rustc_hash::FxHashMap;
 use std::fmt::Write;
 
-/// The C type of a scalar dtype (`weakint` is `int` when `index_64` is false, else `long`). Halves are clang's
-/// storage type `__fp16` (arithmetic happens in float, as in tinygrad's ClangRenderer). bfloat16 values are their
+/// The C type of a scalar dtype (`weakint` is `int` when `index_64` is false, else `long`). Halves are `half`:
+/// clang's storage type `__fp16`, or gcc's `_Float16` (see `HALF`; arithmetic happens in float, as in tinygrad's
+/// ClangRenderer). bfloat16 values are their
 /// bits in an `unsigned short`: clang 14 has no usable `__bf16` on x86, so every bf16 op converts to float and
 /// back with bit operations (tinygrad's `pm_manual_bf16_cast` and non-native float patterns).
 fn ctype(dt: DType, index_64: bool) -> &'static str {
@@ -25,7 +26,7 @@ fn ctype(dt: DType, index_64: bool) -> &'static str {
         Scalar::UInt64 => "unsigned long",
         Scalar::WeakInt if index_64 => "long",
         Scalar::WeakInt => "int",
-        Scalar::Float16 => "__fp16",
+        Scalar::Float16 => "half",
         Scalar::BFloat16 => "unsigned short",
         Scalar::Float32 | Scalar::WeakFloat => "float",
         Scalar::Float64 => "double",
@@ -84,6 +85,9 @@ fn vtype(dt: DType, defs: &mut Vec<String>) -> String {
     }
     name
 }
+
+/// The half type: clang's storage type `__fp16` (arithmetic in float), else C23's `_Float16` (gcc).
+const HALF: &str = "#if defined(__clang__)\ntypedef __fp16 half;\n#else\ntypedef _Float16 half;\n#endif\n";
 
 /// Renders `k` as one C function named `k.name`.
 pub fn render(k: &LinearKernel) -> String {
@@ -234,7 +238,7 @@ pub fn render(k: &LinearKernel) -> String {
         .collect();
     let bf16 = if uops.iter().any(|u| is_bf16(u.dtype)) { BF16_PRELUDE } else { "" };
     format!(
-        "#include <math.h>\n{bf16}{}void {}(void** bufs, const int* vals, int core_start, int core_end) {{\n  (void)vals; (void)core_start; (void)core_end;\n{params}{body}}}\n",
+        "#include <math.h>\n{HALF}{bf16}{}void {}(void** bufs, const int* vals, int core_start, int core_end) {{\n  (void)vals; (void)core_start; (void)core_end;\n{params}{body}}}\n",
         vtypes.concat(),
         k.name
     )
@@ -262,8 +266,8 @@ fn cast(x: &str, from: DType, to: DType, index_64: bool) -> String {
         (BFloat16, _) => format!("(({})tg_bf2f({x}))", ctype(to, index_64)),
         (Float32, BFloat16) => format!("tg_f2bf({x})"),
         (_, BFloat16) => format!("tg_f2bf((float)({x}))"),
-        (Float32 | WeakFloat, Float16) => format!("((__fp16)({x}))"),
-        (_, Float16) => format!("((__fp16)(float)({x}))"),
+        (Float32 | WeakFloat, Float16) => format!("((half)({x}))"),
+        (_, Float16) => format!("((half)(float)({x}))"),
         _ => format!("(({})({x}))", ctype(to, index_64)),
     }
 }
