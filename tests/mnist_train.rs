@@ -6,9 +6,7 @@
 mod model;
 
 use model::Model;
-use tinygrad::helpers::{Context, TRAINING};
 use tinygrad::nn::{datasets, optim, Module};
-use tinygrad::tensor::Reduction;
 use tinygrad::{dtypes, Tensor, TinyJit};
 
 #[test]
@@ -22,16 +20,7 @@ fn short_training_reaches_90_percent() {
     let opt = optim::adam_with(&model.get_parameters(), optim::AdamOpts::default());
     let (xs, ys) = (x_train.to_bytes().unwrap(), y_train.to_bytes().unwrap());
     let (bs, mut rng) = (128usize, 0x2545_f491_4f6c_dd1du64);
-    let mut step = TinyJit::new(|io: &[Tensor]| {
-        let _t = Context::new(&[(&TRAINING, 1)]);
-        opt.zero_grad();
-        let loss = model.forward(&io[0]).sparse_categorical_crossentropy(&io[1], -1, 0.0, Reduction::Mean);
-        loss.backward();
-        let mut ts = vec![loss.clone()];
-        ts.extend(opt.schedule_step());
-        Tensor::realize_all(&ts.iter().collect::<Vec<_>>())?;
-        Ok(vec![loss])
-    });
+    let mut step = TinyJit::new(|io: &[Tensor]| Ok(vec![model.train_step(&opt, &io[0], &io[1])?]));
     let mut losses = Vec::new();
     for _ in 0..40 {
         let idx: Vec<usize> = (0..bs)

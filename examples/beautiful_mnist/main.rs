@@ -10,9 +10,8 @@ mod model;
 use indicatif::{ProgressBar, ProgressStyle};
 use model::Model;
 use std::time::Instant;
-use tinygrad::helpers::{getenv, getenv_str, Context, TRAINING};
+use tinygrad::helpers::{getenv, getenv_str};
 use tinygrad::nn::{optim, state, Module};
-use tinygrad::tensor::Reduction;
 use tinygrad::{dtypes, Result, Tensor, TinyJit};
 
 /// The test accuracy in percent.
@@ -43,16 +42,7 @@ fn main() -> Result<()> {
         rng ^= rng << 17;
         (rng % n as u64) as usize
     };
-    let mut train_step = TinyJit::new(|io: &[Tensor]| {
-        let _training = Context::new(&[(&TRAINING, 1)]);
-        opt.zero_grad();
-        let loss = model.forward(&io[0]).sparse_categorical_crossentropy(&io[1], -1, 0.0, Reduction::Mean);
-        loss.backward();
-        let mut ts = vec![loss.clone()];
-        ts.extend(opt.schedule_step());
-        Tensor::realize_all(&ts.iter().collect::<Vec<_>>())?;
-        Ok(vec![loss])
-    });
+    let mut train_step = TinyJit::new(|io: &[Tensor]| Ok(vec![model.train_step(&opt, &io[0], &io[1])?]));
     let bar = ProgressBar::new(steps as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"));
     let (mut test_acc, mut times) = (f32::NAN, Vec::with_capacity(steps));
