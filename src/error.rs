@@ -55,6 +55,9 @@ pub enum Error {
         msg: String,
     },
     /// A TinyJit was called with inputs unlike the captured ones.
+    /// An opt that does not apply to a kernel (from a BEAM cache or a caller's list).
+    #[error("kernel opt: {0}; drop the opt (or delete the BEAM cache entry that holds it)")]
+    Opt(#[from] crate::codegen::KernelOptError),
     #[error("TinyJit: {0}")]
     Jit(String),
     /// A state dict does not fit a model: missing, unexpected or wrong-shaped keys.

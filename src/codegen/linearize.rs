@@ -1,4 +1,4 @@
-//! Linearize: orders a lowered kernel's UOps for printing. Output loops open first; every node is placed in
+//! Linearize: orders a lowered kernel's UOps for printing. Output loops open first, in axis order (THREAD outermost); every node is placed in
 //! the innermost loop it needs, as early as possible (loop-invariant work stays outside reduction loops);
 //! reduction loops open when their body needs them and close at their END (tinygrad `codegen/linearize.py`).
 
@@ -13,10 +13,7 @@ pub fn linearize(sink: &UOp) -> Vec<UOp> {
 
 fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
     let mut ranges: Vec<&UOp> = topo.iter().filter(|u| u.op == Ops::RANGE).collect();
-    ranges.sort_by_key(|r| match r.arg {
-        Arg::Int(i) => i,
-        _ => 0,
-    });
+    ranges.sort_by_key(|r| (r.axis().1.order(), r.axis().0));
     assert!(ranges.len() <= 64, "linearize: more than 64 loops");
     let bit = |r: &UOp| 1u64 << ranges.iter().position(|x| *x == r).unwrap();
     // the loops each node must sit in

@@ -1,6 +1,6 @@
 //! Lowering reductions: each `REDUCE(op)(value, ranges)` becomes a register accumulator initialized to the op's
 //! identity, updated inside the ranges, and read after they END. Reductions over the same ranges (the lanes of
-//! an upcast) share one loop. (tinygrad `codegen/late/devectorizer.py` `reduce_to_acc`.)
+//! an upcast) share one loop; a vector REDUCE gets a vector accumulator. (tinygrad `codegen/late/devectorizer.py` `reduce_to_acc`.)
 
 use crate::dtype::{dtypes, AddrSpace, ConstValue};
 use crate::uop::{Arg, Ops, UOp};
@@ -25,11 +25,14 @@ pub fn lower_reduces(sink: &UOp) -> UOp {
             let identity = match op {
                 Ops::ADD => ConstValue::Int(0),
                 Ops::MUL => ConstValue::Int(1),
-                _ => r.dtype.min(),
+                _ => r.dtype.scalar().min(),
             };
             let acc = UOp::new(Ops::DEFINE_REG, r.dtype.ptr(1, AddrSpace::Reg), [], Arg::Int((n * 1000 + i) as i64));
             let idx = UOp::new(Ops::INDEX, acc.dtype, [acc, UOp::const_(dtypes::WEAKINT, 0)], Arg::None);
-            let init = UOp::new(Ops::STORE, dtypes::VOID, [idx.clone(), r.const_like(identity)], Arg::None);
+            let zero = UOp::const_(r.dtype.scalar(), identity);
+            let zero =
+                if r.dtype.count > 1 { UOp::new(Ops::VECTORIZE, r.dtype, vec![zero; r.dtype.count as usize], Arg::None) } else { zero };
+            let init = UOp::new(Ops::STORE, dtypes::VOID, [idx.clone(), zero], Arg::None);
             let cur = UOp::new(Ops::LOAD, r.dtype, [idx.clone(), init], Arg::None);
             let src: Vec<UOp> = [idx.clone(), cur.alu(op, &[&r.src[0]])].into_iter().chain(ranges.iter().cloned()).collect();
             updates.push(UOp::new(Ops::STORE, dtypes::VOID, src, Arg::None));

@@ -1,23 +1,30 @@
-//! Codegen. In: a kernel AST from the scheduler. Out: a [`LinearKernel`]: the UOps in the order a renderer prints
-//! them, with loops opened (RANGE) and closed (END). Passes: simplify index math, lower reductions to
-//! accumulators, linearize. Follows tinygrad `codegen/__init__.py` (`full_rewrite_to_sink`, `linearize`).
+//! Codegen. In: a kernel AST from the scheduler (a SINK of STOREs over typed RANGEs). Out: a [`LinearKernel`]:
+//! the UOps in the order a renderer prints them, with loops opened (RANGE) and closed (END). Passes, one line
+//! each in [`full_rewrite`]: simplify index math, apply opts (given, BEAM-searched or hand-coded), expand lane
+//! axes into vectors, order reduce loops, lower reductions to accumulators, linearize. Follows tinygrad
+//! `codegen/__init__.py` (`full_rewrite_to_sink`, `linearize`).
 
+mod expand;
 mod linearize;
 mod lower;
-mod opt;
-mod vectorize;
+pub mod opt;
 
-pub use opt::Opt;
+pub use opt::{Kernel, KernelOptError, Opt, OptOps};
 
-use crate::uop::{graph_rewrite, symbolic::SYMBOLIC, Arg, GroupOp, Ops, UOp};
+use crate::helpers::NOOPT;
+use crate::renderer::Renderer;
+use crate::uop::{graph_rewrite, symbolic::SYMBOLIC, AxisType, GroupOp, Ops, UOp};
+use opt::range_size;
 
 /// A kernel ready to render.
 pub struct LinearKernel {
-    /// tinygrad-style name: `E_` (elementwise) or `r_` (with reductions), then the loop sizes.
+    /// tinygrad-style name: `E_` (elementwise) or `r_` (with reductions), then the axis sizes (a C identifier).
     pub name: String,
+    /// The name colored by axis kind, as tinygrad's DEBUG output shows it.
+    pub display_name: String,
     /// The UOps in print order.
     pub uops: Vec<UOp>,
-    /// Size of the outermost output loop, which the runtime splits over cores (0: no loop).
+    /// Size of the THREAD axis, which the runtime splits over cores (0: none).
     pub outer: usize,
     /// Estimated floating-point (or integer ALU) operations of one run.
     pub ops: u64,
@@ -27,46 +34,38 @@ pub struct LinearKernel {
     pub opts: Vec<Opt>,
 }
 
-fn range_size(r: &UOp) -> usize {
-    r.src[0].const_int().expect("RANGE with a constant size") as usize
-}
-
-/// Simplifies, lowers and linearizes `ast` (a SINK of STOREs).
-pub fn full_rewrite(ast: &UOp) -> LinearKernel {
-    let sink = graph_rewrite(ast, &SYMBOLIC, &mut (), "simplify");
-    let topo = sink.toposort();
-    let ranges: Vec<&UOp> = topo.iter().filter(|u| u.op == Ops::RANGE).collect();
-    let has_reduce = topo.iter().any(|u| u.op == Ops::REDUCE);
-    let out_ranges: Vec<&UOp> = ranges.iter().copied().filter(|r| !is_reduce_range(&topo, r)).collect();
-    let mut sizes: Vec<usize> = out_ranges.iter().map(|r| range_size(r)).collect();
-    sizes.extend(ranges.iter().filter(|r| is_reduce_range(&topo, r)).map(|r| range_size(r)));
-    let name = format!(
-        "{}_{}",
-        if has_reduce { "r" } else { "E" },
-        if sizes.is_empty() { "1".into() } else { sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("_") }
-    );
+/// Simplifies `ast` (a SINK of STOREs), applies `opts` (`None`: the hand-coded heuristics, none under NOOPT=1),
+/// then expands, lowers and linearizes it for `ren` (tinygrad `full_rewrite`).
+///
+/// # Errors
+/// A [`KernelOptError`] when one of the given `opts` is illegal for this kernel on `ren`.
+pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<LinearKernel, KernelOptError> {
+    let mut k = kernel(ast, ren);
+    let topo = k.ast.toposort();
     let ops = count_ops(&topo);
     let mem =
         topo.iter().filter(|u| u.op == Ops::DEFINE_GLOBAL).map(|g| g.dtype.size.max(0) as u64 * g.dtype.base().itemsize() as u64).sum();
-    let (sink, upcast) = opt::upcast(&sink);
-    let mut opts: Vec<Opt> = upcast.into_iter().collect();
-    let sink = match upcast {
-        Some(Opt::Upcast { amount, .. }) => vectorize::vectorize(&graph_rewrite(&sink, &SYMBOLIC, &mut (), "simplify upcast"), amount),
-        _ => sink,
+    let opts = match opts {
+        Some(o) => o.to_vec(),
+        None if NOOPT.value() != 0 => vec![],
+        None => opt::heuristic::hand_coded_optimizations(&k),
     };
-    let sink = opt::order_reduce_loops(&sink);
-    let topo = sink.toposort();
-    let outer =
-        topo.iter().find(|r| r.op == Ops::RANGE && matches!(r.arg, Arg::Int(0)) && !is_reduce_range(&topo, r)).map_or(0, range_size);
-    if outer > 1 {
-        opts.insert(0, Opt::Thread { axis: 0, amount: outer });
+    for o in opts {
+        k.apply_opt(o)?;
     }
-    let lowered = lower::lower_reduces(&sink);
-    LinearKernel { name, uops: linearize::linearize(&lowered), outer, ops, mem, opts }
+    let (name, display_name) = (k.name(false), k.name(true));
+    let outer = k.rngs().iter().find(|r| r.axis().1 == AxisType::Thread).map_or(0, range_size);
+    let sink = graph_rewrite(&k.ast, &SYMBOLIC, &mut (), "simplify opts");
+    let sink = expand::expand(&sink, ren.vector_bytes.max(16) * 2);
+    let sink = opt::order_reduce_loops(&sink);
+    let sink = lower::lower_reduces(&sink);
+    Ok(LinearKernel { name, display_name, uops: linearize::linearize(&sink), outer, ops, mem, opts: k.applied_opts })
 }
 
-fn is_reduce_range(topo: &[UOp], r: &UOp) -> bool {
-    topo.iter().any(|u| u.op == Ops::REDUCE && u.src[1..].contains(r))
+/// The [`Kernel`] that opts for `ast` apply to: `ast` simplified, with no opts yet. Opt axes count in its
+/// [`Kernel::rngs`].
+pub fn kernel(ast: &UOp, ren: &Renderer) -> Kernel {
+    Kernel::new(&graph_rewrite(ast, &SYMBOLIC, &mut (), "simplify"), ren)
 }
 
 /// ALU ops of non-index dtype (and reduce updates), each weighted by the iterations of the loops it sits in:

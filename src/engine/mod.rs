@@ -3,11 +3,11 @@
 //! nodes. DEBUG=1 prints each schedule, DEBUG=2 each launch, DEBUG=3 the opts, DEBUG=4 the source.
 //! Follows tinygrad `engine/realize.py` and `engine/schedule.py`.
 
-use crate::codegen::{full_rewrite, LinearKernel};
+use crate::codegen::{full_rewrite, LinearKernel, Opt};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::{DEBUG, GLOBAL_COUNTERS, NUM_CPU_THREADS};
-use crate::renderer::cstyle;
+use crate::renderer::{cstyle, Renderer};
 use crate::runtime::{Allocator, ClangCompiler, Compiler, CpuAllocator, CpuProgram, Program, RawBuffer};
 use crate::schedule::{contiguous_buffer, create_schedule};
 use crate::uop::{Arg, BufferInfo, Ops, UOp};
@@ -121,7 +121,7 @@ pub(crate) struct ExecItem {
 
 impl ExecItem {
     /// Launches the kernel (allocating buffers on first use), counting it in GlobalCounters; DEBUG=2 prints it.
-    fn run(&self) -> Result<()> {
+    fn run(&self) -> Result<std::time::Duration> {
         let ptrs = self.bufs.iter().map(mem).collect::<Result<Vec<_>>>()?;
         let k = &self.runner.kernel;
         let parallel = k.outer > 1 && k.ops.max(k.mem / 4) >= 1 << 15 && NUM_CPU_THREADS.value() > 1;
@@ -133,7 +133,7 @@ impl ExecItem {
                 "*** {:<6} {:4} {:<40} arg {:2} mem {:6.2} GB tm {:9.2}us/{:9.2}ms ({:9.2} GFLOPS {:6.1} GB/s)",
                 self.dev.name,
                 GLOBAL_COUNTERS.kernel_count(),
-                k.name,
+                k.display_name,
                 self.bufs.len(),
                 GLOBAL_COUNTERS.mem_used().max(0) as f64 / 1e9,
                 s * 1e6,
@@ -142,7 +142,7 @@ impl ExecItem {
                 k.mem as f64 / s / 1e9
             );
         }
-        Ok(())
+        Ok(tm)
     }
 }
 
@@ -156,10 +156,17 @@ fn runner(dev: &'static Device, ast: &UOp) -> Result<Arc<Runner>> {
     if let Some(r) = dev.runners.lock().get(ast) {
         return Ok(r.clone());
     }
-    let kernel = full_rewrite(ast);
+    let r = compile(dev, ast, None)?;
+    dev.runners.lock().insert(ast.clone(), r.clone());
+    Ok(r)
+}
+
+/// Optimizes (with `opts`, or the default choice), renders, compiles and loads `ast` on `dev`.
+fn compile(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>) -> Result<Arc<Runner>> {
+    let kernel = full_rewrite(ast, &Renderer::cpu(), opts)?;
     let src = cstyle::render(&kernel);
     if DEBUG.value() >= 3 {
-        println!("{}: opts [{}]", kernel.name, kernel.opts.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", "));
+        println!("{}: opts [{}]", kernel.display_name, kernel.opts.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", "));
     }
     if DEBUG.value() >= 4 {
         println!("{src}");
@@ -168,9 +175,19 @@ fn runner(dev: &'static Device, ast: &UOp) -> Result<Arc<Runner>> {
     let compiler = compiler.as_ref().map_err(|_| Error::NoCompiler)?;
     let path = compiler.compile(&kernel.name, &src)?;
     let program = CpuProgram::load(&path, &kernel.name)?;
-    let r = Arc::new(Runner { kernel, program });
-    dev.runners.lock().insert(ast.clone(), r.clone());
-    Ok(r)
+    Ok(Arc::new(Runner { kernel, program }))
+}
+
+/// Compiles kernel `ast` with exactly `opts` (bypassing the kernel cache) and runs it once on `bufs` (BUFFER nodes
+/// by slot, as in a [`crate::schedule::ScheduleItem`]); returns the launch's wall time. For tests that compare
+/// opts and for BEAM.
+///
+/// # Errors
+/// [`Error::Opt`] for an illegal opt; compile and device errors.
+pub fn run_with_opts(ast: &UOp, bufs: &[UOp], opts: &[Opt]) -> Result<std::time::Duration> {
+    let dev = device(&info(&bufs[0]).device)?;
+    let ei = ExecItem { runner: compile(dev, ast, Some(opts))?, bufs: bufs.to_vec(), dev };
+    ei.run()
 }
 
 /// Runs the kernels that compute `roots` and returns, for each, the buffer view it now is (tinygrad

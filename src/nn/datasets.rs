@@ -48,7 +48,7 @@ pub fn mnist_from(dir: &Path, base_url: &str) -> Result<(Tensor, Tensor, Tensor,
         }
         let (dims, data) = read_idx(&path, sha, magic)?;
         let shape = if magic == 2051 { vec![dims[0], 1, dims[1], dims[2]] } else { dims };
-        Ok(Tensor::from_bytes(&data, dtypes::UINT8, shape))
+        Ok::<_, crate::Error>(Tensor::from_bytes(&data, dtypes::UINT8, shape))
     });
     let mut next = || out.next().expect("four files");
     Ok((next()?, next()?, next()?, next()?))

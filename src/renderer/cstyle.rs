@@ -1,10 +1,11 @@
 //! The C renderer: linear UOps to a C function for the CPU device (clang or gcc), in the CPU kernel ABI
-//! `void name(void** bufs, const int* vals, int core_start, int core_end)` where the outermost output loop
-//! runs over `[core_start, core_end)`. Follows tinygrad `renderer/cstyle.py` (`CStyleLanguage`, `ClangRenderer`).
+//! `void name(void** bufs, const int* vals, int core_start, int core_end)` where the THREAD axis (the outermost
+//! loop) runs over `[core_start, core_end)`. Vectors are GNU C vector types: arithmetic on them is lane-wise, a
+//! scalar operand is broadcast. Follows tinygrad `renderer/cstyle.py` (`CStyleLanguage`, `ClangRenderer`).
 
 use crate::codegen::LinearKernel;
 use crate::dtype::{dtypes, ConstValue, DType, Scalar};
-use crate::uop::{Arg, GroupOp, Ops, UOp};
+use crate::uop::{Arg, AxisType, GroupOp, Ops, UOp};
 use rustc_hash::FxHashMap;
 use std::fmt::Write;
 
@@ -121,9 +122,9 @@ pub fn render(k: &LinearKernel) -> String {
             }
             Ops::CONST => literal(u.const_value().unwrap(), u.dtype, index_64),
             Ops::RANGE => {
-                let Arg::Int(id) = u.arg else { unreachable!() };
+                let (id, kind) = u.axis();
                 let (start, end): (String, String) =
-                    if id == 0 && k.outer > 0 { ("core_start".into(), "core_end".into()) } else { ("0".into(), s(0)) };
+                    if kind == AxisType::Thread { ("core_start".into(), "core_end".into()) } else { ("0".into(), s(0)) };
                 line(&mut body, depth, &format!("for ({} ridx{id} = {start}; ridx{id} < {end}; ridx{id}++) {{", ty(u.dtype)));
                 depth += 1;
                 format!("ridx{id}")
@@ -137,7 +138,8 @@ pub fn render(k: &LinearKernel) -> String {
             }
             Ops::DEFINE_REG => {
                 let Arg::Int(id) = u.arg else { unreachable!() };
-                line(&mut body, depth, &format!("{} acc{id};", ty(u.dtype.base())));
+                let t = if u.dtype.count > 1 { vtype(u.dtype.base(), &mut vtypes) } else { ty(u.dtype.base()).to_string() };
+                line(&mut body, depth, &format!("{t} acc{id};"));
                 format!("acc{id}")
             }
             Ops::INDEX if u.src[0].op == Ops::DEFINE_REG => s(0),
@@ -168,7 +170,11 @@ pub fn render(k: &LinearKernel) -> String {
                 r.insert(u, name);
                 continue;
             }
-            Ops::STORE if u.src[1].dtype.count > 1 => {
+            Ops::STORE if u.src[0].src.len() > 2 => {
+                line(&mut body, depth, &format!("if ({}) {} = {};", r[&u.src[0].src[2]], s(0), s(1)));
+                continue;
+            }
+            Ops::STORE if u.src[1].dtype.count > 1 && u.src[0].src[0].op != Ops::DEFINE_REG => {
                 let vt = vtype(u.src[1].dtype, &mut vtypes);
                 line(&mut body, depth, &format!("*(({vt}*)(&{})) = {};", s(0), s(1)));
                 continue;
@@ -189,6 +195,7 @@ pub fn render(k: &LinearKernel) -> String {
                 line(&mut body, depth, &format!("{} = {};", s(0), s(1)));
                 continue;
             }
+            Ops::CAST if u.dtype.count > 1 => format!("__builtin_convertvector({}, {})", s(0), vtype(u.dtype, &mut vtypes)),
             Ops::CAST => cast(&s(0), u.src[0].dtype, u.dtype, index_64),
             Ops::BITCAST => {
                 format!("({{{} __x = {}; {} __y; __builtin_memcpy(&__y, &__x, sizeof(__y)); __y;}})", ty(u.src[0].dtype), s(0), ty(u.dtype))
@@ -209,6 +216,12 @@ pub fn render(k: &LinearKernel) -> String {
                     e
                 }
             }
+            // lane-wise max of vectors: C has no vector `?:`, so select bits with the comparison's mask
+            Ops::MAX if u.dtype.count > 1 => {
+                let (vt, mt) = (vtype(u.dtype, &mut vtypes), vtype(mask_dtype(u.dtype), &mut vtypes));
+                let (a, b) = (s(0), s(1));
+                format!("((({vt})((({mt})({a}<{b})&({mt}){b})|(~({mt})({a}<{b})&({mt}){a}))))")
+            }
             op if GroupOp::ALU.contains(op) => alu(u, u.dtype, &u.src.iter().map(|x| r[x].as_str()).collect::<Vec<_>>(), index_64),
             Ops::SINK | Ops::NOOP => continue,
             op => panic!("C renderer: can't render {op}"),
@@ -220,7 +233,8 @@ pub fn render(k: &LinearKernel) -> String {
         } else {
             let name = format!("alu{n}");
             n += 1;
-            line(&mut body, depth, &format!("{} {name} = {expr};", ty(u.dtype)));
+            let t = if u.dtype.count > 1 { vtype(u.dtype, &mut vtypes) } else { ty(u.dtype).to_string() };
+            line(&mut body, depth, &format!("{t} {name} = {expr};"));
             r.insert(u, name);
         }
     }
@@ -242,6 +256,12 @@ pub fn render(k: &LinearKernel) -> String {
         vtypes.concat(),
         k.name
     )
+}
+
+/// The signed integer vector a comparison of `dt` vectors gives (same lane count and width).
+fn mask_dtype(dt: DType) -> DType {
+    let s = if dt.scalar().itemsize() == 8 { dtypes::INT64 } else { dtypes::INT32 };
+    s.vec(dt.count)
 }
 
 fn is_bf16(dt: DType) -> bool {

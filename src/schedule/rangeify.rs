@@ -3,7 +3,7 @@
 //! for its reduced axes; buffers become LOADs at a flat index. Follows tinygrad `schedule/rangeify.py`.
 
 use crate::dtype::{dtypes, AddrSpace};
-use crate::uop::{Arg, GroupOp, Ops, UOp};
+use crate::uop::{Arg, AxisType, GroupOp, Ops, UOp};
 use rustc_hash::FxHashMap;
 
 /// Contiguous (row-major) strides of `shape`.
@@ -154,7 +154,7 @@ impl Ctx<'_> {
                     .enumerate()
                     .map(|(k, i)| {
                         if axes.contains(&k) && ss[k] != 1 {
-                            let r = UOp::new(Ops::RANGE, dtypes::WEAKINT, [idx_const(ss[k] as i64)], Arg::Int(self.next_axis));
+                            let r = UOp::range(idx_const(ss[k] as i64), self.next_axis, AxisType::Reduce);
                             self.next_axis += 1;
                             ranges.push(r.clone());
                             r
@@ -184,7 +184,7 @@ pub fn build_kernel(root: &UOp, out: &UOp, bufs: &FxHashMap<UOp, UOp>) -> (UOp, 
             if s == 1 {
                 return idx_const(0);
             }
-            let r = UOp::new(Ops::RANGE, dtypes::WEAKINT, [idx_const(s as i64)], Arg::Int(ctx.next_axis));
+            let r = UOp::range(idx_const(s as i64), ctx.next_axis, AxisType::Loop);
             ctx.next_axis += 1;
             r
         })

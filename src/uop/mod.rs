@@ -31,8 +31,10 @@ pub enum Arg {
     None,
     /// The value of a CONST.
     Const(ConstValue),
-    /// A small integer: a DEFINE_GLOBAL slot, a GEP lane, a RANGE axis id.
+    /// A small integer: a DEFINE_GLOBAL slot, a GEP lane, a DEFINE_REG id.
     Int(i64),
+    /// A RANGE: its axis id (unique in a kernel; loops of one kind nest by id) and what kind of axis it is.
+    Range(i64, AxisType),
     /// A list of integers: shapes, permutations, axes.
     Ints(Arc<[i64]>),
     /// A DEFINE_VAR: a named integer in `[min, max]`.
@@ -45,6 +47,52 @@ pub enum Arg {
     ReduceAxis(Ops, Arc<[usize]>),
     /// BUFFER: which buffer (its memory is the runtime's business).
     Buffer(Arc<BufferInfo>),
+}
+
+/// What a kernel axis (a RANGE) is for (tinygrad `AxisType`). Opts change an axis's type: THREAD splits it over
+/// cores, UPCAST/UNROLL turn it into lanes of one iteration, LOCAL/GROUP put it in a GPU workgroup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AxisType {
+    /// A GPU grid dimension.
+    Global,
+    /// Split over CPU cores: the launcher hands each core a part of it.
+    Thread,
+    /// A GPU workgroup dimension.
+    Local,
+    /// A plain output loop.
+    Loop,
+    /// Output lanes computed in one iteration (vector lanes or unrolled copies).
+    Upcast,
+    /// A reduction split over a GPU workgroup, combined through shared memory.
+    GroupReduce,
+    /// A reduction loop.
+    Reduce,
+    /// Reduction lanes computed in one iteration.
+    Unroll,
+}
+
+impl AxisType {
+    /// Position of this kind in a kernel's axis order: outputs first (grid, threads, workgroup, loops, upcasts),
+    /// then reductions (grouped, looped, unrolled).
+    pub fn order(self) -> u8 {
+        self as u8
+    }
+    /// Whether the axis is reduced over.
+    pub fn is_reduce(self) -> bool {
+        matches!(self, AxisType::GroupReduce | AxisType::Reduce | AxisType::Unroll)
+    }
+    /// The color of this kind in kernel names (tinygrad's `axis_colors`).
+    pub fn color(self) -> &'static str {
+        match self {
+            AxisType::Global | AxisType::Thread => "blue",
+            AxisType::Local => "cyan",
+            AxisType::Loop => "WHITE",
+            AxisType::Upcast => "yellow",
+            AxisType::GroupReduce => "green",
+            AxisType::Reduce => "red",
+            AxisType::Unroll => "magenta",
+        }
+    }
 }
 
 /// A device buffer as the IR sees it: identity, element count and device. The runtime attaches the memory
@@ -198,6 +246,20 @@ impl UOp {
         let Arg::Var { name, min, max } = &self.arg else { panic!("bind: {} is not a Variable", self.op) };
         assert!(*min <= val && val <= *max, "bind: {val} not in range [{min}, {max}] of {name}");
         UOp::new(Ops::BIND, self.dtype, [self.clone(), self.const_like(val)], Arg::None)
+    }
+    /// A RANGE over `[0, size)` with axis id `id` of kind `kind` (dtype `weakint`).
+    pub fn range(size: UOp, id: i64, kind: AxisType) -> UOp {
+        UOp::new(Ops::RANGE, dtypes::WEAKINT, [size], Arg::Range(id, kind))
+    }
+    /// A RANGE's axis id and kind.
+    ///
+    /// # Panics
+    /// If `self` is not a RANGE.
+    pub fn axis(&self) -> (i64, AxisType) {
+        match self.arg {
+            Arg::Range(id, kind) => (id, kind),
+            _ => panic!("axis: {} is not a RANGE", self.op),
+        }
     }
     /// A SINK of `srcs`.
     pub fn sink(srcs: impl Into<Box<[UOp]>>) -> UOp {

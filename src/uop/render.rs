@@ -37,7 +37,7 @@ pub(super) fn render(root: &UOp) -> String {
             (Ops::CONST, Arg::Const(v)) => v.to_string(),
             (Ops::DEFINE_VAR, Arg::Var { name, .. }) => name.to_string(),
             (Ops::BIND, _) => format!("{}={}", s[0], s[1]),
-            (Ops::RANGE, Arg::Int(i)) => format!("r{i}"),
+            (Ops::RANGE, Arg::Range(i, _)) => format!("r{i}"),
             (Ops::NEG, _) => format!("(-{})", s[0]),
             (Ops::MAX, _) => format!("max({}, {})", s[0], s[1]),
             (Ops::WHERE, _) => format!("({}?{}:{})", s[0], s[1], s[2]),

@@ -1,0 +1,205 @@
+//! Expand: UPCAST and UNROLL axes become lanes of one iteration. In: an AST with `Upcast`/`Unroll` RANGEs. Out:
+//! an AST without them. One lane axis, the vector axis, becomes vector dtypes: loads and stores of consecutive
+//! elements become vector loads and stores, arithmetic vector arithmetic, a reduction a vector accumulator (summed
+//! across lanes at the end when it reduces over them); what can't be a vector is computed lane by lane. The other
+//! lane axes are unrolled: copies of the stores (UPCAST) or of a reduction's value (UNROLL). Follows tinygrad
+//! `codegen/late/expander.py` (UNROLL/CONTRACT) and `devectorizer.py`, folded into one pass.
+
+use crate::dtype::{DType, Scalar};
+use crate::uop::{graph_rewrite, symbolic::SYMBOLIC, Arg, AxisType, Ops, UOp};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::opt::{range_size, stride};
+
+fn is_lane(r: &UOp) -> bool {
+    matches!(r.axis().1, AxisType::Upcast | AxisType::Unroll)
+}
+
+fn sub(u: &UOp, r: &UOp, k: usize) -> UOp {
+    u.substitute(&[(r.clone(), r.const_like(k as i64))].into_iter().collect())
+}
+
+/// Whether C vector types hold `dt` and C vector arithmetic works on it.
+fn vector_dtype(dt: DType) -> bool {
+    dt.count == 1
+        && matches!(dt.scalar, Scalar::Float32 | Scalar::Float64 | Scalar::Int32 | Scalar::UInt32 | Scalar::Int64 | Scalar::UInt64)
+}
+
+/// Ops C vector types compute lane-wise (with the scalar operators; MAX as a bit select on a comparison mask).
+fn vector_op(op: Ops) -> bool {
+    matches!(op, Ops::ADD | Ops::SUB | Ops::MUL | Ops::FDIV | Ops::NEG | Ops::MULACC | Ops::RECIPROCAL | Ops::MAX)
+}
+
+/// `sink` with its lane axes expanded; vectors are at most `max_vector_bytes` wide.
+pub fn expand(sink: &UOp, max_vector_bytes: usize) -> UOp {
+    let topo = sink.toposort();
+    let lanes: Vec<UOp> = topo.iter().filter(|u| u.op == Ops::RANGE && is_lane(u)).cloned().collect();
+    if lanes.is_empty() {
+        return sink.clone();
+    }
+    let v = vector_axis(sink, &topo, &lanes, max_vector_bytes);
+    // UNROLL axes other than the vector axis: a reduction's value becomes the combination of its copies
+    let mut map: FxHashMap<UOp, UOp> = FxHashMap::default();
+    for u in &topo {
+        let src: Vec<UOp> = u.src.iter().map(|s| map.get(s).cloned().unwrap_or_else(|| s.clone())).collect();
+        let mut nu = u.with_src(src);
+        if u.op == Ops::REDUCE {
+            let Arg::Op(op) = u.arg else { unreachable!() };
+            let (mut val, mut ranges) = (nu.src[0].clone(), Vec::new());
+            for r in nu.src[1..].iter() {
+                if is_lane(r) && Some(r) != v.as_ref() {
+                    val = (1..range_size(r)).fold(sub(&val, r, 0), |acc, k| acc.alu(op, &[&sub(&val, r, k)]));
+                } else {
+                    ranges.push(r.clone());
+                }
+            }
+            nu = if ranges.is_empty() { val } else { nu.with_src(std::iter::once(val).chain(ranges).collect::<Vec<_>>()) };
+        }
+        map.insert(u.clone(), nu);
+    }
+    // UPCAST axes other than the vector axis: copies of the stores
+    let mut stores: Vec<UOp> = map[sink].src.to_vec();
+    for r in lanes.iter().filter(|r| r.axis().1 == AxisType::Upcast && Some(*r) != v.as_ref()) {
+        stores = stores.iter().flat_map(|s| (0..range_size(r)).map(move |k| sub(s, r, k))).collect();
+    }
+    let sink = graph_rewrite(&UOp::sink(stores), &SYMBOLIC, &mut (), "expand");
+    match v {
+        Some(v) => vectorize(&sink, &v),
+        None => sink,
+    }
+}
+
+/// The lane axis to compute as vectors: an UPCAST the first store walks with unit stride, else an UNROLL that a
+/// load in its reduction walks with unit stride; its lanes are a power of two that fits `max_bytes`.
+fn vector_axis(sink: &UOp, topo: &[UOp], lanes: &[UOp], max_bytes: usize) -> Option<UOp> {
+    let item = topo.iter().filter(|u| matches!(u.op, Ops::LOAD | Ops::STORE)).map(|u| u.src[0].dtype.base().itemsize()).max().unwrap_or(4);
+    // C vector types are a power of two wide
+    let fits = |r: &&UOp| range_size(r).is_power_of_two() && range_size(r) * item <= max_bytes;
+    let unit = |index: &UOp, r: &UOp| index.src.len() == 2 && stride(&index.src[1], r) == Some(1);
+    let store = sink.src.iter().find(|s| s.op == Ops::STORE)?;
+    if let Some(r) = lanes.iter().filter(fits).find(|r| r.axis().1 == AxisType::Upcast && unit(&store.src[0], r)) {
+        return Some(r.clone());
+    }
+    let loads: Vec<&UOp> = topo.iter().filter(|u| u.op == Ops::LOAD).collect();
+    lanes.iter().filter(fits).find(|r| r.axis().1 == AxisType::Unroll && loads.iter().any(|l| unit(&l.src[0], r))).cloned()
+}
+
+/// `sink` with axis `v` (of `w` lanes) computed as vectors of `w`.
+fn vectorize(sink: &UOp, v: &UOp) -> UOp {
+    let w = range_size(v);
+    let topo = sink.toposort();
+    let mut dep: FxHashSet<UOp> = FxHashSet::default();
+    let mut vec: FxHashMap<UOp, UOp> = FxHashMap::default();
+    // lane k of a vectorized node
+    let lane = |vec: &FxHashMap<UOp, UOp>, x: &UOp, k: usize| -> UOp {
+        let x = &vec[x];
+        match x.op {
+            _ if x.dtype.count == 1 => x.clone(),
+            Ops::VECTORIZE => x.src[k].clone(),
+            _ => UOp::new(Ops::GEP, x.dtype.scalar(), [x.clone()], Arg::Int(k as i64)),
+        }
+    };
+    let lanes_of = |vec: &FxHashMap<UOp, UOp>, u: &UOp| -> UOp {
+        let ls: Vec<UOp> = (0..w)
+            .map(|k| u.replace(u.op, u.dtype, u.src.iter().map(|s| lane(vec, s, k)).collect::<Vec<_>>(), u.arg.clone(), u.tag))
+            .collect();
+        UOp::new(Ops::VECTORIZE, u.dtype.vec(w as u16), ls, Arg::None)
+    };
+    let broadcast = |x: &UOp| {
+        if x.dtype.count > 1 {
+            x.clone()
+        } else {
+            UOp::new(Ops::VECTORIZE, x.dtype.vec(w as u16), vec![x.clone(); w], Arg::None)
+        }
+    };
+    // an ungated global access at `index` whose lanes are consecutive: its lane-0 index
+    let unit_base = |index: &UOp, dt: DType| -> Option<UOp> {
+        (index.src.len() == 2 && index.src[0].op == Ops::DEFINE_GLOBAL && vector_dtype(dt) && stride(&index.src[1], v) == Some(1))
+            .then(|| sub(&index.src[1], v, 0).simplify())
+    };
+    let lane_index = |index: &UOp, k: usize| -> UOp {
+        let src: Vec<UOp> = std::iter::once(index.src[0].clone()).chain(index.src[1..].iter().map(|s| sub(s, v, k).simplify())).collect();
+        index.with_src(src)
+    };
+    let mut out: Vec<UOp> = Vec::new();
+    for u in &topo {
+        // a node whose value is the same in every lane stays scalar (its sources may have been rebuilt)
+        if u != v && !u.src.iter().any(|s| dep.contains(s)) {
+            let nu = u.with_src(u.src.iter().map(|s| vec[s].clone()).collect::<Vec<_>>());
+            if u.op == Ops::STORE {
+                out.push(nu.clone());
+            }
+            vec.insert(u.clone(), nu);
+            continue;
+        }
+        // a reduction over the lanes is the same in every lane
+        if !(u.op == Ops::REDUCE && u.src[1..].contains(v)) {
+            dep.insert(u.clone());
+        }
+        let nu = match u.op {
+            Ops::RANGE => {
+                UOp::new(Ops::VECTORIZE, u.dtype.vec(w as u16), (0..w).map(|k| u.const_like(k as i64)).collect::<Vec<_>>(), Arg::None)
+            }
+            Ops::INDEX | Ops::SINK => u.clone(),
+            Ops::LOAD => match unit_base(&u.src[0], u.dtype) {
+                Some(base) => UOp::new(Ops::LOAD, u.dtype.vec(w as u16), [u.src[0].with_src([u.src[0].src[0].clone(), base])], Arg::None),
+                None => {
+                    let ls: Vec<UOp> = (0..w).map(|k| u.with_src([lane_index(&u.src[0], k)])).collect();
+                    UOp::new(Ops::VECTORIZE, u.dtype.vec(w as u16), ls, Arg::None)
+                }
+            },
+            Ops::STORE => {
+                let val = &u.src[1];
+                match unit_base(&u.src[0], val.dtype) {
+                    Some(base) => out.push(u.with_src([u.src[0].with_src([u.src[0].src[0].clone(), base]), broadcast(&vec[val])])),
+                    None => out.extend((0..w).map(|k| u.with_src([lane_index(&u.src[0], k), lane(&vec, val, k)]))),
+                }
+                continue;
+            }
+            Ops::REDUCE => {
+                let Arg::Op(op) = u.arg else { unreachable!() };
+                let val = vec[&u.src[0]].clone();
+                let over_lanes = u.src[1..].contains(v);
+                let ranges: Vec<UOp> = u.src[1..].iter().filter(|r| *r != v).cloned().collect();
+                let reduce = |x: UOp| {
+                    if ranges.is_empty() {
+                        x
+                    } else {
+                        u.replace(
+                            Ops::REDUCE,
+                            x.dtype,
+                            std::iter::once(x).chain(ranges.iter().cloned()).collect::<Vec<_>>(),
+                            u.arg.clone(),
+                            u.tag,
+                        )
+                    }
+                };
+                let vectorized = matches!(op, Ops::ADD | Ops::MUL | Ops::MAX) && vector_dtype(u.dtype);
+                let fold = |xs: Vec<UOp>| xs.into_iter().reduce(|a, b| a.alu(op, &[&b])).unwrap();
+                match (over_lanes, vectorized) {
+                    (false, true) => reduce(broadcast(&val)),
+                    (false, false) => {
+                        let ls: Vec<UOp> = (0..w).map(|k| reduce(lane(&vec, &u.src[0], k))).collect();
+                        UOp::new(Ops::VECTORIZE, u.dtype.vec(w as u16), ls, Arg::None)
+                    }
+                    (true, true) if val.dtype.count > 1 => {
+                        let acc = reduce(val);
+                        fold((0..w).map(|k| UOp::new(Ops::GEP, u.dtype, [acc.clone()], Arg::Int(k as i64))).collect())
+                    }
+                    (true, _) => reduce(fold((0..w).map(|k| lane(&vec, &u.src[0], k)).collect())),
+                }
+            }
+            Ops::CAST if vector_dtype(u.dtype) && vector_dtype(u.src[0].dtype) && u.dtype.itemsize() == u.src[0].dtype.itemsize() => {
+                UOp::new(Ops::CAST, u.dtype.vec(w as u16), [broadcast(&vec[&u.src[0]])], Arg::None)
+            }
+            op if vector_op(op) && vector_dtype(u.dtype) && u.src.iter().all(|s| s.dtype == u.dtype) => {
+                // C broadcasts a scalar operand of arithmetic; MAX's bit select needs both as vectors
+                let src: Vec<UOp> = u.src.iter().map(|s| if op == Ops::MAX { broadcast(&vec[s]) } else { vec[s].clone() }).collect();
+                u.replace(op, u.dtype.vec(w as u16), src, u.arg.clone(), u.tag)
+            }
+            _ => lanes_of(&vec, u),
+        };
+        vec.insert(u.clone(), nu);
+    }
+    UOp::sink(out)
+}

@@ -1,0 +1,93 @@
+//! Hand-coded optimizations for CPU targets (tinygrad `codegen/opt/heuristic.py` `hand_coded_optimizations`,
+//! rewritten for CPUs). In: a [`Kernel`] with no opts. Out: the opts to apply, in order. Reductions get a 2-D
+//! register tile: the output axis the store and the reduction's loads walk with unit stride becomes vector lanes
+//! (one or two registers wide), and an output axis that one operand does not depend on (so each of its loads is
+//! reused across the tile's rows) is unrolled into rows, as many as the vector registers allow. Reductions with no
+//! such output axis accumulate vectors along their unit-stride reduce axis. Elementwise kernels get vector loads
+//! and stores. Then the outermost output loop with enough iterations is split over the cores.
+
+use super::{range_size, stride, Kernel, Opt, OptOps};
+use crate::uop::{Ops, UOp};
+
+/// The position in [`Kernel::rngs`] of the axis with id `id`.
+fn axis_of(k: &Kernel, id: i64) -> Option<usize> {
+    k.rngs().iter().position(|r| r.axis().0 == id)
+}
+
+/// Applies `opt` to `k` when legal; the heuristics only propose opts they have checked, so a refusal just skips it.
+fn try_apply(k: &mut Kernel, op: OptOps, id: i64, amt: usize) {
+    if let Some(a) = axis_of(k, id) {
+        let _ = k.apply_opt(Opt::new(op, a, amt));
+    }
+}
+
+/// The opts the hand-written rules choose for `k` (tinygrad `hand_coded_optimizations`).
+pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
+    let mut k = k.clone();
+    let topo = k.ast.toposort();
+    let Some(store) = k.ast.src.iter().find(|s| s.op == Ops::STORE).cloned() else { return vec![] };
+    let item = store.src[0].dtype.base().itemsize().max(1);
+    let lanes = (k.ren.vector_bytes / item).max(1);
+    let reduces: Vec<&UOp> = topo.iter().filter(|u| u.op == Ops::REDUCE).collect();
+    let loads: Vec<UOp> = reduces
+        .iter()
+        .flat_map(|r| r.src[0].toposort())
+        .filter(|u| u.op == Ops::LOAD && u.src[0].op == Ops::INDEX && u.src[0].src.len() >= 2)
+        .collect();
+    let st = |index: &UOp, r: &UOp| if index.src.len() >= 2 { stride(&index.src[1], r) } else { None };
+    let rngs = k.rngs();
+    let outs: Vec<UOp> = k.upcastable_dims().into_iter().map(|i| rngs[i].clone()).collect();
+    // the vector axis: the store walks it with unit stride and no load in a reduction gathers along it
+    let vaxis =
+        outs.iter().find(|r| st(&store.src[0], r) == Some(1) && loads.iter().all(|l| matches!(st(&l.src[0], r), Some(0 | 1)))).cloned();
+    let widths = |n: usize, most: usize| [16, 8, 4, 2].into_iter().find(move |&w| w <= most && n.is_multiple_of(w) && w * item <= 64);
+    if !reduces.is_empty() {
+        if let Some(v) = &vaxis {
+            let n = range_size(v);
+            if let Some(vw) = widths(n, 2 * lanes) {
+                let vregs = vw.div_ceil(lanes);
+                let budget = k.ren.vector_registers.saturating_sub(4).max(1);
+                let reuse =
+                    |r: &UOp| loads.iter().any(|l| st(&l.src[0], r) == Some(0)) && loads.iter().any(|l| st(&l.src[0], r) != Some(0));
+                let row = outs.iter().filter(|r| *r != v && reuse(r)).max_by_key(|r| range_size(r)).cloned();
+                try_apply(&mut k, OptOps::Upcast, v.axis().0, vw);
+                if let Some(row) = row {
+                    let m = range_size(&row);
+                    if let Some(rows) = [12, 8, 6, 4, 3, 2].into_iter().find(|&x| m.is_multiple_of(x) && x * vregs <= budget) {
+                        try_apply(&mut k, OptOps::Upcast, row.axis().0, rows);
+                    }
+                }
+            }
+        } else {
+            // vector partial sums along a reduce axis that the loads walk with unit stride
+            let red =
+                k.unrollable_dims().into_iter().map(|i| rngs[i].clone()).rev().find(|r| loads.iter().any(|l| st(&l.src[0], r) == Some(1)));
+            if let Some(r) = red {
+                if let Some(w) = widths(range_size(&r), lanes) {
+                    if let Some(a) = k.unrollable_dims().iter().position(|&i| k.rngs()[i] == r) {
+                        let _ = k.apply_opt(Opt::new(OptOps::Unroll, a, w));
+                    }
+                }
+            }
+        }
+    } else if let Some(v) = &vaxis {
+        if let Some(w) = widths(range_size(v), 16) {
+            try_apply(&mut k, OptOps::Upcast, v.axis().0, w);
+        }
+    }
+    // THREAD: the outermost output loop that splits evenly over the cores (or is long enough not to care)
+    let t = k.ren.threads;
+    if t > 1 {
+        let rngs = k.rngs();
+        let pick = k.upcastable_dims().into_iter().find(|&i| {
+            let n = range_size(&rngs[i]);
+            n >= t && (n.is_multiple_of(t) || n >= 8 * t)
+        });
+        let pick =
+            pick.or_else(|| k.upcastable_dims().into_iter().filter(|&i| range_size(&rngs[i]) >= t).max_by_key(|&i| range_size(&rngs[i])));
+        if let Some(i) = pick {
+            let _ = k.apply_opt(Opt::new(OptOps::Thread, i, range_size(&rngs[i])));
+        }
+    }
+    k.applied_opts
+}

@@ -1,0 +1,371 @@
+//! Optimizations on a kernel's axes (tinygrad `codegen/opt/`). In: a kernel AST (a SINK of STOREs) whose RANGEs
+//! are typed `Loop` (outputs) and `Reduce`. Out: the same AST with [`Opt`]s applied by [`Kernel::apply_opt`]:
+//! axes split (`shift_to`) and retyped (THREAD, UPCAST, UNROLL, LOCAL, GROUP), padded (PADTO) or reordered
+//! (SWAP). Illegal opts are [`KernelOptError`]s, never wrong kernels. [`heuristic`] picks opts by hand-written
+//! rules; [`search`] by timing candidates (BEAM).
+
+pub mod heuristic;
+pub mod search;
+
+use crate::renderer::Renderer;
+use crate::uop::{Arg, AxisType, Ops, UOp};
+use rustc_hash::FxHashMap;
+use std::fmt;
+
+/// The kinds of optimization (tinygrad `OptOps`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OptOps {
+    /// Output lanes: `arg` iterations of an output axis computed in one (vector lanes, register tiles).
+    Upcast,
+    /// Reduction lanes: `arg` iterations of a reduce axis summed in one.
+    Unroll,
+    /// A GPU workgroup dimension of `arg` threads.
+    Local,
+    /// A reduction split over a workgroup of `arg`, combined in shared memory (inner split).
+    Group,
+    /// As GROUP, splitting the outer part of the axis.
+    GroupTop,
+    /// The axis split over `arg` CPU cores (the whole axis when `arg` is its size).
+    Thread,
+    /// The axis padded up to a multiple of `arg`; the extra iterations are masked.
+    Padto,
+    /// Loop order: output axis `axis` and output axis `arg` trade places.
+    Swap,
+    /// No workgroups for this kernel.
+    NoLocals,
+}
+
+impl fmt::Display for OptOps {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let s = match self {
+            OptOps::Upcast => "UPCAST",
+            OptOps::Unroll => "UNROLL",
+            OptOps::Local => "LOCAL",
+            OptOps::Group => "GROUP",
+            OptOps::GroupTop => "GROUPTOP",
+            OptOps::Thread => "THREAD",
+            OptOps::Padto => "PADTO",
+            OptOps::Swap => "SWAP",
+            OptOps::NoLocals => "NOLOCALS",
+        };
+        f.write_str(s)
+    }
+}
+
+/// One optimization (tinygrad `Opt`): `op` on axis `axis` with amount `arg` (0: the axis's whole size). UNROLL,
+/// GROUP and GROUPTOP count `axis` among the reduce axes, the others among all axes in [`Kernel::rngs`] order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Opt {
+    pub op: OptOps,
+    pub axis: Option<usize>,
+    pub arg: usize,
+}
+
+impl Opt {
+    /// `op(axis, arg)`.
+    pub fn new(op: OptOps, axis: usize, arg: usize) -> Opt {
+        Opt { op, axis: Some(axis), arg }
+    }
+}
+
+impl fmt::Display for Opt {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self.axis {
+            Some(a) => write!(f, "{}(axis={a}, {})", self.op, self.arg),
+            None => write!(f, "{}", self.op),
+        }
+    }
+}
+
+/// An opt that can't apply to this kernel on this target (tinygrad `KernelOptError`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{opt}: {msg}")]
+pub struct KernelOptError {
+    pub opt: Opt,
+    pub msg: String,
+}
+
+/// Most lanes (product of UPCAST and UNROLL amounts) one kernel iteration may compute.
+pub const MAX_LANES: usize = 256;
+
+/// A kernel being optimized (tinygrad `Scheduler` in `codegen/opt/postrange.py`): the AST with typed axes and
+/// the opts applied so far.
+#[derive(Clone)]
+pub struct Kernel {
+    /// The SINK of STOREs.
+    pub ast: UOp,
+    /// The target the opts are checked against.
+    pub ren: Renderer,
+    /// The opts applied, in order.
+    pub applied_opts: Vec<Opt>,
+    dont_use_locals: bool,
+}
+
+/// The size of a RANGE with a constant bound.
+pub fn range_size(r: &UOp) -> usize {
+    r.src[0].const_int().expect("RANGE with a constant size") as usize
+}
+
+/// How far `index` moves when `r` steps by one: `Some(stride)` when that is a constant.
+pub fn stride(index: &UOp, r: &UOp) -> Option<i128> {
+    let map: FxHashMap<UOp, UOp> = [(r.clone(), r + 1)].into_iter().collect();
+    (&index.substitute(&map) - index).simplify().const_int()
+}
+
+/// `ast` with `map` applied, where a RANGE a REDUCE closes may map to an expression: the REDUCE then closes the
+/// RANGEs of that expression (none, when it became a constant).
+pub fn substitute_ranges(ast: &UOp, map: &FxHashMap<UOp, UOp>) -> UOp {
+    let mut new: FxHashMap<UOp, UOp> = map.clone();
+    for u in ast.toposort() {
+        if new.contains_key(&u) {
+            continue;
+        }
+        let src: Vec<UOp> = if u.op == Ops::REDUCE {
+            let mut src = vec![new[&u.src[0]].clone()];
+            for r in u.src[1..].iter().map(|r| &new[r]) {
+                let rs =
+                    if r.op == Ops::RANGE { vec![r.clone()] } else { r.toposort().into_iter().filter(|x| x.op == Ops::RANGE).collect() };
+                for x in rs {
+                    if !src[1..].contains(&x) {
+                        src.push(x);
+                    }
+                }
+            }
+            src
+        } else {
+            u.src.iter().map(|s| new[s].clone()).collect()
+        };
+        let nu = u.with_src(src);
+        new.insert(u, nu);
+    }
+    new[ast].clone()
+}
+
+impl Kernel {
+    /// A kernel for `ast` on `ren`, with no opts applied.
+    pub fn new(ast: &UOp, ren: &Renderer) -> Kernel {
+        Kernel { ast: ast.clone(), ren: ren.clone(), applied_opts: Vec::new(), dont_use_locals: false }
+    }
+
+    /// The kernel's RANGEs in axis order: by kind ([`AxisType::order`]), then id.
+    pub fn rngs(&self) -> Vec<UOp> {
+        let mut rs: Vec<UOp> = self.ast.toposort().into_iter().filter(|u| u.op == Ops::RANGE).collect();
+        rs.sort_by_key(|r| (r.axis().1.order(), r.axis().0));
+        rs
+    }
+
+    /// The size of each axis, in [`rngs`](Self::rngs) order.
+    pub fn full_shape(&self) -> Vec<usize> {
+        self.rngs().iter().map(range_size).collect()
+    }
+
+    /// The kind of each axis, in [`rngs`](Self::rngs) order.
+    pub fn axis_types(&self) -> Vec<AxisType> {
+        self.rngs().iter().map(|r| r.axis().1).collect()
+    }
+
+    /// Output axes an UPCAST, LOCAL or THREAD may split: indices into [`rngs`](Self::rngs).
+    pub fn upcastable_dims(&self) -> Vec<usize> {
+        let ts = self.axis_types();
+        (0..ts.len()).filter(|&i| matches!(ts[i], AxisType::Global | AxisType::Local | AxisType::Loop)).collect()
+    }
+
+    /// Reduce axes an UNROLL or GROUP may split: indices into [`rngs`](Self::rngs).
+    pub fn unrollable_dims(&self) -> Vec<usize> {
+        let ts = self.axis_types();
+        (0..ts.len()).filter(|&i| matches!(ts[i], AxisType::Reduce | AxisType::GroupReduce)).collect()
+    }
+
+    /// Product of the UPCAST and UNROLL lanes.
+    pub fn lanes(&self) -> usize {
+        self.rngs().iter().filter(|r| matches!(r.axis().1, AxisType::Upcast | AxisType::Unroll)).map(range_size).product()
+    }
+
+    /// The name tinygrad gives the kernel: `r_` (with reductions) or `E_`, then each axis's size in axis order;
+    /// colored by axis kind when `color` (as tinygrad's DEBUG output), else a plain C identifier.
+    pub fn name(&self, color: bool) -> String {
+        let rngs = self.rngs();
+        let has_reduce = self.ast.toposort().iter().any(|u| u.op == Ops::REDUCE);
+        let mut name = String::from(if has_reduce { "r" } else { "E" });
+        for r in &rngs {
+            let s = range_size(r).to_string();
+            name.push('_');
+            name.push_str(&if color { crate::helpers::colored(&s, r.axis().1.color()) } else { s });
+        }
+        if rngs.is_empty() {
+            name.push_str("_1");
+        }
+        name
+    }
+
+    fn check(&self, opt: Opt, ok: bool, msg: &str) -> Result<(), KernelOptError> {
+        if ok {
+            Ok(())
+        } else {
+            Err(KernelOptError { opt, msg: msg.to_string() })
+        }
+    }
+
+    /// Splits `r` (size `n`) into itself of size `n/amount` and a new axis of `amount` iterations of kind `kind`:
+    /// the inner part unless `top`. Returns the new axis.
+    fn shift_to(&mut self, r: &UOp, amount: usize, kind: AxisType, top: bool) -> UOp {
+        let (id, old_kind) = r.axis();
+        let n = range_size(r);
+        let next = self.rngs().iter().map(|x| x.axis().0).max().unwrap_or(0) + 1;
+        let new = UOp::range(r.src[0].const_like(amount as i64), next, kind);
+        let rest = n / amount;
+        let old = if rest == 1 { r.src[0].const_like(0) } else { UOp::range(r.src[0].const_like(rest as i64), id, old_kind) };
+        let repl = if top { &(&new * rest as i64) + &old } else { &(&old * amount as i64) + &new };
+        self.ast = substitute_ranges(&self.ast, &[(r.clone(), repl)].into_iter().collect());
+        new
+    }
+
+    /// Applies `opt` (tinygrad `Scheduler.apply_opt`), checking that it is legal on this kernel and target.
+    ///
+    /// # Errors
+    /// A [`KernelOptError`] naming the opt and why it can't apply; the kernel is then unchanged.
+    pub fn apply_opt(&mut self, opt: Opt) -> Result<(), KernelOptError> {
+        let rngs = self.rngs();
+        let err = |m: &str| KernelOptError { opt, msg: m.to_string() };
+        if opt.op == OptOps::NoLocals {
+            self.check(opt, self.ren.has_local, "the target has no workgroups")?;
+            self.check(opt, !rngs.iter().any(|r| r.axis().1 == AxisType::Local), "already has local axes")?;
+            self.dont_use_locals = true;
+            self.applied_opts.push(opt);
+            return Ok(());
+        }
+        let a = opt.axis.ok_or_else(|| err("needs an axis"))?;
+        let axis = match opt.op {
+            OptOps::Unroll | OptOps::Group | OptOps::GroupTop => {
+                *self.unrollable_dims().get(a).ok_or_else(|| err("no such reduce axis"))?
+            }
+            _ => a,
+        };
+        let r = rngs.get(axis).ok_or_else(|| err(&format!("axis {axis} out of range ({} axes)", rngs.len())))?.clone();
+        let (size, kind) = (range_size(&r), r.axis().1);
+        let amt = if opt.arg == 0 { size } else { opt.arg };
+        let divides = amt >= 1 && size.is_multiple_of(amt);
+        match opt.op {
+            OptOps::Upcast | OptOps::Unroll => {
+                let want = if opt.op == OptOps::Upcast { AxisType::Loop } else { AxisType::Reduce };
+                self.check(opt, kind == want || (opt.op == OptOps::Upcast && kind == AxisType::Global), "wrong kind of axis")?;
+                self.check(opt, amt > 1 && divides, "amount must divide the axis and be > 1")?;
+                self.check(opt, amt <= if opt.op == OptOps::Upcast { 16 } else { 32 }, "too many lanes on one axis")?;
+                self.check(opt, self.lanes() * amt <= MAX_LANES, "too many lanes in the kernel")?;
+                let k = if opt.op == OptOps::Upcast { AxisType::Upcast } else { AxisType::Unroll };
+                self.shift_to(&r, amt, k, false);
+            }
+            OptOps::Local => {
+                self.check(opt, self.ren.has_local && !self.dont_use_locals, "the target has no workgroups")?;
+                self.check(
+                    opt,
+                    matches!(kind, AxisType::Global | AxisType::Loop) && divides && amt > 1,
+                    "LOCAL needs an output axis it divides",
+                )?;
+                self.shift_to(&r, amt, AxisType::Local, false);
+            }
+            OptOps::Group | OptOps::GroupTop => {
+                self.check(opt, self.ren.has_local && self.ren.has_shared && !self.dont_use_locals, "the target has no shared memory")?;
+                self.check(opt, divides && amt > 1, "GROUP amount must divide the axis")?;
+                self.shift_to(&r, amt, AxisType::GroupReduce, opt.op == OptOps::GroupTop);
+            }
+            OptOps::Thread => {
+                self.check(opt, self.ren.threads > 1, "the target runs one thread")?;
+                self.check(opt, kind == AxisType::Loop, "THREAD splits an output loop")?;
+                self.check(opt, !rngs.iter().any(|r| r.axis().1 == AxisType::Thread), "already threaded")?;
+                self.check(opt, divides && amt > 1, "THREAD amount must divide the axis and be > 1")?;
+                if amt == size {
+                    let t = UOp::range(r.src[0].clone(), r.axis().0, AxisType::Thread);
+                    self.ast = substitute_ranges(&self.ast, &[(r.clone(), t)].into_iter().collect());
+                } else {
+                    self.shift_to(&r, amt, AxisType::Thread, true);
+                }
+            }
+            OptOps::Padto => {
+                self.check(
+                    opt,
+                    matches!(kind, AxisType::Loop | AxisType::Global | AxisType::Reduce),
+                    "PADTO pads an output or reduce loop",
+                )?;
+                let padded = size.div_ceil(amt.max(1)) * amt;
+                self.check(opt, amt > 1 && padded > size, "no-op PADTO")?;
+                self.check(opt, padded <= 2 * size, "PADTO would more than double the axis")?;
+                self.padto(&r, padded);
+            }
+            OptOps::Swap => {
+                let other = rngs.get(opt.arg).ok_or_else(|| err("SWAP: no such axis"))?.clone();
+                let ok = |k: AxisType| matches!(k, AxisType::Loop | AxisType::Global);
+                self.check(opt, ok(kind) && ok(other.axis().1) && other != r, "SWAP exchanges two output loops")?;
+                let (ra, rb) =
+                    (UOp::range(r.src[0].clone(), other.axis().0, kind), UOp::range(other.src[0].clone(), r.axis().0, other.axis().1));
+                self.ast = substitute_ranges(&self.ast, &[(r.clone(), ra), (other.clone(), rb)].into_iter().collect());
+            }
+            OptOps::NoLocals => unreachable!(),
+        }
+        self.applied_opts.push(opt);
+        Ok(())
+    }
+
+    /// Pads axis `r` to `padded` iterations: loads and stores in the extra ones are masked off, and reductions
+    /// over it see their identity there.
+    fn padto(&mut self, r: &UOp, padded: usize) {
+        let size = range_size(r);
+        let (id, kind) = r.axis();
+        let nr = UOp::range(r.src[0].const_like(padded as i64), id, kind);
+        let valid = nr.cmplt(size as i64);
+        let ast = substitute_ranges(&self.ast, &[(r.clone(), nr.clone())].into_iter().collect());
+        let mut map: FxHashMap<UOp, UOp> = FxHashMap::default();
+        for u in ast.toposort() {
+            if u.op == Ops::INDEX && u.src.len() >= 2 && u.src[1].toposort().contains(&nr) {
+                let v = if u.src.len() > 2 { &u.src[2] & &valid } else { valid.clone() };
+                map.insert(u.clone(), u.with_src([u.src[0].clone(), u.src[1].clone(), v]));
+            }
+            if u.op == Ops::REDUCE && u.src[1..].contains(&nr) {
+                let Arg::Op(op) = u.arg else { unreachable!() };
+                let identity = if op == Ops::ADD {
+                    u.const_like(0)
+                } else if op == Ops::MUL {
+                    u.const_like(1)
+                } else {
+                    u.const_like(u.dtype.min())
+                };
+                let src: Vec<UOp> = std::iter::once(valid.where_(&u.src[0], identity)).chain(u.src[1..].iter().cloned()).collect();
+                map.insert(u.clone(), u.with_src(src));
+            }
+        }
+        self.ast = if map.is_empty() { ast } else { ast.substitute(&map) };
+    }
+}
+
+/// Orders each reduction's loops so its loads move least in the innermost one (unit-stride inner loads): loops
+/// are sorted by the summed stride they cause over the reduction's loads, largest outermost, by giving them new
+/// axis ids in that order (loops of one kind nest by id).
+pub fn order_reduce_loops(sink: &UOp) -> UOp {
+    let topo = sink.toposort();
+    let mut map: FxHashMap<UOp, UOp> = FxHashMap::default();
+    let mut next_id = topo.iter().filter(|u| u.op == Ops::RANGE).map(|r| r.axis().0).max().unwrap_or(0) + 1;
+    for red in topo.iter().filter(|u| u.op == Ops::REDUCE) {
+        let ranges: Vec<&UOp> = red.src[1..].iter().collect();
+        if ranges.len() < 2 || ranges.iter().any(|r| map.contains_key(*r)) {
+            continue;
+        }
+        let loads: Vec<UOp> = red.src[0]
+            .toposort()
+            .into_iter()
+            .filter(|u| u.op == Ops::LOAD && u.src[0].op == Ops::INDEX && u.src[0].src.len() >= 2)
+            .collect();
+        let cost = |r: &UOp| -> i128 { loads.iter().map(|l| stride(&l.src[0].src[1], r).map_or(1 << 20, i128::abs).min(1 << 20)).sum() };
+        let mut order: Vec<(i128, &UOp)> = ranges.iter().map(|r| (cost(r), *r)).collect();
+        // stable: among equal costs keep the original nesting
+        order.sort_by_key(|(c, _)| -c);
+        for (_, r) in order {
+            map.insert(r.clone(), UOp::range(r.src[0].clone(), next_id, r.axis().1));
+            next_id += 1;
+        }
+    }
+    if map.is_empty() {
+        sink.clone()
+    } else {
+        sink.substitute(&map)
+    }
+}

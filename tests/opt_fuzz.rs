@@ -1,0 +1,139 @@
+//! Opts never change results (tinygrad `test/external/fuzz_linearizer.py`): every kernel of a set of workloads
+//! (matmuls of prime sizes, a convolution with both gradients, reductions over each axis, broadcasts, softmax)
+//! runs with random legal opt sequences drawn from BEAM's action list, each result checked against the same
+//! kernel run with no opts. Also: illegal opts are refused with a `KernelOptError`.
+
+use tinygrad::codegen::opt::search::get_kernel_actions;
+use tinygrad::codegen::{kernel, Opt, OptOps};
+use tinygrad::engine::{copyout, run_with_opts};
+use tinygrad::renderer::Renderer;
+use tinygrad::schedule::create_schedule;
+use tinygrad::tensor::Conv2dOpts;
+use tinygrad::{dtypes, Tensor};
+
+/// xorshift64: a seeded stream, so a failure names the seed that reproduces it.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+fn values(bytes: &[u8], float: bool) -> Vec<f64> {
+    if float {
+        bytes.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap()) as f64).collect()
+    } else {
+        bytes.chunks_exact(4).map(|c| i32::from_ne_bytes(c.try_into().unwrap()) as f64).collect()
+    }
+}
+
+/// Runs every kernel that computes `roots` with no opts, then each `trials` times with random opts.
+fn fuzz(name: &str, roots: &[Tensor], seed: u64, trials: usize) {
+    let sched = create_schedule(&roots.iter().map(|t| t.uop()).collect::<Vec<_>>(), "CPU");
+    let ren = Renderer::cpu();
+    let mut rng = Rng(seed);
+    for (i, item) in sched.items.iter().enumerate() {
+        run_with_opts(&item.ast, &item.bufs, &[]).unwrap();
+        let out = &item.bufs[0];
+        let (dt, float) = (out.dtype, out.dtype.is_float());
+        if dt.itemsize() != 4 {
+            continue;
+        }
+        let want = values(&copyout(out).unwrap(), float);
+        for t in 0..trials {
+            let mut k = kernel(&item.ast, &ren);
+            let mut opts: Vec<Opt> = Vec::new();
+            for _ in 0..1 + rng.below(4) {
+                let mut acts = get_kernel_actions(&k);
+                if acts.is_empty() {
+                    break;
+                }
+                let (o, k2) = acts.swap_remove(rng.below(acts.len()));
+                opts.push(o);
+                k = k2;
+            }
+            if std::env::var("FUZZ_VERBOSE").is_ok() {
+                eprintln!("{name} kernel {i} trial {t}: {opts:?}");
+            }
+            run_with_opts(&item.ast, &item.bufs, &opts).unwrap_or_else(|e| panic!("{name} kernel {i} seed {seed} trial {t} {opts:?}: {e}"));
+            let got = values(&copyout(out).unwrap(), float);
+            for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+                let ok = if float { (g - w).abs() <= 1e-4 * w.abs().max(1.0) || (g.is_nan() && w.is_nan()) } else { g == w };
+                assert!(
+                    ok,
+                    "{name} kernel {i} ({}) with opts {opts:?} (seed {seed}, trial {t}): element {j} is {g}, want {w}",
+                    k.name(false)
+                );
+            }
+        }
+    }
+}
+
+/// A realized tensor of `shape` with deterministic values in [-1, 1).
+fn input(shape: &[usize], salt: usize) -> Tensor {
+    let n: usize = shape.iter().product();
+    Tensor::from_slice(&(0..n).map(|i| ((i * 7919 + salt * 104729) % 2003) as f32 / 1001.5 - 1.0).collect::<Vec<_>>(), shape)
+        .realize()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn matmuls_of_odd_sizes() {
+    for (seed, (m, k, n)) in [(1, (13, 17, 29)), (2, (64, 48, 40)), (3, (7, 96, 24))] {
+        fuzz(&format!("matmul {m}x{k}x{n}"), &[input(&[m, k], 1).matmul(&input(&[k, n], 2))], seed, 12);
+    }
+}
+
+#[test]
+fn conv_and_both_gradients() {
+    let (x, w) = (input(&[2, 3, 9, 9], 3), input(&[4, 3, 3, 3], 4));
+    x.requires_grad_(true);
+    w.requires_grad_(true);
+    let out = x.conv2d(&w, Conv2dOpts::default().padding([1]));
+    (&out * &out).sum(..).backward();
+    fuzz("conv2d", &[out, x.grad().unwrap(), w.grad().unwrap()], 5, 6);
+}
+
+#[test]
+fn reductions_over_each_axis_and_broadcasts() {
+    let x = input(&[5, 12, 8], 5);
+    for (seed, axis) in [(6, 0), (7, 1), (8, 2)] {
+        fuzz(&format!("sum axis {axis}"), &[x.sum(axis)], seed, 10);
+        fuzz(&format!("max axis {axis}"), &[x.max(axis)], seed + 10, 6);
+    }
+    let (a, b) = (input(&[3, 1, 8], 6), input(&[1, 5, 8], 7));
+    fuzz("broadcast", &[((&a + &b) * 2.0).relu()], 9, 10);
+    fuzz("softmax", &[input(&[6, 33], 8).softmax(-1)], 10, 8);
+    fuzz("int", &[input(&[4, 16], 9).cast(dtypes::INT32) * 3], 11, 6);
+}
+
+#[test]
+fn illegal_opts_are_errors() {
+    let t = input(&[8, 12], 1).matmul(&input(&[12, 16], 2));
+    let ast = create_schedule(&[t.uop()], "CPU").items[0].ast.clone();
+    let mut ren = Renderer::cpu();
+    ren.threads = 2;
+    let k = kernel(&ast, &ren);
+    assert_eq!(k.full_shape(), vec![8, 16, 12]);
+    let refused = |o: Opt, why: &str| {
+        let e = k.clone().apply_opt(o).expect_err(&format!("{o} should be refused"));
+        assert!(e.msg.contains(why), "{o}: {}", e.msg);
+    };
+    refused(Opt::new(OptOps::Upcast, 0, 3), "divide");
+    refused(Opt::new(OptOps::Upcast, 2, 4), "wrong kind");
+    refused(Opt::new(OptOps::Unroll, 1, 4), "no such reduce axis");
+    refused(Opt::new(OptOps::Local, 0, 2), "no workgroups");
+    refused(Opt::new(OptOps::GroupTop, 0, 4), "no shared memory");
+    refused(Opt::new(OptOps::Upcast, 7, 2), "out of range");
+    refused(Opt::new(OptOps::Padto, 1, 16), "no-op");
+    let mut k2 = k.clone();
+    k2.apply_opt(Opt::new(OptOps::Thread, 0, 2)).unwrap();
+    assert_eq!(k2.apply_opt(Opt::new(OptOps::Thread, 1, 2)).unwrap_err().msg, "already threaded");
+    k2.apply_opt(Opt::new(OptOps::Upcast, 2, 4)).unwrap();
+    k2.apply_opt(Opt::new(OptOps::Unroll, 0, 4)).unwrap();
+    assert_eq!(k2.name(false), "r_2_4_4_4_3_4");
+}
