@@ -37,10 +37,18 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
     let st = |index: &UOp, r: &UOp| if index.src.len() >= 2 { stride(&index.src[1], r) } else { None };
     let rngs = k.rngs();
     let outs: Vec<UOp> = k.upcastable_dims().into_iter().map(|i| rngs[i].clone()).collect();
-    // the vector axis: the store walks it with unit stride and no load in a reduction gathers along it
-    let vaxis =
-        outs.iter().find(|r| st(&store.src[0], r) == Some(1) && loads.iter().all(|l| matches!(st(&l.src[0], r), Some(0 | 1)))).cloned();
+    // the vector axis: the store walks it with unit stride and no load in a reduction is known to stride along it
+    let gathers = |r: &UOp| loads.iter().any(|l| st(&l.src[0], r).is_some_and(|s| s != 0 && s != 1));
+    let mut vaxis = outs.iter().find(|r| st(&store.src[0], r) == Some(1) && !gathers(r)).cloned();
     let widths = |n: usize, most: usize| [16, 8, 4, 2].into_iter().find(move |&w| w <= most && n.is_multiple_of(w) && w * item <= 64);
+    // an axis no vector width divides is padded to one (its last vector's extra lanes are masked)
+    if let Some(v) = vaxis.clone().filter(|v| range_size(v) >= 2 * lanes && widths(range_size(v), lanes).is_none_or(|w| w < lanes)) {
+        if let Some(a) = axis_of(&k, v.axis().0) {
+            if k.apply_opt(Opt::new(OptOps::Padto, a, lanes)).is_ok() {
+                vaxis = Some(k.rngs()[a].clone());
+            }
+        }
+    }
     if !reduces.is_empty() {
         if let Some(v) = &vaxis {
             let n = range_size(v);
@@ -53,8 +61,18 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
                 try_apply(&mut k, OptOps::Upcast, v.axis().0, vw);
                 if let Some(row) = row {
                     let m = range_size(&row);
-                    if let Some(rows) = [12, 8, 6, 4, 3, 2].into_iter().find(|&x| m.is_multiple_of(x) && x * vregs <= budget) {
-                        try_apply(&mut k, OptOps::Upcast, row.axis().0, rows);
+                    let fit = |m: usize| [12, 8, 6, 4, 3, 2].into_iter().find(|&x| m.is_multiple_of(x) && x * vregs <= budget);
+                    match fit(m) {
+                        Some(rows) => try_apply(&mut k, OptOps::Upcast, row.axis().0, rows),
+                        // rows that divide no tile height (primes) are padded to 4
+                        None if m >= 8 => {
+                            if let Some(a) = axis_of(&k, row.axis().0) {
+                                if k.apply_opt(Opt::new(OptOps::Padto, a, 4)).is_ok() {
+                                    try_apply(&mut k, OptOps::Upcast, row.axis().0, 4);
+                                }
+                            }
+                        }
+                        None => {}
                     }
                 }
             }
