@@ -1,0 +1,105 @@
+//! Kernel throughput figures on the default device, one JSON line each:
+//! `{"name": ..., "value": ..., "unit": ..., "runs": N}`, the median of N warm runs after one warm-up run (which
+//! compiles). A run builds the lazy expression from realized inputs and realizes it (synchronous on CPU).
+//!
+//! `cargo run --release --example bench` (env: `FILTER=substring` keeps matching figures, `RUNS=n` overrides the
+//! number of timed runs). `bench/compare.py` runs the same workloads with numpy, tinygrad and candle.
+
+use std::time::Instant;
+use tinygrad::helpers::{getenv, getenv_str};
+use tinygrad::tensor::Conv2dOpts;
+use tinygrad::{Result, Tensor};
+
+/// How a figure turns a median time in seconds into its value.
+enum Unit {
+    /// Floating-point operations per run, shown as GFLOP/s.
+    Gflops(f64),
+    /// Bytes moved per run, shown as GB/s.
+    Gbs(f64),
+    /// The time itself, in milliseconds.
+    Ms,
+}
+
+/// Realized float32 values in `[-1, 1)` from a cheap deterministic hash of the index.
+fn data(shape: &[usize], seed: u64) -> Result<Tensor> {
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = (0..n as u64)
+        .map(|i| {
+            let h = (i ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+            ((h >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect();
+    let t = Tensor::from_slice(&v, shape.to_vec());
+    t.realize()?;
+    Ok(t)
+}
+
+/// The figures: FILTER, RUNS and the timing loop.
+struct Bench {
+    filter: String,
+    runs: Option<usize>,
+}
+
+impl Bench {
+    /// Whether figure `name` passes FILTER.
+    fn want(&self, name: &str) -> bool {
+        name.contains(&self.filter)
+    }
+    /// Times `f` (one warm-up, then the median of `runs` calls) and prints figure `name`'s JSON line.
+    fn time(&self, name: &str, unit: Unit, runs: usize, f: impl Fn() -> Result<()>) -> Result<()> {
+        let runs = self.runs.unwrap_or(runs).max(1);
+        f()?;
+        let mut ts: Vec<f64> = (0..runs)
+            .map(|_| {
+                let t = Instant::now();
+                f().map(|()| t.elapsed().as_secs_f64())
+            })
+            .collect::<Result<_>>()?;
+        ts.sort_by(f64::total_cmp);
+        let t = if runs % 2 == 1 { ts[runs / 2] } else { (ts[runs / 2 - 1] + ts[runs / 2]) / 2.0 };
+        let (value, unit) = match unit {
+            Unit::Gflops(w) => (w / t / 1e9, "GFLOP/s"),
+            Unit::Gbs(b) => (b / t / 1e9, "GB/s"),
+            Unit::Ms => (t * 1e3, "ms"),
+        };
+        println!(r#"{{"name": "{name}", "value": {value:.3}, "unit": "{unit}", "runs": {runs}}}"#);
+        Ok(())
+    }
+    /// `(m, k) @ (k, n)` in GFLOP/s.
+    fn matmul(&self, name: &str, m: usize, k: usize, n: usize, runs: usize) -> Result<()> {
+        if !self.want(name) {
+            return Ok(());
+        }
+        let (a, b) = (data(&[m, k], 1)?, data(&[k, n], 2)?);
+        self.time(name, Unit::Gflops(2.0 * (m * k * n) as f64), runs, || a.matmul(&b).realize().map(drop))
+    }
+}
+
+fn main() -> Result<()> {
+    let runs = getenv("RUNS", 0);
+    let b = Bench { filter: getenv_str("FILTER", ""), runs: (runs > 0).then_some(runs as usize) };
+    for n in [256, 512, 1000, 1024] {
+        b.matmul(&format!("matmul_{n}"), n, n, n, 5)?;
+    }
+    b.matmul("matmul_2048", 2048, 2048, 2048, 3)?;
+    b.matmul("matmul_odd", 509, 1021, 257, 5)?;
+    let n = 1 << 24;
+    if b.want("mul_add_16M") {
+        let (x, y) = (data(&[n], 3)?, data(&[n], 4)?);
+        b.time("mul_add_16M", Unit::Gbs(3.0 * 4.0 * n as f64), 5, || (&x * &y + 1.0f32).realize().map(drop))?;
+    }
+    if b.want("sum_16M") {
+        let x = data(&[n], 5)?;
+        b.time("sum_16M", Unit::Gbs(4.0 * n as f64), 5, || x.sum(..).realize().map(drop))?;
+    }
+    if b.want("softmax_4096") {
+        let x = data(&[4096, 4096], 6)?;
+        b.time("softmax_4096", Unit::Ms, 5, || x.softmax(-1).realize().map(drop))?;
+    }
+    if b.want("conv2d") {
+        let (x, w) = (data(&[32, 64, 56, 56], 7)?, data(&[64, 64, 3, 3], 8)?);
+        let flops = 2.0 * 32.0 * 64.0 * 56.0 * 56.0 * 64.0 * 9.0;
+        b.time("conv2d", Unit::Gflops(flops), 3, || x.conv2d(&w, Conv2dOpts::default().padding([1])).realize().map(drop))?;
+    }
+    Ok(())
+}
