@@ -227,6 +227,41 @@ impl Context {
     }
 }
 
+/// The overrides in force on one thread ([`Context::snapshot`]), to enter on another (a worker thread compiling
+/// for a caller that set `NOOPT` or `BEAM` in a `Context`).
+#[derive(Clone, Default)]
+pub struct ContextSnapshot {
+    vars: Vec<(&'static ContextVar, i64)>,
+    dev: Option<String>,
+}
+
+impl ContextSnapshot {
+    /// Applies the snapshot's overrides on this thread until the guard drops.
+    pub fn enter(&self) -> Context {
+        let g = Context::new(&self.vars);
+        match &self.dev {
+            Some(d) => g.dev(d),
+            None => g,
+        }
+    }
+}
+
+impl Context {
+    /// This thread's overrides, in the order they were set.
+    pub fn snapshot() -> ContextSnapshot {
+        OVERRIDES.with_borrow(|o| {
+            let mut snap = ContextSnapshot::default();
+            for (_, ov) in o {
+                match ov {
+                    Override::Int(var, v) => snap.vars.push((*var, *v)),
+                    Override::Dev(d) => snap.dev = Some(d.clone()),
+                }
+            }
+            snap
+        })
+    }
+}
+
 impl Drop for Context {
     fn drop(&mut self) {
         // try_with: the thread-local may already be gone when a guard is dropped during thread teardown
@@ -531,6 +566,16 @@ mod tests {
         let (v, d) = std::thread::spawn(|| (V.value(), dev())).join().unwrap();
         assert_eq!(v, 4);
         assert_ne!(d, "TESTDEV");
+        // a worker that enters the snapshot sees the overrides, until its guard drops
+        let snap = Context::snapshot();
+        let seen = std::thread::spawn(move || {
+            let inside = {
+                let _w = snap.enter();
+                (V.value(), dev())
+            };
+            (inside, V.value())
+        });
+        assert_eq!(seen.join().unwrap(), ((8, "TESTDEV".to_string()), 4));
     }
 
     #[test]

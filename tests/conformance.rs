@@ -1,5 +1,5 @@
-//! Runs the conformance runner over ../shared/conformance/ops (TINYGRAD_CONFORMANCE_DIR overrides): every case,
-//! forward and gradients, must pass; the failure lists the failing cases.
+//! Runs the conformance runner over ../shared/conformance/ops (TINYGRAD_CONFORMANCE_DIR overrides), with the default
+//! opts and with none (NOOPT=1): every case, forward and gradients, must pass; the failure lists the failing cases.
 
 #[path = "../examples/conformance/dispatch.rs"]
 mod dispatch;
@@ -12,13 +12,22 @@ mod dispatch_nn;
 #[path = "../examples/conformance/runner.rs"]
 mod runner;
 
-#[test]
-fn conformance_cases_pass() {
+fn run(what: &str) {
     let dir = std::env::var("TINYGRAD_CONFORMANCE_DIR")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/conformance/ops").into());
     let (passed, failed) = runner::run_dir(std::path::Path::new(&dir));
-    println!("{passed} passed, {} failed", failed.len());
+    println!("{what}: {passed} passed, {} failed", failed.len());
     assert!(passed > 0, "no cases found in {dir}");
     let lines: Vec<&str> = failed.iter().map(|s| s.lines().next().unwrap_or("")).collect();
     assert!(failed.is_empty(), "{} failing cases:\n{}", failed.len(), lines.join("\n"));
+}
+
+#[test]
+fn conformance_cases_pass() {
+    run("default opts");
+}
+
+#[test]
+fn conformance_cases_pass_without_opts() {
+    tinygrad::helpers::Context::with(&[(&tinygrad::helpers::NOOPT, 1)], || run("NOOPT=1"));
 }

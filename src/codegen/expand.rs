@@ -75,7 +75,8 @@ fn vector_axis(sink: &UOp, topo: &[UOp], lanes: &[UOp], max_bytes: usize) -> Opt
     let item = topo.iter().filter(|u| matches!(u.op, Ops::LOAD | Ops::STORE)).map(|u| u.src[0].dtype.base().itemsize()).max().unwrap_or(4);
     // C vector types are a power of two wide
     let fits = |r: &&UOp| range_size(r).is_power_of_two() && range_size(r) * item <= max_bytes;
-    let unit = |index: &UOp, r: &UOp| index.src.len() == 2 && stride(&index.src[1], r) == Some(1);
+    // consecutive in the lanes, under a gate (if any) that is the same for every lane
+    let unit = |index: &UOp, r: &UOp| stride(&index.src[1], r) == Some(1) && index.src.get(2).is_none_or(|g| !g.toposort().contains(r));
     let store = sink.src.iter().find(|s| s.op == Ops::STORE)?;
     if let Some(r) = lanes.iter().filter(fits).find(|r| r.axis().1 == AxisType::Upcast && unit(&store.src[0], r)) {
         return Some(r.clone());
@@ -112,13 +113,20 @@ fn vectorize(sink: &UOp, v: &UOp) -> UOp {
             UOp::new(Ops::VECTORIZE, x.dtype.vec(w as u16), vec![x.clone(); w], Arg::None)
         }
     };
-    // an ungated global access at `index` whose lanes are consecutive: its lane-0 index
-    let unit_base = |index: &UOp, dt: DType| -> Option<UOp> {
-        (index.src.len() == 2 && index.src[0].op == Ops::DEFINE_GLOBAL && vector_dtype(dt) && stride(&index.src[1], v) == Some(1))
-            .then(|| sub(&index.src[1], v, 0).simplify())
+    // a global access at `index` whose lanes are consecutive, under a gate the same for every lane: the INDEX of lane 0
+    let unit_base = |index: &UOp, dt: DType, dep: &FxHashSet<UOp>| -> Option<UOp> {
+        let ok = index.src[0].op == Ops::DEFINE_GLOBAL && vector_dtype(dt) && index.src.get(2).is_none_or(|g| !dep.contains(g));
+        (ok && stride(&index.src[1], v) == Some(1)).then(|| {
+            index.with_src(std::iter::once(index.src[0].clone()).chain([sub(&index.src[1], v, 0).simplify()]).chain(index.src.get(2).cloned()).collect::<Vec<_>>())
+        })
     };
+    // lane k of an access: at `base + k * stride` when the stride is known, else substituted
     let lane_index = |index: &UOp, k: usize| -> UOp {
-        let src: Vec<UOp> = std::iter::once(index.src[0].clone()).chain(index.src[1..].iter().map(|s| sub(s, v, k).simplify())).collect();
+        let at = match stride(&index.src[1], v) {
+            Some(st) => &sub(&index.src[1], v, 0).simplify() + (k as i128 * st) as i64,
+            None => sub(&index.src[1], v, k).simplify(),
+        };
+        let src: Vec<UOp> = [index.src[0].clone(), at].into_iter().chain(index.src.get(2).map(|g| sub(g, v, k).simplify())).collect();
         index.with_src(src)
     };
     let mut out: Vec<UOp> = Vec::new();
@@ -141,8 +149,8 @@ fn vectorize(sink: &UOp, v: &UOp) -> UOp {
                 UOp::new(Ops::VECTORIZE, u.dtype.vec(w as u16), (0..w).map(|k| u.const_like(k as i64)).collect::<Vec<_>>(), Arg::None)
             }
             Ops::INDEX | Ops::SINK => u.clone(),
-            Ops::LOAD => match unit_base(&u.src[0], u.dtype) {
-                Some(base) => UOp::new(Ops::LOAD, u.dtype.vec(w as u16), [u.src[0].with_src([u.src[0].src[0].clone(), base])], Arg::None),
+            Ops::LOAD => match unit_base(&u.src[0], u.dtype, &dep) {
+                Some(index) => UOp::new(Ops::LOAD, u.dtype.vec(w as u16), [index], Arg::None),
                 None => {
                     let ls: Vec<UOp> = (0..w).map(|k| u.with_src([lane_index(&u.src[0], k)])).collect();
                     UOp::new(Ops::VECTORIZE, u.dtype.vec(w as u16), ls, Arg::None)
@@ -150,8 +158,8 @@ fn vectorize(sink: &UOp, v: &UOp) -> UOp {
             },
             Ops::STORE => {
                 let val = &u.src[1];
-                match unit_base(&u.src[0], val.dtype) {
-                    Some(base) => out.push(u.with_src([u.src[0].with_src([u.src[0].src[0].clone(), base]), broadcast(&vec[val])])),
+                match unit_base(&u.src[0], val.dtype, &dep) {
+                    Some(index) => out.push(u.with_src([index, broadcast(&vec[val])])),
                     None => out.extend((0..w).map(|k| u.with_src([lane_index(&u.src[0], k), lane(&vec, val, k)]))),
                 }
                 continue;

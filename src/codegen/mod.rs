@@ -1,7 +1,7 @@
 //! Codegen. In: a kernel AST from the scheduler (a SINK of STOREs over typed RANGEs). Out: a [`LinearKernel`]:
 //! the UOps in the order a renderer prints them, with loops opened (RANGE) and closed (END). Passes, one line
-//! each in [`full_rewrite`]: simplify index math, apply opts (given, BEAM-searched or hand-coded), expand lane
-//! axes into vectors, order reduce loops, lower reductions to accumulators, linearize. Follows tinygrad
+//! each in [`full_rewrite`]: simplify index math, apply opts (given, BEAM-searched or hand-coded), order reduce
+//! loops, expand lane axes into vectors, lower reductions to accumulators, linearize. Follows tinygrad
 //! `codegen/__init__.py` (`full_rewrite_to_sink`, `linearize`).
 
 mod expand;
@@ -55,9 +55,9 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
     }
     let (name, display_name) = (k.name(false), k.name(true));
     let outer = k.rngs().iter().find(|r| r.axis().1 == AxisType::Thread).map_or(0, range_size);
-    let sink = graph_rewrite(&k.ast, &SYMBOLIC, &mut (), "simplify opts");
-    let sink = expand::expand(&sink, ren.vector_bytes.max(16) * 2);
+    let sink = if k.applied_opts.is_empty() { k.ast.clone() } else { graph_rewrite(&k.ast, &SYMBOLIC, &mut (), "simplify opts") };
     let sink = opt::order_reduce_loops(&sink);
+    let sink = expand::expand(&sink, ren.vector_bytes.max(16) * 2);
     let sink = lower::lower_reduces(&sink);
     Ok(LinearKernel { name, display_name, uops: linearize::linearize(&sink), outer, ops, mem, opts: k.applied_opts })
 }

@@ -153,7 +153,11 @@ pub fn render(k: &LinearKernel) -> String {
                 let name = format!("val{n}");
                 n += 1;
                 let vt = vtype(u.dtype, &mut vtypes);
-                line(&mut body, depth, &format!("{vt} {name} = *(({vt}*)(&{}));", s(0)));
+                let e = match u.src[0].src.get(2) {
+                    Some(g) => format!("({}?*(({vt}*)(&{})):(({vt}){{0}}))", r[g], s(0)),
+                    None => format!("*(({vt}*)(&{}))", s(0)),
+                };
+                line(&mut body, depth, &format!("{vt} {name} = {e};"));
                 r.insert(u, name);
                 continue;
             }
@@ -170,13 +174,14 @@ pub fn render(k: &LinearKernel) -> String {
                 r.insert(u, name);
                 continue;
             }
-            Ops::STORE if u.src[0].src.len() > 2 => {
-                line(&mut body, depth, &format!("if ({}) {} = {};", r[&u.src[0].src[2]], s(0), s(1)));
-                continue;
-            }
-            Ops::STORE if u.src[1].dtype.count > 1 && u.src[0].src[0].op != Ops::DEFINE_REG => {
-                let vt = vtype(u.src[1].dtype, &mut vtypes);
-                line(&mut body, depth, &format!("*(({vt}*)(&{})) = {};", s(0), s(1)));
+            Ops::STORE => {
+                let dst = if u.src[1].dtype.count > 1 && u.src[0].src[0].op != Ops::DEFINE_REG {
+                    format!("*(({}*)(&{}))", vtype(u.src[1].dtype, &mut vtypes), s(0))
+                } else {
+                    s(0)
+                };
+                let gate = u.src[0].src.get(2).map_or(String::new(), |g| format!("if ({}) ", r[g]));
+                line(&mut body, depth, &format!("{gate}{dst} = {};", s(1)));
                 continue;
             }
             Ops::GEP => format!(
@@ -190,10 +195,6 @@ pub fn render(k: &LinearKernel) -> String {
             Ops::VECTORIZE => {
                 let vt = vtype(u.dtype, &mut vtypes);
                 format!("(({vt}){{{}}})", u.src.iter().map(|x| r[x].as_str()).collect::<Vec<_>>().join(", "))
-            }
-            Ops::STORE => {
-                line(&mut body, depth, &format!("{} = {};", s(0), s(1)));
-                continue;
             }
             Ops::CAST if u.dtype.count > 1 => format!("__builtin_convertvector({}, {})", s(0), vtype(u.dtype, &mut vtypes)),
             Ops::CAST => cast(&s(0), u.src[0].dtype, u.dtype, index_64),

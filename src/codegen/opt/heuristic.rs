@@ -88,16 +88,22 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
                 }
             }
         }
-    } else if let Some(v) = &vaxis {
+    } else if let Some(v) = vaxis.as_ref().filter(|_| k.full_shape().iter().product::<usize>() >= 1024) {
+        // (a tiny elementwise kernel runs as fast either way, and is cheaper to generate and compile scalar)
         if let Some(w) = widths(range_size(v), 16) {
             try_apply(&mut k, OptOps::Upcast, v.axis().0, w);
         }
     }
-    // THREAD: the outermost output loop that splits evenly over the cores (or is long enough not to care)
+    // THREAD: the outermost output loop that splits evenly over the cores (or is long enough not to care); in a
+    // register-tiled reduction the vector axis first, so each core keeps its own column panels in cache
     let t = k.ren.threads;
     if t > 1 {
         let rngs = k.rngs();
-        let pick = k.upcastable_dims().into_iter().find(|&i| {
+        let mut dims = k.upcastable_dims();
+        if let Some(v) = vaxis.as_ref().filter(|_| !reduces.is_empty() && k.lanes() > 1) {
+            dims.sort_by_key(|&i| rngs[i].axis().0 != v.axis().0);
+        }
+        let pick = dims.iter().copied().find(|&i| {
             let n = range_size(&rngs[i]);
             n >= t && (n.is_multiple_of(t) || n >= 8 * t)
         });

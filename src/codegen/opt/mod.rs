@@ -106,10 +106,30 @@ pub fn range_size(r: &UOp) -> usize {
     r.src[0].const_int().expect("RANGE with a constant size") as usize
 }
 
-/// How far `index` moves when `r` steps by one: `Some(stride)` when that is a constant.
+/// How far `index` moves when `r` steps by one: `Some(stride)` when that is a constant. Sums and constant
+/// multiples are read off directly; anything else is differenced symbolically.
 pub fn stride(index: &UOp, r: &UOp) -> Option<i128> {
-    let map: FxHashMap<UOp, UOp> = [(r.clone(), r + 1)].into_iter().collect();
-    (&index.substitute(&map) - index).simplify().const_int()
+    linear_stride(index, r).or_else(|| {
+        let map: FxHashMap<UOp, UOp> = [(r.clone(), r + 1)].into_iter().collect();
+        (&index.substitute(&map) - index).simplify().const_int()
+    })
+}
+
+/// The coefficient of `r` in `index` when `index` is a sum of constant multiples of terms, `r` among them and
+/// the others free of it (`None` when it isn't, or `r` hides in another op).
+fn linear_stride(index: &UOp, r: &UOp) -> Option<i128> {
+    match index.op {
+        _ if index == r => Some(1),
+        Ops::CONST | Ops::DEFINE_VAR => Some(0),
+        Ops::RANGE => Some(0),
+        Ops::ADD => Some(linear_stride(&index.src[0], r)? + linear_stride(&index.src[1], r)?),
+        Ops::MUL => match (index.src[0].const_int(), index.src[1].const_int()) {
+            (_, Some(c)) => Some(linear_stride(&index.src[0], r)? * c),
+            (Some(c), _) => Some(linear_stride(&index.src[1], r)? * c),
+            _ => None,
+        },
+        _ => (!index.toposort().contains(r)).then_some(0),
+    }
 }
 
 /// `ast` with `map` applied, where a RANGE a REDUCE closes may map to an expression: the REDUCE then closes the

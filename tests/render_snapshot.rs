@@ -1,0 +1,45 @@
+//! Snapshots of the C the CPU renderer prints for a handful of kernels, with the default opts for a fixed AVX2-like
+//! target (32-byte vectors, 16 registers, 2 threads) so they don't depend on the machine. A change in codegen
+//! shows up here as a diff to read; `UPDATE_SNAPSHOTS=1 cargo test --test render_snapshot` rewrites them.
+
+use tinygrad::codegen::full_rewrite;
+use tinygrad::renderer::{cstyle, Renderer};
+use tinygrad::schedule::create_schedule;
+use tinygrad::Tensor;
+
+fn input(shape: &[usize]) -> Tensor {
+    let n: usize = shape.iter().product();
+    Tensor::from_slice(&vec![1.0f32; n], shape).realize().unwrap().clone()
+}
+
+fn check(name: &str, t: &Tensor) {
+    let ren = Renderer { device: "CPU", has_local: false, has_shared: false, threads: 2, vector_bytes: 32, vector_registers: 16 };
+    let sched = create_schedule(&[t.uop()], "CPU");
+    let src: String = sched.items.iter().map(|it| cstyle::render(&full_rewrite(&it.ast, &ren, None).unwrap())).collect::<Vec<_>>().join("\n");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots").join(format!("{name}.c"));
+    if std::env::var("UPDATE_SNAPSHOTS").is_ok() {
+        std::fs::write(&path, &src).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (UPDATE_SNAPSHOTS=1 writes it)", path.display()));
+    assert_eq!(src, want, "{name}: rendered C changed (UPDATE_SNAPSHOTS=1 rewrites {})", path.display());
+}
+
+#[test]
+fn elementwise_relu_of_sum() {
+    check("elementwise", &(&input(&[64, 96]) + &input(&[64, 96])).relu());
+}
+
+#[test]
+fn matmul_register_tile() {
+    check("matmul", &input(&[48, 64]).matmul(&input(&[64, 32])));
+}
+
+#[test]
+fn row_sum_vector_partials() {
+    check("row_sum", &input(&[16, 256]).sum(1));
+}
+
+#[test]
+fn padded_rows_and_columns() {
+    check("matmul_prime", &input(&[13, 24]).matmul(&input(&[24, 19])));
+}
