@@ -38,7 +38,8 @@ fn matmuls_with_packed_operands() {
 fn padded_conv_input_in_a_buffer() {
     let (bs, cin, cout, h, wd) = (2, 8, 4, 64, 64);
     let (x, w) = (data(bs * cin * h * wd, 3), data(cout * cin * 9, 4));
-    let out = Tensor::from_slice(&x, [bs, cin, h, wd]).conv2d(&Tensor::from_slice(&w, [cout, cin, 3, 3]), Conv2dOpts::default().padding([1]));
+    let out =
+        Tensor::from_slice(&x, [bs, cin, h, wd]).conv2d(&Tensor::from_slice(&w, [cout, cin, 3, 3]), Conv2dOpts::default().padding([1]));
     let got: Vec<f32> = out.to_vec().unwrap();
     let mut want = vec![0f64; bs * cout * h * wd];
     for b in 0..bs {
@@ -51,7 +52,8 @@ fn padded_conv_input_in_a_buffer() {
                             for kx in 0..3 {
                                 let (iy, ix) = (y as i64 + ky as i64 - 1, xx as i64 + kx as i64 - 1);
                                 if (0..h as i64).contains(&iy) && (0..wd as i64).contains(&ix) {
-                                    acc += x[((b * cin + ci) * h + iy as usize) * wd + ix as usize] as f64 * w[((co * cin + ci) * 3 + ky) * 3 + kx] as f64;
+                                    acc += x[((b * cin + ci) * h + iy as usize) * wd + ix as usize] as f64
+                                        * w[((co * cin + ci) * 3 + ky) * 3 + kx] as f64;
                                 }
                             }
                         }

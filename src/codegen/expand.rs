@@ -117,7 +117,12 @@ fn vectorize(sink: &UOp, v: &UOp) -> UOp {
     let unit_base = |index: &UOp, dt: DType, dep: &FxHashSet<UOp>| -> Option<UOp> {
         let ok = index.src[0].op == Ops::DEFINE_GLOBAL && vector_dtype(dt) && index.src.get(2).is_none_or(|g| !dep.contains(g));
         (ok && stride(&index.src[1], v) == Some(1)).then(|| {
-            index.with_src(std::iter::once(index.src[0].clone()).chain([sub(&index.src[1], v, 0).simplify()]).chain(index.src.get(2).cloned()).collect::<Vec<_>>())
+            index.with_src(
+                std::iter::once(index.src[0].clone())
+                    .chain([sub(&index.src[1], v, 0).simplify()])
+                    .chain(index.src.get(2).cloned())
+                    .collect::<Vec<_>>(),
+            )
         })
     };
     // lane k of an access: at `base + k * stride` when the stride is known, else substituted

@@ -448,7 +448,8 @@ impl Tensor {
         if crate::helpers::SPLIT_REDUCEOP.value() == 0 || self.numel() / out.max(1) < 32768 {
             return None;
         }
-        let (a, d) = axes.iter().find_map(|&a| (8..=256).rev().find(|&d| shape[a].is_multiple_of(d) && shape[a] / d >= 8).map(|d| (a, d)))?;
+        let (a, d) =
+            axes.iter().find_map(|&a| (8..=256).rev().find(|&d| shape[a].is_multiple_of(d) && shape[a] / d >= 8).map(|d| (a, d)))?;
         let split: Vec<usize> = [&shape[..a], &[d, shape[a] / d], &shape[a + 1..]].concat();
         let inner: Vec<usize> = axes.iter().map(|&x| if x < a { x } else { x + 1 }).collect();
         let partial = self.reshape(split).reduce_axis(op, &inner).contiguous();
