@@ -5,10 +5,18 @@
 //! `cargo run --release --example bench` (env: `FILTER=substring` keeps matching figures, `RUNS=n` overrides the
 //! number of timed runs). `bench/compare.py` runs the same workloads with numpy, tinygrad and candle.
 
+#[path = "beautiful_mnist/model.rs"]
+#[allow(dead_code)]
+mod model;
+
 use std::time::Instant;
-use tinygrad::helpers::{getenv, getenv_str};
-use tinygrad::tensor::Conv2dOpts;
-use tinygrad::{Result, Tensor};
+use tinygrad::codegen::full_rewrite;
+use tinygrad::helpers::{getenv, getenv_str, Context, BEAM, IGNORE_BEAM_CACHE, TRAINING};
+use tinygrad::nn::{optim, Module};
+use tinygrad::renderer::{cstyle, Renderer};
+use tinygrad::schedule::create_schedule;
+use tinygrad::tensor::{Conv2dOpts, Reduction};
+use tinygrad::{Result, Tensor, UOp};
 
 /// How a figure turns a median time in seconds into its value.
 enum Unit {
@@ -75,9 +83,53 @@ impl Bench {
     }
 }
 
+/// Seconds the first realize of a 1024x1024 matmul takes under BEAM=2 with IGNORE_BEAM_CACHE=1: a cold BEAM search
+/// of its kernels, their compile and one run. One JSON line, `beam2_search_matmul_1024`. (IGNORE_BEAM_CACHE=0 in the
+/// environment times a warm start instead: the winners from the disk cache, no search.)
+fn beam_search_time(b: &Bench) -> Result<()> {
+    let name = "beam2_search_matmul_1024";
+    if !b.want(name) {
+        return Ok(());
+    }
+    let (x, y) = (data(&[1024, 1024], 9)?, data(&[1024, 1024], 10)?);
+    let _g = Context::new(&[(&BEAM, 2), (&IGNORE_BEAM_CACHE, getenv("IGNORE_BEAM_CACHE", 1))]);
+    let t = Instant::now();
+    x.matmul(&y).realize()?;
+    println!(r#"{{"name": "{name}", "value": {:.3}, "unit": "s", "runs": 1}}"#, t.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Microseconds of scheduling plus codegen (optimize, expand, lower, linearize, render; no C compiler) per kernel,
+/// over the kernels of one beautiful_mnist training step (forward, backward, Adam) with cold caches. One JSON line,
+/// `schedule_codegen_us_per_kernel`.
+fn codegen_per_kernel(b: &Bench) -> Result<()> {
+    let name = "schedule_codegen_us_per_kernel";
+    if !b.want(name) {
+        return Ok(());
+    }
+    let model = model::Model::new();
+    let opt = optim::adam_with(&model.get_parameters(), optim::AdamOpts::default());
+    let _training = Context::new(&[(&TRAINING, 1)]);
+    let (x, y) = (data(&[512, 1, 28, 28], 11)?, Tensor::from_slice(&(0..512).map(|i: i32| i % 10).collect::<Vec<_>>(), [512]));
+    opt.zero_grad();
+    let loss = model.forward(&x).sparse_categorical_crossentropy(&y, -1, 0.0, Reduction::Mean);
+    loss.backward();
+    let roots: Vec<UOp> = std::iter::once(loss).chain(opt.schedule_step()).map(|t| t.uop()).collect();
+    let t = Instant::now();
+    let sched = create_schedule(&roots, "CPU");
+    for item in &sched.items {
+        std::hint::black_box(cstyle::render(&full_rewrite(&item.ast, &Renderer::cpu(), None)?));
+    }
+    let us = t.elapsed().as_secs_f64() * 1e6 / sched.items.len() as f64;
+    println!(r#"{{"name": "{name}", "value": {us:.1}, "unit": "us", "runs": 1, "kernels": {}}}"#, sched.items.len());
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let runs = getenv("RUNS", 0);
     let b = Bench { filter: getenv_str("FILTER", ""), runs: (runs > 0).then_some(runs as usize) };
+    // first: a BEAM=2 search of its own (later figures reuse kernels already compiled in this process)
+    beam_search_time(&b)?;
     for n in [256, 512, 1000, 1024] {
         b.matmul(&format!("matmul_{n}"), n, n, n, 5)?;
     }
@@ -96,6 +148,7 @@ fn main() -> Result<()> {
         let x = data(&[4096, 4096], 6)?;
         b.time("softmax_4096", Unit::Ms, 5, || x.softmax(-1).realize().map(drop))?;
     }
+    codegen_per_kernel(&b)?;
     if b.want("conv2d") {
         let (x, w) = (data(&[32, 64, 56, 56], 7)?, data(&[64, 64, 3, 3], 8)?);
         let flops = 2.0 * 32.0 * 64.0 * 56.0 * 56.0 * 64.0 * 9.0;

@@ -1,21 +1,23 @@
 //! The engine. In: the tensor-level graphs to realize. Out: the buffer views they now are, after scheduling,
-//! compiling (cached by kernel) and launching every kernel in order; it also owns device memory for BUFFER
+//! compiling (cached by kernel; a schedule's new kernels in parallel) and launching every kernel in order; it also owns device memory for BUFFER
 //! nodes. DEBUG=1 prints each schedule, DEBUG=2 each launch, DEBUG=3 the opts, DEBUG=4 the source.
 //! Follows tinygrad `engine/realize.py` and `engine/schedule.py`.
 
 use crate::codegen::{full_rewrite, LinearKernel, Opt};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::helpers::{DEBUG, GLOBAL_COUNTERS, NUM_CPU_THREADS};
+use crate::helpers::{BEAM, DEBUG, GLOBAL_COUNTERS, NOOPT, NUM_CPU_THREADS};
 use crate::renderer::{cstyle, Renderer};
 use crate::runtime::{Allocator, ClangCompiler, Compiler, CpuAllocator, CpuProgram, Program, RawBuffer};
 use crate::schedule::{contiguous_buffer, create_schedule};
 use crate::uop::{Arg, BufferInfo, Ops, UOp};
 mod jit;
+mod search;
 
 pub use jit::TinyJit;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
+pub use search::beam_search;
 use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::Instant;
 
@@ -124,7 +126,7 @@ impl ExecItem {
     fn run(&self) -> Result<std::time::Duration> {
         let ptrs = self.bufs.iter().map(mem).collect::<Result<Vec<_>>>()?;
         let k = &self.runner.kernel;
-        let parallel = k.outer > 1 && k.ops.max(k.mem / 4) >= 1 << 15 && NUM_CPU_THREADS.value() > 1;
+        let parallel = parallel_launch(k);
         let tm = self.runner.program.launch(&ptrs, &[], k.outer, parallel);
         GLOBAL_COUNTERS.add_kernel(k.ops, k.mem, tm.as_nanos() as u64);
         if DEBUG.value() >= 2 {
@@ -146,14 +148,31 @@ impl ExecItem {
     }
 }
 
+/// Whether launches of `k` split its THREAD axis over the cores: it has one, and is big enough to pay for it.
+fn parallel_launch(k: &LinearKernel) -> bool {
+    k.outer > 1 && k.ops.max(k.mem / 4) >= 1 << 15 && NUM_CPU_THREADS.value() > 1
+}
+
 /// A compiled kernel and what DEBUG prints about it.
 struct Runner {
     kernel: LinearKernel,
     program: CpuProgram,
+    /// The BEAM width its opts were searched with (0: not searched).
+    beam: i64,
+}
+
+/// The BEAM width kernels compile with now: `BEAM`, or -1 under NOOPT=1 (no opts: a kernel cached with the
+/// default opts, width 0, is not reused).
+fn beam_width() -> i64 {
+    if NOOPT.value() != 0 {
+        -1
+    } else {
+        BEAM.value().max(0)
+    }
 }
 
 fn runner(dev: &'static Device, ast: &UOp) -> Result<Arc<Runner>> {
-    if let Some(r) = dev.runners.lock().get(ast) {
+    if let Some(r) = dev.runners.lock().get(ast).filter(|r| r.beam == beam_width()) {
         return Ok(r.clone());
     }
     let r = compile(dev, ast, None)?;
@@ -161,9 +180,12 @@ fn runner(dev: &'static Device, ast: &UOp) -> Result<Arc<Runner>> {
     Ok(r)
 }
 
-/// Optimizes (with `opts`, or the default choice), renders, compiles and loads `ast` on `dev`.
+/// Optimizes (with `opts`, else BEAM's when BEAM>=1, else the default choice), renders, compiles and loads `ast`
+/// on `dev`.
 fn compile(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>) -> Result<Arc<Runner>> {
-    let kernel = full_rewrite(ast, &Renderer::cpu(), opts)?;
+    let beam = if opts.is_none() { beam_width() } else { 0 };
+    let searched = if beam >= 1 { Some(search::beam_opts(dev, ast, beam as usize)?) } else { None };
+    let kernel = full_rewrite(ast, &Renderer::cpu(), opts.or(searched.as_deref()))?;
     let src = cstyle::render(&kernel);
     if DEBUG.value() >= 3 {
         println!("{}: opts [{}]", kernel.display_name, kernel.opts.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", "));
@@ -175,7 +197,7 @@ fn compile(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>) -> Result<Arc<
     let compiler = compiler.as_ref().map_err(|_| Error::NoCompiler)?;
     let path = compiler.compile(&kernel.name, &src)?;
     let program = CpuProgram::load(&path, &kernel.name)?;
-    Ok(Arc::new(Runner { kernel, program }))
+    Ok(Arc::new(Runner { kernel, program, beam }))
 }
 
 /// Compiles kernel `ast` with exactly `opts` (bypassing the kernel cache) and runs it once on `bufs` (BUFFER nodes
@@ -211,6 +233,27 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
     let sched = create_schedule(roots, dev.name);
     if DEBUG.value() >= 1 && !sched.items.is_empty() {
         println!("scheduled {} kernels in {:.2} ms", sched.items.len(), t0.elapsed().as_secs_f64() * 1e3);
+    }
+    // compile the kernels not compiled yet, all at once (tinygrad compiles them one by one)
+    let missing: Vec<&UOp> = {
+        let have = dev.runners.lock();
+        let mut m: Vec<&UOp> = sched.items.iter().map(|i| &i.ast).filter(|a| have.get(*a).is_none_or(|r| r.beam != beam_width())).collect();
+        m.sort_by_key(|a| a.key());
+        m.dedup();
+        m
+    };
+    // (not under BEAM: each search compiles its candidates in parallel, and times them on an idle machine)
+    if missing.len() > 1 && beam_width() < 1 {
+        use rayon::prelude::*;
+        // the workers see this thread's Context overrides (NOOPT, DEBUG, ...)
+        let ctx = crate::helpers::Context::snapshot();
+        missing
+            .par_iter()
+            .map(|a| {
+                let _g = ctx.enter();
+                runner(dev, a).map(|_| ())
+            })
+            .collect::<Result<()>>()?;
     }
     for item in sched.items {
         let ei = ExecItem { runner: runner(dev, &item.ast)?, bufs: item.bufs, dev };
