@@ -3,7 +3,10 @@
 //! `cargo run --release --example beautiful_mnist` (env: STEPS, default 70; BS, default 512; SEED; MNIST files
 //! from `$TINYGRAD_DATA_DIR/mnist/`, downloaded when missing). It prints `test accuracy: NN.NN%` and saves the
 //! weights to `WEIGHTS` (default `beautiful_mnist.safetensors`). `EVAL=path.safetensors` only evaluates a saved
-//! model. Batches are sampled on the host (uint8 pixels, fed unnormalized as tinygrad does).
+//! model. The training set stays on the device: each step draws `BS` row indices (`Tensor::randint`) and the jitted
+//! step gathers its batch, `X_train[samples]` (uint8 pixels, fed unnormalized), as tinygrad's does. The draw is the
+//! jit's input rather than made inside it: the RNG counter lives on the host, so a replayed step would reuse the
+//! captured draw.
 
 mod model;
 
@@ -33,26 +36,18 @@ fn main() -> Result<()> {
         return Ok(());
     }
     let opt = optim::adam_with(&model.get_parameters(), optim::AdamOpts::default());
-    let (xs, ys) = (x_train.to_bytes()?, y_train.to_bytes()?);
-    let n = ys.len();
-    let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        (rng % n as u64) as usize
-    };
-    let mut train_step = TinyJit::new(|io: &[Tensor]| Ok(vec![model.train_step(&opt, &io[0], &io[1])?]));
+    let n = x_train.shape()[0] as i64;
+    // `X_train[samples]`: a gather once codegen collapses the one-hot sum
+    let batch = |t: &Tensor, samples: &Tensor| t.getitem(&[samples.into()]);
+    // io[0]: the batch's row indices, int32 (BS,)
+    let mut train_step =
+        TinyJit::new(|io: &[Tensor]| Ok(vec![model.train_step(&opt, &batch(&x_train, &io[0]), &batch(&y_train, &io[0]))?]));
     let bar = ProgressBar::new(steps as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"));
     let (mut test_acc, mut times) = (f32::NAN, Vec::with_capacity(steps));
     for i in 0..steps {
         let t = Instant::now();
-        let idx: Vec<usize> = (0..bs).map(|_| next()).collect();
-        let xb: Vec<u8> = idx.iter().flat_map(|&j| xs[j * 784..(j + 1) * 784].iter().copied()).collect();
-        let yb: Vec<u8> = idx.iter().map(|&j| ys[j]).collect();
-        let io = [Tensor::from_bytes(&xb, dtypes::UINT8, [bs, 1, 28, 28]), Tensor::from_bytes(&yb, dtypes::UINT8, [bs])];
-        let loss = train_step.call(&io)?[0].item::<f32>()?;
+        let loss = train_step.call(&[Tensor::randint([bs], 0, n)])?[0].item::<f32>()?;
         times.push(t.elapsed().as_secs_f64());
         if i % 10 == 9 || i + 1 == steps {
             test_acc = accuracy(&model, &x_test, &y_test)?;

@@ -8,6 +8,7 @@ mod expand;
 mod linearize;
 mod lower;
 pub mod opt;
+mod simplify;
 
 pub use opt::{Kernel, KernelOptError, Opt, OptOps};
 
@@ -65,7 +66,7 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
 /// The [`Kernel`] that opts for `ast` apply to: `ast` simplified, with no opts yet. Opt axes count in its
 /// [`Kernel::rngs`].
 pub fn kernel(ast: &UOp, ren: &Renderer) -> Kernel {
-    Kernel::new(&graph_rewrite(ast, &SYMBOLIC, &mut (), "simplify"), ren)
+    Kernel::new(&simplify::reduce_collapse(&graph_rewrite(ast, &SYMBOLIC, &mut (), "simplify")), ren)
 }
 
 /// ALU ops of non-index dtype (and reduce updates), each weighted by the iterations of the loops it sits in:

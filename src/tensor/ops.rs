@@ -441,11 +441,15 @@ impl Tensor {
     /// A reduction of at least 32768 inputs per output, in two: one reduced axis is split into `d` (256 down to 8,
     /// the first that divides it) parts reduced separately into a buffer, then the `d` partials (tinygrad
     /// `split_reduceop`). The first kernel has an output axis of `d` to spread over cores. `None` when
-    /// `SPLIT_REDUCEOP=0` or the reduction is too small or has no such axis.
+    /// `SPLIT_REDUCEOP=0`, the reduction is too small or has no such axis, or it reduces an arange (indexing).
     fn split_reduce(&self, op: Ops, axes: &[usize]) -> Option<Tensor> {
         let shape = self.shape();
         let out: usize = shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).product();
         if crate::helpers::SPLIT_REDUCEOP.value() == 0 || self.numel() / out.max(1) < 32768 {
+            return None;
+        }
+        // a sum over an arange compare is indexing, which codegen turns into a gather when it sees it whole
+        if self.uop().toposort().iter().any(|u| u.op == Ops::RANGE && u.src.is_empty()) {
             return None;
         }
         let (a, d) =

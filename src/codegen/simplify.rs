@@ -1,0 +1,134 @@
+//! Reduce collapse: tensor indexing becomes a gather. In: a simplified kernel AST. Out: the same AST where each
+//! ADD-reduction that picks one row out of a range, `sum over r in [0,n) of (r == e ? v : 0)` with `e` free of
+//! `r` (the one-hot compare-and-sum that `x[idx]`, `gather` and `Embedding` build), is that row read directly:
+//! `0 <= e < n ? v[r := e] : 0`, its loads at index `e` gated by `0 <= e < n`. Exact: at most one `r` equals
+//! `e`, and an `e` outside `[0, n)` gives 0 as the sum does. Follows tinygrad `codegen/simplify.py`
+//! (`pm_load_collapse`, `reduce_load_collapse`, the casted-bool rule of `pm_reduce_collapse`).
+
+use crate::dtype::{dtypes, DType, Scalar};
+use crate::pm;
+use crate::uop::{var, Arg, Ops, PatternMatcher, UOp, UPat};
+use rustc_hash::FxHashMap;
+use std::sync::LazyLock;
+
+/// The collapse rules (context-free), each on an ADD-REDUCE whose value has one of the one-hot forms.
+pub static PM_REDUCE_COLLAPSE: LazyLock<PatternMatcher> = LazyLock::new(|| {
+    let sum = |value: UPat| UPat::ops(Ops::REDUCE).arg(Arg::Op(Ops::ADD)).src_prefix([value]).named("red");
+    pm! {
+        sum(var("c").where_(var("v"), 0)) => |red, c, v| collapse(red, c, v),                        // sum_r((r==e & m) ? v : 0) -> (0<=e<n & m[r:=e]) ? v[r:=e] : 0
+        sum(var("a").cmpne(var("b")).where_(0, var("v"))) => |red, a, b, v| collapse(red, &a.cmpeq(b), v), // (a!=b) ? 0 : v == (a==b) ? v : 0
+        sum(var("c").where_(var("v"), 0).cast()) => |red, c, v| collapse(red, c, &v.cast(red.src[0].dtype)), // cast(c ? v : 0) == c ? cast(v) : 0
+        sum(var("v") * var("g").dtype(&[dtypes::BOOL]).cast()) => |red, v, g| collapse(red, g, v),     // v * cast(g) -> g ? v : 0 (NaN*0 dropped, as tinygrad)
+    }
+});
+
+/// `ast` with its one-hot reductions collapsed into gathers, simplified.
+pub fn reduce_collapse(ast: &UOp) -> UOp {
+    crate::uop::graph_rewrite(ast, &PM_REDUCE_COLLAPSE, &mut (), "reduce collapse")
+}
+
+/// `red` (a sum of `cond ? v : 0` over its ranges) without the first range `r` that a term `r == e` of the
+/// conjunction `cond` pins (with `e` free of `r`); `None` when no range is pinned.
+fn collapse(red: &UOp, cond: &UOp, v: &UOp) -> Option<UOp> {
+    let terms = split_and(cond);
+    let (r, k, e) = red.src[1..].iter().find_map(|r| terms.iter().enumerate().find_map(|(k, t)| pinned(t, r).map(|e| (r, k, e))))?;
+    let e = e.cast(r.dtype);
+    let valid = &e.cmplt(0).logical_not() & &e.cmplt(&r.src[0]);
+    let mut at_e = Gather { map: [(r.clone(), e.clone())].into_iter().collect(), valid: valid.clone() };
+    let cond = terms.iter().enumerate().filter(|&(j, _)| j != k).fold(valid.clone(), |c, (_, t)| &c & &at_e.sub(t));
+    let v = at_e.sub(v);
+    let value = if cond == valid && gated(&v, &valid) { v } else { cond.where_(v, 0) };
+    let rest: Vec<UOp> = red.src[1..].iter().filter(|x| *x != r).cloned().collect();
+    let out = if rest.is_empty() {
+        value.cast(red.dtype)
+    } else {
+        UOp::new(Ops::REDUCE, red.dtype, [vec![value], rest].concat(), red.arg.clone())
+    };
+    Some(out.simplify())
+}
+
+/// The terms of a conjunction: `a & (b & c)` -> `[a, b, c]`.
+fn split_and(u: &UOp) -> Vec<UOp> {
+    let (mut out, mut stack) = (Vec::new(), vec![u.clone()]);
+    while let Some(x) = stack.pop() {
+        if x.op == Ops::AND && x.dtype.is_bool() {
+            stack.extend(x.src.iter().rev().cloned());
+        } else {
+            out.push(x);
+        }
+    }
+    out
+}
+
+/// Whether `v` is 0 wherever `valid` fails: a load gated by it, through casts.
+fn gated(mut v: &UOp, valid: &UOp) -> bool {
+    while v.op == Ops::CAST {
+        v = &v.src[0];
+    }
+    let gate = if v.op == Ops::LOAD { v.src[0].src.get(2).map(split_and) } else { None };
+    gate.is_some_and(|g| split_and(valid).iter().all(|t| g.contains(t)))
+}
+
+/// `e` when `t` is `r == e` (either order, `r` through exact casts, an int comparison) and `e` is free of `r`.
+fn pinned(t: &UOp, r: &UOp) -> Option<UOp> {
+    if t.op != Ops::CMPEQ || !t.src[0].dtype.is_int() {
+        return None;
+    }
+    let (a, b) = (&t.src[0], &t.src[1]);
+    let e = if is_range(a, r) {
+        b
+    } else if is_range(b, r) {
+        a
+    } else {
+        return None;
+    };
+    (!e.toposort().contains(r)).then(|| e.clone())
+}
+
+/// Whether `u` is RANGE `r` through casts that hold each of its values `0..n` exactly.
+fn is_range(mut u: &UOp, r: &UOp) -> bool {
+    let top = r.vmax().as_i128();
+    while u.op == Ops::CAST && top <= exact_up_to(u.dtype) {
+        u = &u.src[0];
+    }
+    u == r
+}
+
+/// The largest `m` such that every integer in `[0, m]` is exact in `dt`.
+fn exact_up_to(dt: DType) -> i128 {
+    let mantissa = match dt.scalar {
+        _ if dt.is_int() => return dt.max().as_i128(),
+        Scalar::Float16 => 10,
+        Scalar::BFloat16 => 7,
+        Scalar::Float32 => 23,
+        Scalar::Float64 | Scalar::WeakFloat => 52,
+        _ => return -1,
+    };
+    1 << (mantissa + 1)
+}
+
+/// Substitution of `r := e` that also gates each load whose index changes with `valid` (the read may be out of
+/// bounds where `valid` fails; the gate reads 0 there instead).
+struct Gather {
+    map: FxHashMap<UOp, UOp>,
+    valid: UOp,
+}
+
+impl Gather {
+    fn sub(&mut self, u: &UOp) -> UOp {
+        for x in u.toposort() {
+            if self.map.contains_key(&x) {
+                continue;
+            }
+            let src: Vec<UOp> = x.src.iter().map(|s| self.map.get(s).unwrap_or(s).clone()).collect();
+            let n = if x.op == Ops::INDEX && *src != *x.src {
+                let gate = src.get(2).map_or(self.valid.clone(), |g| g & &self.valid);
+                x.with_src([src[0].clone(), src[1].clone(), gate])
+            } else {
+                x.with_src(src)
+            };
+            self.map.insert(x, n);
+        }
+        self.map[u].clone()
+    }
+}

@@ -1,0 +1,126 @@
+//! Tensor-by-tensor indexing compiles to a gather (codegen's reduce collapse): values of `x[idx]`, `gather` and
+//! `Embedding` against host references (repeated, negative and out-of-range indices), and kernels that no longer
+//! loop over the indexed rows.
+
+use tinygrad::codegen::full_rewrite;
+use tinygrad::helpers::{Context, SPLIT_REDUCEOP};
+use tinygrad::nn::Embedding;
+use tinygrad::renderer::Renderer;
+use tinygrad::schedule::create_schedule;
+use tinygrad::tensor::Index;
+use tinygrad::{dtypes, Ops, Tensor};
+
+/// `n` pseudo-random ints in `[lo, hi)` (xorshift).
+fn ints(n: usize, lo: i32, hi: i32, mut s: u64) -> Vec<i32> {
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            lo + (s % (hi - lo) as u64) as i32
+        })
+        .collect()
+}
+
+/// `x[idx]` rows of a row-major `(n, w)` host array, with tinygrad's semantics: negative indices count from the end,
+/// the rest out of range give zeros.
+fn rows(x: &[f32], w: usize, idx: &[i32]) -> Vec<f32> {
+    let n = (x.len() / w) as i32;
+    idx.iter()
+        .flat_map(|&i| {
+            let i = if i < 0 { i + n } else { i };
+            (0..w).map(move |c| if (0..n).contains(&i) { x[i as usize * w + c] } else { 0.0 })
+        })
+        .collect()
+}
+
+/// The most loop iterations any kernel computing `t` runs (the product of its loop sizes).
+fn max_iterations(t: &Tensor) -> i128 {
+    let s = create_schedule(&[t.uop()], "CPU");
+    let loops = |ast| {
+        full_rewrite(ast, &Renderer::cpu(), None)
+            .unwrap()
+            .uops
+            .iter()
+            .filter(|u| u.op == Ops::RANGE)
+            .map(|r| r.src[0].const_int().unwrap())
+            .product()
+    };
+    s.items.iter().map(|it| loops(&it.ast)).max().unwrap()
+}
+
+#[test]
+fn getitem_by_int_tensor_matches_host() {
+    let xs: Vec<f32> = (0..7000).map(|i| (i as f32) * 0.25 - 100.0).collect();
+    let x = Tensor::from_slice(&xs, [1000, 7]);
+    let mut idx = ints(300, 0, 1000, 0x9E37_79B9_7F4A_7C15);
+    idx.extend([5, 5, 5, 999, 0, -1, -1000, 1000, -1001, 123_456]); // repeats, negatives, out of range
+    let got = x.getitem(&[Tensor::from_slice(&idx, [idx.len()]).into()]).to_vec::<f32>().unwrap();
+    assert_eq!(got, rows(&xs, 7, &idx));
+    // rows of an expression (0 where the index is out of range, not the expression at a clamped row)
+    let got = (x.mul(2.0).add(1.0)).getitem(&[Tensor::from_slice(&idx, [idx.len()]).into()]).to_vec::<f32>().unwrap();
+    let want: Vec<f32> =
+        rows(&xs, 7, &idx).iter().zip(rows(&[1.0; 7000], 7, &idx)).map(|(v, ok)| if ok == 0.0 { 0.0 } else { v * 2.0 + 1.0 }).collect();
+    assert_eq!(got, want);
+    // a 2-d index and an index into the second dim
+    let i2 = Tensor::from_slice(&idx[..20], [4, 5]);
+    assert_eq!(x.getitem(&[i2.into()]).shape(), vec![4, 5, 7]);
+    let cols = ints(9, -7, 7, 42);
+    let got = x.getitem(&[Index::from(3), Tensor::from_slice(&cols, [9]).into()]).to_vec::<f32>().unwrap();
+    assert_eq!(got, rows(&xs[21..28], 1, &cols));
+}
+
+#[test]
+fn two_index_tensors_and_gather() {
+    let xs: Vec<f32> = (0..60).map(|i| i as f32).collect();
+    let x = Tensor::from_slice(&xs, [6, 10]);
+    let (i, j) = (ints(8, 0, 6, 1), ints(8, 0, 10, 2));
+    let got = x.getitem(&[Tensor::from_slice(&i, [8]).into(), Tensor::from_slice(&j, [8]).into()]).to_vec::<f32>().unwrap();
+    let want: Vec<f32> = i.iter().zip(&j).map(|(&a, &b)| xs[a as usize * 10 + b as usize]).collect();
+    assert_eq!(got, want);
+    // a one-hot product: sum over rows of cast(row == i) * x
+    let hot = Tensor::arange(0.0, 6.0, 1.0).eq(Tensor::from_slice(&i, [8, 1])).cast(dtypes::FLOAT32);
+    let t = hot.unsqueeze(-1).mul(&x).sum(1);
+    assert!(max_iterations(&t) <= t.numel() as i128, "the one-hot product still reduces over the rows");
+    assert_eq!(t.to_vec::<f32>().unwrap(), rows(&xs, 10, &i));
+    // gather along dim 1: out[r][c] = x[r][index[r][c]]
+    let gi = ints(18, 0, 10, 3);
+    let got = x.gather(1, &Tensor::from_slice(&gi, [6, 3])).to_vec::<f32>().unwrap();
+    let want: Vec<f32> = gi.iter().enumerate().map(|(k, &c)| xs[k / 3 * 10 + c as usize]).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn embedding_and_uint8_rows() {
+    let e = Embedding::new(50, 4);
+    let ws: Vec<f32> = (0..200).map(|i| i as f32 * 0.5).collect();
+    e.weight.assign(Tensor::from_slice(&ws, [50, 4]));
+    let idx = ints(12, 0, 50, 7);
+    let got = e.forward(&Tensor::from_slice(&idx, [3, 4])).to_vec::<f32>().unwrap();
+    assert_eq!(got, rows(&ws, 4, &idx));
+    // uint8 rows (summed in a wider dtype by the compare-and-sum form), as MNIST pixels
+    let px: Vec<u8> = (0..300).map(|i| (i * 7 % 256) as u8).collect();
+    let x = Tensor::from_bytes(&px, dtypes::UINT8, [100, 3]);
+    let idx = ints(40, 0, 100, 11);
+    let got = x.getitem(&[Tensor::from_slice(&idx, [40]).into()]).to_bytes().unwrap();
+    let want: Vec<u8> = idx.iter().flat_map(|&i| px[i as usize * 3..i as usize * 3 + 3].to_vec()).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn indexing_kernels_do_not_loop_over_rows() {
+    // MNIST's batch: pixels and labels of 60000 rows, picked by 512 random indices. SPLIT_REDUCEOP would cut the
+    // one-hot sum over 60000 rows in two kernels before codegen sees it, so it is off while these are built.
+    let (x, y) = (Tensor::empty([60000, 784], dtypes::UINT8), Tensor::empty([60000], dtypes::UINT8));
+    let samples = Tensor::randint([512], 0, 60000);
+    let ts = Context::with(&[(&SPLIT_REDUCEOP, 0)], || {
+        [x.getitem(&[(&samples).into()]), y.getitem(&[(&samples).into()]), x.getitem(&[Tensor::empty([512], dtypes::INT32).into()])]
+    });
+    for t in &ts {
+        let n = max_iterations(t);
+        assert!(n <= t.numel() as i128, "a kernel of x[idx] {:?} runs {n} iterations: it loops over the rows", t.shape());
+    }
+    let e = Embedding { weight: Tensor::empty([30000, 64], dtypes::FLOAT32) };
+    let t = e.forward(&Tensor::empty([2, 16], dtypes::INT32));
+    assert!(max_iterations(&t) <= t.numel() as i128, "the embedding loops over the vocabulary");
+}
