@@ -3,7 +3,6 @@
 //! loop over the indexed rows.
 
 use tinygrad::codegen::full_rewrite;
-use tinygrad::helpers::{Context, SPLIT_REDUCEOP};
 use tinygrad::nn::Embedding;
 use tinygrad::renderer::Renderer;
 use tinygrad::schedule::create_schedule;
@@ -109,15 +108,13 @@ fn embedding_and_uint8_rows() {
 
 #[test]
 fn indexing_kernels_do_not_loop_over_rows() {
-    // MNIST's batch: pixels and labels of 60000 rows, picked by 512 random indices. SPLIT_REDUCEOP would cut the
-    // one-hot sum over 60000 rows in two kernels before codegen sees it, so it is off while these are built.
+    // MNIST's batch: pixels and labels of 60000 rows, picked by 512 random indices (SPLIT_REDUCEOP, on by default,
+    // must leave the one-hot sum whole for codegen to see it)
     let (x, y) = (Tensor::empty([60000, 784], dtypes::UINT8), Tensor::empty([60000], dtypes::UINT8));
     let samples = Tensor::randint([512], 0, 60000);
-    let ts = Context::with(&[(&SPLIT_REDUCEOP, 0)], || {
-        [x.getitem(&[(&samples).into()]), y.getitem(&[(&samples).into()]), x.getitem(&[Tensor::empty([512], dtypes::INT32).into()])]
-    });
-    for t in &ts {
-        let n = max_iterations(t);
+    let idx = Tensor::empty([512], dtypes::INT32);
+    for t in [x.getitem(&[(&samples).into()]), y.getitem(&[(&samples).into()]), x.getitem(&[idx.into()])] {
+        let n = max_iterations(&t);
         assert!(n <= t.numel() as i128, "a kernel of x[idx] {:?} runs {n} iterations: it loops over the rows", t.shape());
     }
     let e = Embedding { weight: Tensor::empty([30000, 64], dtypes::FLOAT32) };
