@@ -1,6 +1,6 @@
 //! Codegen. In: a kernel AST from the scheduler (a SINK of STOREs over typed RANGEs). Out: a [`LinearKernel`]:
 //! the UOps in the order a renderer prints them, with loops opened (RANGE) and closed (END). Passes, one line
-//! each in [`full_rewrite`]: simplify index math, apply opts (given, BEAM-searched or hand-coded), order reduce
+//! each in [`full_rewrite`]: simplify index math, collapse one-hot sums into gathers, apply opts (given, BEAM-searched or hand-coded), order reduce
 //! loops, expand lane axes into vectors, lower reductions to accumulators, linearize. Follows tinygrad
 //! `codegen/__init__.py` (`full_rewrite_to_sink`, `linearize`).
 
