@@ -2,8 +2,8 @@
 //! identity, updated inside the ranges, and read after they END. Reductions over the same ranges (the lanes of
 //! an upcast) share one loop; a vector REDUCE gets a vector accumulator. (tinygrad `codegen/late/devectorizer.py` `reduce_to_acc`.)
 
-use crate::dtype::{dtypes, AddrSpace, ConstValue};
-use crate::uop::{Arg, Ops, UOp};
+use crate::dtype::{dtypes, AddrSpace};
+use crate::uop::{symbolic::identity_element, Arg, Ops, UOp};
 use rustc_hash::FxHashMap;
 
 /// `sink` with every REDUCE lowered to an accumulator.
@@ -22,14 +22,9 @@ pub fn lower_reduces(sink: &UOp) -> UOp {
         let mut accs = Vec::with_capacity(reduces.len());
         for (i, r) in reduces.iter().enumerate() {
             let Arg::Op(op) = r.arg else { panic!("REDUCE without an op: {:?}", r.arg) };
-            let identity = match op {
-                Ops::ADD => ConstValue::Int(0),
-                Ops::MUL => ConstValue::Int(1),
-                _ => r.dtype.scalar().min(),
-            };
             let acc = UOp::new(Ops::DEFINE_REG, r.dtype.ptr(1, AddrSpace::Reg), [], Arg::Int((n * 1000 + i) as i64));
             let idx = UOp::new(Ops::INDEX, acc.dtype, [acc, UOp::const_(dtypes::WEAKINT, 0)], Arg::None);
-            let zero = UOp::const_(r.dtype.scalar(), identity);
+            let zero = UOp::const_(r.dtype.scalar(), identity_element(op, r.dtype.scalar()));
             let zero =
                 if r.dtype.count > 1 { UOp::new(Ops::VECTORIZE, r.dtype, vec![zero; r.dtype.count as usize], Arg::None) } else { zero };
             let init = UOp::new(Ops::STORE, dtypes::VOID, [idx.clone(), zero], Arg::None);

@@ -206,6 +206,9 @@ fn compile(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>) -> Result<Arc<
 ///
 /// # Errors
 /// [`Error::Opt`] for an illegal opt; compile and device errors.
+///
+/// # Panics
+/// If `bufs` is empty or `bufs[0]` is not a BUFFER node.
 pub fn run_with_opts(ast: &UOp, bufs: &[UOp], opts: &[Opt]) -> Result<std::time::Duration> {
     let dev = device(&info(&bufs[0]).device)?;
     let ei = ExecItem { runner: compile(dev, ast, Some(opts))?, bufs: bufs.to_vec(), dev };

@@ -5,7 +5,7 @@
 
 use super::Tensor;
 use crate::dtype::{dtypes, sum_acc_dtype, ConstValue, DType};
-use crate::uop::Ops;
+use crate::uop::{symbolic::identity_element, Ops};
 
 /// `a` as an index into `ndim` dims (negative counts from the end).
 fn dim(a: i64, ndim: usize, op: &str) -> usize {
@@ -116,14 +116,6 @@ fn alu2(a: &Tensor, op: Ops, b: &Tensor) -> Tensor {
         Ops::ADD => a.add(b),
         Ops::MUL => a.mul(b),
         _ => a.maximum(b),
-    }
-}
-
-fn identity(op: Ops, dt: DType) -> ConstValue {
-    match op {
-        Ops::ADD => ConstValue::Int(0),
-        Ops::MUL => ConstValue::Int(1),
-        _ => dt.min(),
     }
 }
 
@@ -425,7 +417,8 @@ impl Tensor {
     fn cumalu(&self, axis: usize, op: Ops) -> Tensor {
         let n = self.shape()[axis];
         let x = self.transpose(axis as i64, -1);
-        let pooled = pool(&pad_const(&x, &pad_on(x.ndim(), x.ndim() - 1, (n as i64 - 1, 0)), identity(op, self.dtype())), &[n], &[1], &[1]);
+        let pooled =
+            pool(&pad_const(&x, &pad_on(x.ndim(), x.ndim() - 1, (n as i64 - 1, 0)), identity_element(op, self.dtype())), &[n], &[1], &[1]);
         let r = match op {
             Ops::ADD => pooled.sum(-1),
             Ops::MUL => pooled.prod(-1),
@@ -445,7 +438,7 @@ impl Tensor {
         if s <= SPLIT * 2 {
             return self.cumalu(axis, op);
         }
-        let v = identity(op, self.dtype());
+        let v = identity_element(op, self.dtype());
         let x = self.transpose(axis as i64, -1);
         let nd = x.ndim();
         let x = pad_const(&x, &pad_on(nd, nd - 1, ((s.div_ceil(SPLIT) * SPLIT - s) as i64, 0)), v);
@@ -454,7 +447,7 @@ impl Tensor {
         cs.extend([x.shape()[nd - 1] / SPLIT, SPLIT]);
         let chunks = x.reshape(cs.clone()).cumalu(nd, op);
         let last = sq(&slice_dim(&chunks, nd, SPLIT - 1, SPLIT), nd);
-        let base = pad_const(&last.cumalu(nd - 1, op), &pad_on(nd, nd - 1, (1, -1)), identity(op, last.dtype()));
+        let base = pad_const(&last.cumalu(nd - 1, op), &pad_on(nd, nd - 1, (1, -1)), identity_element(op, last.dtype()));
         let full = alu2(&chunks, op, &unsq(&base, nd)).flatten(nd as i64 - 1);
         let n = full.shape()[nd - 1];
         slice_dim(&full, nd - 1, n - s, n).transpose(axis as i64, -1)

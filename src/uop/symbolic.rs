@@ -37,8 +37,9 @@ fn fmod(a: i128, b: i128) -> i128 {
     a - fdiv(a, b) * b
 }
 
-/// The identity of an associative op (tinygrad `identity_element`).
-fn identity(op: Ops, dt: DType) -> ConstValue {
+/// The identity of an associative op in `dt` (tinygrad `identity_element`): 1 for MUL, `dt`'s minimum for MAX,
+/// 0 otherwise. `dt` is a scalar dtype.
+pub fn identity_element(op: Ops, dt: DType) -> ConstValue {
     match op {
         MUL => ConstValue::Int(1).cast(dt),
         MAX => dt.min(),
@@ -92,7 +93,7 @@ impl UOp {
     pub fn pop_const(&self, op: Ops) -> (UOp, i128) {
         match (self.op == op).then(|| self.src[1].const_int()).flatten() {
             Some(c) => (self.src[0].clone(), c),
-            None => (self.clone(), identity(op, self.dtype).as_i128()),
+            None => (self.clone(), identity_element(op, self.dtype).as_i128()),
         }
     }
     /// `self / v` exactly, for a symbolic `v` (tinygrad `divide_exact`).

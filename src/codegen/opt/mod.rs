@@ -8,7 +8,7 @@ pub mod heuristic;
 pub mod search;
 
 use crate::renderer::Renderer;
-use crate::uop::{Arg, AxisType, Ops, UOp};
+use crate::uop::{symbolic::identity_element, Arg, AxisType, Ops, UOp};
 use rustc_hash::FxHashMap;
 use std::fmt;
 
@@ -342,13 +342,7 @@ impl Kernel {
             }
             if u.op == Ops::REDUCE && u.src[1..].contains(&nr) {
                 let Arg::Op(op) = u.arg else { unreachable!() };
-                let identity = if op == Ops::ADD {
-                    u.const_like(0)
-                } else if op == Ops::MUL {
-                    u.const_like(1)
-                } else {
-                    u.const_like(u.dtype.min())
-                };
+                let identity = u.const_like(identity_element(op, u.dtype));
                 let src: Vec<UOp> = std::iter::once(valid.where_(&u.src[0], identity)).chain(u.src[1..].iter().cloned()).collect();
                 map.insert(u.clone(), u.with_src(src));
             }
