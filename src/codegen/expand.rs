@@ -63,14 +63,25 @@ pub fn expand(sink: &UOp, max_vector_bytes: usize) -> UOp {
         stores = stores.iter().flat_map(|s| (0..range_size(r)).map(move |k| sub(s, r, k))).collect();
     }
     let sink = graph_rewrite(&UOp::sink(stores), &SYMBOLIC, &mut (), "expand");
-    match v {
+    let sink = match v {
         Some(v) => vectorize(&sink, &v),
         None => sink,
+    };
+    UOp::sink(sink.src.iter().filter_map(live_store).collect::<Vec<_>>())
+}
+
+/// A store whose gate became a constant in its lane (a padded lane, a full vector): dropped, or ungated.
+fn live_store(s: &UOp) -> Option<UOp> {
+    use crate::dtype::ConstValue::Bool;
+    match s.src[0].src.get(2).and_then(UOp::const_value) {
+        Some(Bool(false)) => None,
+        Some(Bool(true)) => Some(s.with_src([s.src[0].with_src(s.src[0].src[..2].to_vec()), s.src[1].clone()])),
+        _ => Some(s.clone()),
     }
 }
 
-/// The lane axis to compute as vectors: an UPCAST the first store walks with unit stride, else an UNROLL that a
-/// load in its reduction walks with unit stride; its lanes are a power of two that fits `max_bytes`.
+/// The lane axis to compute as vectors: an UPCAST the first store walks with unit stride, else an UNROLL, else an
+/// UPCAST, that a load walks with unit stride; its lanes are a power of two that fits `max_bytes`.
 fn vector_axis(sink: &UOp, topo: &[UOp], lanes: &[UOp], max_bytes: usize) -> Option<UOp> {
     let item = topo.iter().filter(|u| matches!(u.op, Ops::LOAD | Ops::STORE)).map(|u| u.src[0].dtype.base().itemsize()).max().unwrap_or(4);
     // C vector types are a power of two wide
@@ -78,11 +89,15 @@ fn vector_axis(sink: &UOp, topo: &[UOp], lanes: &[UOp], max_bytes: usize) -> Opt
     // consecutive in the lanes, under a gate (if any) that is the same for every lane
     let unit = |index: &UOp, r: &UOp| stride(&index.src[1], r) == Some(1) && index.src.get(2).is_none_or(|g| !g.toposort().contains(r));
     let store = sink.src.iter().find(|s| s.op == Ops::STORE)?;
-    if let Some(r) = lanes.iter().filter(fits).find(|r| r.axis().1 == AxisType::Upcast && unit(&store.src[0], r)) {
+    // (a store may be masked per lane, as in a padded axis: it is then written lane by lane, once per tile)
+    if let Some(r) = lanes.iter().filter(fits).find(|r| r.axis().1 == AxisType::Upcast && stride(&store.src[0].src[1], r) == Some(1)) {
         return Some(r.clone());
     }
     let loads: Vec<&UOp> = topo.iter().filter(|u| u.op == Ops::LOAD).collect();
-    lanes.iter().filter(fits).find(|r| r.axis().1 == AxisType::Unroll && loads.iter().any(|l| unit(&l.src[0], r))).cloned()
+    let loaded = |r: &&UOp| loads.iter().any(|l| unit(&l.src[0], r));
+    let unroll = lanes.iter().filter(fits).find(|r| r.axis().1 == AxisType::Unroll && loaded(r));
+    // else an UPCAST a load walks with unit stride (stored lane by lane)
+    unroll.or_else(|| lanes.iter().filter(fits).find(|r| r.axis().1 == AxisType::Upcast && loaded(r))).cloned()
 }
 
 /// `sink` with axis `v` (of `w` lanes) computed as vectors of `w`.

@@ -6,8 +6,13 @@ pub mod cstyle;
 
 use std::sync::LazyLock;
 
+/// Bytes past a buffer's end that CPU kernels may read (the CPU allocator allocates them): one AVX-512 vector,
+/// so a vector load in a padded lane (PADTO on an output axis) stays inside the allocation.
+pub const CPU_OVERREAD: usize = 64;
+
 /// What a render target offers the optimizer (tinygrad `Renderer`'s fields).
 #[derive(Clone, Debug, PartialEq, Eq)]
+
 pub struct Renderer {
     /// The device this renders for (`CPU`).
     pub device: &'static str,
@@ -21,6 +26,9 @@ pub struct Renderer {
     pub vector_bytes: usize,
     /// Vector registers available to a register tile (16 on AVX2, 32 on AVX-512 and NEON).
     pub vector_registers: usize,
+    /// Bytes past a buffer's end that a kernel may read, whose values it discards (the allocator's guarantee:
+    /// [`crate::runtime::OVERREAD`] on the CPU); lets loads in padded lanes go unmasked.
+    pub overread: usize,
 }
 
 impl Renderer {
@@ -29,7 +37,15 @@ impl Renderer {
     pub fn cpu() -> Renderer {
         static VECTORS: LazyLock<(usize, usize)> = LazyLock::new(host_vectors);
         let threads = usize::try_from(crate::helpers::NUM_CPU_THREADS.value()).unwrap_or(1).max(1);
-        Renderer { device: "CPU", has_local: false, has_shared: false, threads, vector_bytes: VECTORS.0, vector_registers: VECTORS.1 }
+        Renderer {
+            device: "CPU",
+            has_local: false,
+            has_shared: false,
+            threads,
+            vector_bytes: VECTORS.0,
+            vector_registers: VECTORS.1,
+            overread: CPU_OVERREAD,
+        }
     }
 }
 

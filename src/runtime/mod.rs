@@ -20,6 +20,10 @@ pub struct RawBuffer {
     size: usize,
 }
 
+/// Bytes past the end of every [`RawBuffer`] that a kernel may read (never write): what the CPU renderer's
+/// [`crate::renderer::Renderer::overread`] promises codegen.
+pub const OVERREAD: usize = crate::renderer::CPU_OVERREAD;
+
 // SAFETY: a RawBuffer exclusively owns its allocation and hands out only raw pointers; synchronizing accesses
 // through them (e.g. not copying in while a kernel writes) is the caller's job, as with any device memory.
 unsafe impl Send for RawBuffer {}
@@ -28,9 +32,10 @@ unsafe impl Send for RawBuffer {}
 unsafe impl Sync for RawBuffer {}
 
 impl RawBuffer {
-    /// The layout of a `size`-byte buffer: 64-byte aligned, at least 1 byte (so `size` 0 is a real allocation).
+    /// The layout of a `size`-byte buffer: 64-byte aligned, with [`OVERREAD`] readable bytes past its end (so
+    /// `size` 0 is a real allocation too).
     fn layout(size: usize) -> Option<Layout> {
-        Layout::from_size_align(size.max(1), 64).ok()
+        Layout::from_size_align(size.checked_add(OVERREAD)?, 64).ok()
     }
 
     /// A new uninitialized 64-byte-aligned host buffer of `size` bytes. Errors with [`Error::Device`] when the

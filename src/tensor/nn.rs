@@ -74,9 +74,17 @@ fn pool(x: &Tensor, k: &[usize], stride: &[usize], dilation: &[usize]) -> Tensor
         "pool: kernel {k:?} with dilation {d:?} is larger than the input dims of shape {shape:?}"
     );
     let o: Vec<i64> = (0..k.len()).map(|j| ceildiv(i[j] - d[j] * (k[j] - 1), s[j])).collect();
-    let f: Vec<i64> = (0..k.len()).map(|j| ceildiv(o[j] * s[j] - d[j], i[j]).max(1)).collect();
     let keep: Vec<i64> = shape[..noop].iter().map(|&x| x as i64).collect();
     let dims = |g: &dyn Fn(usize) -> Vec<i64>| [keep.clone(), (0..k.len()).flat_map(g).collect()].concat();
+    if (0..k.len()).all(|j| k[j] <= s[j] && d[j] == 1) {
+        // windows that don't overlap: each dim cut (or padded, past the last window) to o*s, split into (o, s),
+        // and the first k of each s kept; its gradient is a pad, not a sum over shifted copies
+        let x = x.pad_to(dims(&|j| vec![(o[j] * s[j]).max(i[j])])).shrink_to(dims(&|j| vec![o[j] * s[j]]));
+        let x = x.reshape(dims(&|j| vec![o[j], s[j]])).shrink_to(dims(&|j| vec![o[j], k[j]]));
+        let order: Vec<usize> = (0..noop).chain((0..k.len()).map(|j| noop + 2 * j)).chain((0..k.len()).map(|j| noop + 2 * j + 1)).collect();
+        return x.permute(order);
+    }
+    let f: Vec<i64> = (0..k.len()).map(|j| ceildiv(o[j] * s[j] - d[j], i[j]).max(1)).collect();
     let to = |t: &Tensor, v: Vec<i64>| t.shrink_to(v);
     let reps: Vec<usize> = [vec![1; noop], (0..k.len()).map(|j| ceildiv(k[j] * (i[j] * f[j] + d[j]), i[j]) as usize).collect()].concat();
     let x = to(&x.repeat(reps), dims(&|j| vec![k[j] * (i[j] * f[j] + d[j])]));

@@ -39,8 +39,13 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
     let outs: Vec<UOp> = k.upcastable_dims().into_iter().map(|i| rngs[i].clone()).collect();
     // the vector axis: the store walks it with unit stride and no load in a reduction is known to stride along it
     let gathers = |r: &UOp| loads.iter().any(|l| st(&l.src[0], r).is_some_and(|s| s != 0 && s != 1));
-    let mut vaxis = outs.iter().find(|r| st(&store.src[0], r) == Some(1) && !gathers(r)).cloned();
     let widths = |n: usize, most: usize| [16, 8, 4, 2].into_iter().find(move |&w| w <= most && n.is_multiple_of(w) && w * item <= 64);
+    let vectorizable = |r: &UOp| range_size(r) >= 2 * lanes || widths(range_size(r), 2 * lanes).is_some();
+    // else (in a reduction) an output axis a load walks with unit stride: its vector is stored lane by lane
+    let mut vaxis = outs.iter().find(|r| st(&store.src[0], r) == Some(1) && !gathers(r) && vectorizable(r)).cloned().or_else(|| {
+        let unit_load = |r: &UOp| loads.iter().any(|l| st(&l.src[0], r) == Some(1));
+        outs.iter().find(|r| !reduces.is_empty() && unit_load(r) && !gathers(r) && vectorizable(r)).cloned()
+    });
     // an axis no vector width divides is padded to one (its last vector's extra lanes are masked)
     if let Some(v) = vaxis.clone().filter(|v| range_size(v) >= 2 * lanes && widths(range_size(v), lanes).is_none_or(|w| w < lanes)) {
         if let Some(a) = axis_of(&k, v.axis().0) {
@@ -50,40 +55,45 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
         }
     }
     if !reduces.is_empty() {
-        if let Some(v) = &vaxis {
-            let n = range_size(v);
-            if let Some(vw) = widths(n, 2 * lanes) {
-                let vregs = vw.div_ceil(lanes);
-                let budget = k.ren.vector_registers.saturating_sub(4).max(1);
-                let reuse =
-                    |r: &UOp| loads.iter().any(|l| st(&l.src[0], r) == Some(0)) && loads.iter().any(|l| st(&l.src[0], r) != Some(0));
-                let row = outs.iter().filter(|r| *r != v && reuse(r)).max_by_key(|r| range_size(r)).cloned();
-                try_apply(&mut k, OptOps::Upcast, v.axis().0, vw);
-                if let Some(row) = row {
-                    let m = range_size(&row);
-                    let fit = |m: usize| [12, 8, 6, 4, 3, 2].into_iter().find(|&x| m.is_multiple_of(x) && x * vregs <= budget);
-                    match fit(m) {
-                        Some(rows) => try_apply(&mut k, OptOps::Upcast, row.axis().0, rows),
-                        // rows that divide no tile height (primes) are padded to 4
-                        None if m >= 8 => {
-                            if let Some(a) = axis_of(&k, row.axis().0) {
-                                if k.apply_opt(Opt::new(OptOps::Padto, a, 4)).is_ok() {
-                                    try_apply(&mut k, OptOps::Upcast, row.axis().0, 4);
-                                }
-                            }
+        let budget = k.ren.vector_registers.saturating_sub(4).max(1);
+        let reuse = |r: &UOp| loads.iter().any(|l| st(&l.src[0], r) == Some(0)) && loads.iter().any(|l| st(&l.src[0], r) != Some(0));
+        // rows of the tile: the largest output axis one operand does not move along, `vregs` registers per row
+        let rows = |k: &mut Kernel, skip: Option<&UOp>, vregs: usize| {
+            let Some(row) = outs.iter().filter(|r| Some(*r) != skip && reuse(r)).max_by_key(|r| range_size(r)).cloned() else { return };
+            let m = range_size(&row);
+            let fit = |m: usize| [12, 8, 6, 5, 4, 3, 2].into_iter().find(|&x| m.is_multiple_of(x) && x * vregs <= budget);
+            match fit(m) {
+                Some(rows) => try_apply(k, OptOps::Upcast, row.axis().0, rows),
+                // rows that divide no tile height (primes) are padded to 4
+                None if m >= 8 => {
+                    if let Some(a) = axis_of(k, row.axis().0) {
+                        if k.apply_opt(Opt::new(OptOps::Padto, a, 4)).is_ok() {
+                            try_apply(k, OptOps::Upcast, row.axis().0, 4);
                         }
-                        None => {}
                     }
                 }
+                None => {}
             }
-        } else {
-            // vector partial sums along a reduce axis that the loads walk with unit stride
-            let red =
-                k.unrollable_dims().into_iter().map(|i| rngs[i].clone()).rev().find(|r| loads.iter().any(|l| st(&l.src[0], r) == Some(1)));
-            if let Some(r) = red {
-                if let Some(w) = widths(range_size(&r), lanes) {
+        };
+        match vaxis.clone().and_then(|v| Some((widths(range_size(&v), 2 * lanes)?, v))) {
+            Some((vw, v)) => {
+                try_apply(&mut k, OptOps::Upcast, v.axis().0, vw);
+                rows(&mut k, Some(&v), vw.div_ceil(lanes));
+            }
+            None => {
+                // vector partial sums along a reduce axis that the loads walk with unit stride, one per tile row
+                vaxis = None;
+                let red = k
+                    .unrollable_dims()
+                    .into_iter()
+                    .map(|i| rngs[i].clone())
+                    .rev()
+                    .find(|r| loads.iter().any(|l| st(&l.src[0], r) == Some(1)));
+                if let Some((r, w)) = red.and_then(|r| Some((widths(range_size(&r), lanes)?, r)).map(|(w, r)| (r, w))) {
                     if let Some(a) = k.unrollable_dims().iter().position(|&i| k.rngs()[i] == r) {
-                        let _ = k.apply_opt(Opt::new(OptOps::Unroll, a, w));
+                        if k.apply_opt(Opt::new(OptOps::Unroll, a, w)).is_ok() {
+                            rows(&mut k, None, 1);
+                        }
                     }
                 }
             }

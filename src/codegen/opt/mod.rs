@@ -327,16 +327,38 @@ impl Kernel {
     }
 
     /// Pads axis `r` to `padded` iterations: loads and stores in the extra ones are masked off, and reductions
-    /// over it see their identity there.
+    /// over it see their identity there. On an output axis, a float load whose padded lanes stay inside the buffer
+    /// (plus the renderer's [`Renderer::overread`]) is left unmasked: what it reads there only reaches the masked
+    /// stores, and an unmasked load stays a vector load.
     fn padto(&mut self, r: &UOp, padded: usize) {
         let size = range_size(r);
         let (id, kind) = r.axis();
         let nr = UOp::range(r.src[0].const_like(padded as i64), id, kind);
         let valid = nr.cmplt(size as i64);
         let ast = substitute_ranges(&self.ast, &[(r.clone(), nr.clone())].into_iter().collect());
+        let topo = ast.toposort();
+        // loads whose values feed an address (gathers) must not read garbage
+        let addressing: rustc_hash::FxHashSet<UOp> =
+            topo.iter().filter(|u| u.op == Ops::INDEX && u.src.len() >= 2).flat_map(|u| u.src[1].toposort()).collect();
+        let overread = |u: &UOp, load: &UOp| {
+            let (buf, item) = (&u.src[0], u.src[0].dtype.base().itemsize().max(1) as i128);
+            kind != AxisType::Reduce
+                && load.dtype.is_float()
+                && !addressing.contains(load)
+                && buf.op == Ops::DEFINE_GLOBAL
+                && u.src.len() == 2
+                && u.src[1].bounds().0 >= 0
+                && (u.src[1].bounds().1 + 1) * item <= buf.dtype.size as i128 * item + self.ren.overread as i128
+        };
+        let stored: rustc_hash::FxHashSet<&UOp> = topo.iter().filter(|u| u.op == Ops::STORE).map(|s| &s.src[0]).collect();
+        let loads: FxHashMap<UOp, UOp> =
+            topo.iter().filter(|u| u.op == Ops::LOAD && !stored.contains(&u.src[0])).map(|l| (l.src[0].clone(), l.clone())).collect();
         let mut map: FxHashMap<UOp, UOp> = FxHashMap::default();
-        for u in ast.toposort() {
+        for u in &topo {
             if u.op == Ops::INDEX && u.src.len() >= 2 && u.src[1].toposort().contains(&nr) {
+                if loads.get(u).is_some_and(|l| overread(u, l)) {
+                    continue;
+                }
                 let v = if u.src.len() > 2 { &u.src[2] & &valid } else { valid.clone() };
                 map.insert(u.clone(), u.with_src([u.src[0].clone(), u.src[1].clone(), v]));
             }
