@@ -90,6 +90,9 @@ fn vtype(dt: DType, defs: &mut Vec<String>) -> String {
 /// The half type: clang's storage type `__fp16` (arithmetic in float), else C23's `_Float16` (gcc).
 const HALF: &str = "#if defined(__clang__)\ntypedef __fp16 half;\n#else\ntypedef _Float16 half;\n#endif\n";
 
+/// How deep an inlined expression may nest before it is given a name.
+const MAX_NESTING: usize = 32;
+
 /// Renders `k` as one C function named `k.name`.
 pub fn render(k: &LinearKernel) -> String {
     let uops = &k.uops;
@@ -105,6 +108,7 @@ pub fn render(k: &LinearKernel) -> String {
         .flat_map(|u| u.src.iter().map(move |s| (s, if u.op == Ops::MAX { 2 } else { 1 })))
         .for_each(|(s, k)| *uses.entry(s).or_default() += k);
     let mut r: FxHashMap<&UOp, String> = FxHashMap::default();
+    let mut nesting: FxHashMap<&UOp, usize> = FxHashMap::default();
     let mut globals: Vec<(i64, DType)> = Vec::new();
     let mut vtypes: Vec<String> = Vec::new();
     let (mut body, mut depth, mut n) = (String::new(), 1usize, 0usize);
@@ -227,9 +231,13 @@ pub fn render(k: &LinearKernel) -> String {
             Ops::SINK | Ops::NOOP => continue,
             op => panic!("C renderer: can't render {op}"),
         };
+        // an expression nested deeper than MAX_NESTING gets a name: compilers cap bracket nesting, and a long chain
+        // inlined whole would be copied once per level
+        let nest = 1 + u.src.iter().map(|x| nesting.get(x).copied().unwrap_or(0)).max().unwrap_or(0);
         let inline = matches!(u.op, Ops::CONST | Ops::DEFINE_GLOBAL | Ops::RANGE | Ops::DEFINE_REG | Ops::INDEX)
-            || (uses.get(u).copied().unwrap_or(0) <= 1 && u.op != Ops::WHERE);
+            || (uses.get(u).copied().unwrap_or(0) <= 1 && u.op != Ops::WHERE && nest <= MAX_NESTING);
         if inline {
+            nesting.insert(u, nest);
             r.insert(u, expr);
         } else {
             let name = format!("alu{n}");

@@ -151,6 +151,7 @@ pub fn create_schedule(roots: &[UOp], device: &str) -> Schedule {
 fn schedule_uncached(roots: &[UOp], device: &str) -> Schedule {
     // the nodes that become buffers
     let mut realized: FxHashSet<UOp> = roots.iter().filter(|r| contiguous_buffer(r).is_none()).cloned().collect();
+    realized.extend(deep_cuts(roots));
     let mut work: Vec<UOp> = realized.iter().cloned().collect();
     let mut seen: FxHashSet<(UOp, bool)> = FxHashSet::default();
     loop {
@@ -258,6 +259,31 @@ fn order_writes_after_reads(items: Vec<ScheduleItem>) -> Vec<ScheduleItem> {
 /// For an EXPAND that broadcasts a small tensor computed with transcendental ops (sqrt, exp, log, sin,
 /// reciprocal: BatchNorm's `invstd`, say) at least 16 times: that computation, which is then worth its own
 /// kernel rather than being redone for every element it is broadcast to.
+/// The most ALU ops on one path through a fused kernel. C compilers slow down superlinearly on long expression
+/// chains; a chain cut every `MAX_FUSED_DEPTH` ops becomes kernels that are alike, so they compile once.
+const MAX_FUSED_DEPTH: usize = 1024;
+
+/// The nodes at which a chain of more than [`MAX_FUSED_DEPTH`] ALU ops is cut into a buffer (a departure: tinygrad
+/// fuses the whole chain).
+fn deep_cuts(roots: &[UOp]) -> Vec<UOp> {
+    let mut depth: FxHashMap<UOp, usize> = FxHashMap::default();
+    let mut cuts = Vec::new();
+    for u in UOp::sink(roots.to_vec()).toposort() {
+        let d = u.src.iter().map(|s| depth.get(s).copied().unwrap_or(0)).max().unwrap_or(0);
+        let d = match u.op {
+            Ops::BUFFER | Ops::CONTIGUOUS | Ops::ASSIGN => 0,
+            op if GroupOp::ALU.contains(op) && d + 1 >= MAX_FUSED_DEPTH => {
+                cuts.push(u.clone());
+                0
+            }
+            op if GroupOp::ALU.contains(op) => d + 1,
+            _ => d,
+        };
+        depth.insert(u, d);
+    }
+    cuts
+}
+
 fn costly_broadcast(expand: &UOp, realized: &FxHashSet<UOp>) -> Option<UOp> {
     let mut base = &expand.src[0];
     while GroupOp::MOVEMENT.contains(base.op) {

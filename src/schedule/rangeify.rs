@@ -39,7 +39,7 @@ struct Ctx<'a> {
     /// Input BUFFERs by first use; DEFINE_GLOBAL slot = position + 1.
     inputs: Vec<UOp>,
     next_axis: i64,
-    memo: FxHashMap<(UOp, Vec<UOp>, Option<UOp>), UOp>,
+    memo: FxHashMap<Key, UOp>,
 }
 
 impl Ctx<'_> {
@@ -64,22 +64,47 @@ impl Ctx<'_> {
         UOp::new(Ops::LOAD, buf.dtype, [index], Arg::None)
     }
 
-    /// The value of tensor node `u` at index `idx` (one expression per dim), where `valid` holds.
+    /// The value of tensor node `u` at index `idx` (one expression per dim), where `valid` holds. Iterative (an
+    /// explicit stack of nodes to plan and to build), so a deep graph can't overflow the call stack.
     fn value(&mut self, u: &UOp, idx: Vec<UOp>, valid: Option<UOp>) -> UOp {
-        let key = (u.clone(), idx, valid);
-        if let Some(v) = self.memo.get(&key) {
-            return v.clone();
+        let root: Key = (u.clone(), idx, valid);
+        let mut stack: Vec<(Key, Option<Plan>)> = vec![(root.clone(), None)];
+        while let Some((key, plan)) = stack.pop() {
+            match plan {
+                Some(Plan { kids, finish }) => {
+                    let vals: Vec<UOp> = kids.iter().map(|k| self.memo[k].clone()).collect();
+                    let v = match finish {
+                        Finish::Same => vals[0].clone(),
+                        Finish::Alu(u) => u.replace(u.op, u.dtype, vals, Arg::None, None),
+                        Finish::Pad(cond) => cond.where_(&vals[0], vals[0].const_like(0)),
+                        Finish::Reduce(u, ranges) => {
+                            let Arg::ReduceAxis(op, _) = &u.arg else { unreachable!() };
+                            UOp::new(Ops::REDUCE, u.dtype, std::iter::once(vals[0].clone()).chain(ranges).collect::<Vec<_>>(), Arg::Op(*op))
+                        }
+                    };
+                    self.memo.insert(key, v);
+                }
+                None if self.memo.contains_key(&key) => {}
+                None => match self.plan(&key.0, &key.1, &key.2) {
+                    Ok(v) => {
+                        self.memo.insert(key, v);
+                    }
+                    Err(plan) => {
+                        let kids = plan.kids.clone();
+                        stack.push((key, Some(plan)));
+                        stack.extend(kids.into_iter().rev().map(|k| (k, None)));
+                    }
+                },
+            }
         }
-        let (_, idx, valid) = &key;
-        let v = self.compute(u, idx, valid);
-        self.memo.insert(key, v.clone());
-        v
+        self.memo[&root].clone()
     }
 
-    fn compute(&mut self, u: &UOp, idx: &[UOp], valid: &Option<UOp>) -> UOp {
+    /// `u`'s value at `idx` when it needs no other node's (loads, constants), else the nodes it needs and how.
+    fn plan(&mut self, u: &UOp, idx: &[UOp], valid: &Option<UOp>) -> Result<UOp, Plan> {
         if let Some(buf) = self.bufs.get(u) {
             let buf = buf.clone();
-            return self.load(&buf, u.shape().unwrap(), idx, valid);
+            return Ok(self.load(&buf, u.shape().unwrap(), idx, valid));
         }
         let shape = u.shape().expect("tensor node");
         let src_shape = || u.src[0].shape().unwrap().to_vec();
@@ -87,47 +112,44 @@ impl Ctx<'_> {
             Arg::Ints(v) => v.clone(),
             a => panic!("{}: bad arg {a:?}", u.op),
         };
+        let same = |j: Vec<UOp>| Err(Plan { kids: vec![(u.src[0].clone(), j, valid.clone())], finish: Finish::Same });
         match u.op {
-            Ops::BUFFER => self.load(u, shape, idx, valid),
-            Ops::CONST => u.clone(),
-            Ops::RANGE => idx[0].cast(u.dtype),
+            Ops::BUFFER => Ok(self.load(u, shape, idx, valid)),
+            Ops::CONST => Ok(u.clone()),
+            Ops::RANGE => Ok(idx[0].cast(u.dtype)),
             op if GroupOp::ELEMENTWISE.contains(op) => {
-                let src: Vec<UOp> = u.src.iter().map(|s| self.value(s, idx.to_vec(), valid.clone())).collect();
-                u.replace(op, u.dtype, src, Arg::None, None)
+                let kids = u.src.iter().map(|s| (s.clone(), idx.to_vec(), valid.clone())).collect();
+                Err(Plan { kids, finish: Finish::Alu(u.clone()) })
             }
-            Ops::CONTIGUOUS | Ops::DETACH | Ops::CONTIGUOUS_BACKWARD => self.value(&u.src[0], idx.to_vec(), valid.clone()),
+            Ops::CONTIGUOUS | Ops::DETACH | Ops::CONTIGUOUS_BACKWARD => same(idx.to_vec()),
             Ops::RESHAPE => {
                 let ss = src_shape();
                 let f = flat(idx, shape);
-                let j = ss.iter().zip(strides(&ss)).map(|(&s, st)| if s == 1 { idx_const(0) } else { (&f / st) % (s as i64) }).collect();
-                self.value(&u.src[0], j, valid.clone())
+                same(ss.iter().zip(strides(&ss)).map(|(&s, st)| if s == 1 { idx_const(0) } else { (&f / st) % (s as i64) }).collect())
             }
             Ops::PERMUTE => {
                 let mut j = vec![idx_const(0); idx.len()];
                 ints().iter().zip(idx).for_each(|(&p, i)| j[p as usize] = i.clone());
-                self.value(&u.src[0], j, valid.clone())
+                same(j)
             }
             Ops::EXPAND => {
                 let ss = src_shape();
-                let j = idx
-                    .iter()
-                    .zip(ss.iter().zip(shape))
-                    .map(|(i, (&s, &o))| if s == 1 && o != 1 { idx_const(0) } else { i.clone() })
-                    .collect();
-                self.value(&u.src[0], j, valid.clone())
+                same(
+                    idx.iter()
+                        .zip(ss.iter().zip(shape))
+                        .map(|(i, (&s, &o))| if s == 1 && o != 1 { idx_const(0) } else { i.clone() })
+                        .collect(),
+                )
             }
-            Ops::SHRINK => {
-                let j = idx.iter().zip(ints().chunks(2)).map(|(i, c)| i + c[0]).collect();
-                self.value(&u.src[0], j, valid.clone())
-            }
+            Ops::SHRINK => same(idx.iter().zip(ints().chunks(2)).map(|(i, c)| i + c[0]).collect()),
             Ops::FLIP => {
                 let ss = src_shape();
-                let j = idx
-                    .iter()
-                    .zip(ints().iter().zip(&ss))
-                    .map(|(i, (&f, &s))| if f != 0 { (s as i64 - 1) - i } else { i.clone() })
-                    .collect();
-                self.value(&u.src[0], j, valid.clone())
+                same(
+                    idx.iter()
+                        .zip(ints().iter().zip(&ss))
+                        .map(|(i, (&f, &s))| if f != 0 { (s as i64 - 1) - i } else { i.clone() })
+                        .collect(),
+                )
             }
             Ops::PAD => {
                 let (ss, pads) = (src_shape(), ints());
@@ -141,12 +163,11 @@ impl Ctx<'_> {
                     }
                     j.push(i - b);
                 }
-                let Some(cond) = cond else { return self.value(&u.src[0], j, valid.clone()) };
-                let inner = self.value(&u.src[0], j, and(valid.clone(), cond.clone()));
-                cond.where_(&inner, inner.const_like(0))
+                let Some(cond) = cond else { return same(j) };
+                Err(Plan { kids: vec![(u.src[0].clone(), j, and(valid.clone(), cond.clone()))], finish: Finish::Pad(cond) })
             }
             Ops::REDUCE_AXIS => {
-                let Arg::ReduceAxis(op, axes) = &u.arg else { unreachable!() };
+                let Arg::ReduceAxis(_, axes) = &u.arg else { unreachable!() };
                 let ss = src_shape();
                 let mut ranges = Vec::new();
                 let j = idx
@@ -165,14 +186,32 @@ impl Ctx<'_> {
                         }
                     })
                     .collect();
-                let v = self.value(&u.src[0], j, valid.clone());
-                UOp::new(Ops::REDUCE, u.dtype, std::iter::once(v).chain(ranges).collect::<Vec<_>>(), Arg::Op(*op))
+                Err(Plan { kids: vec![(u.src[0].clone(), j, valid.clone())], finish: Finish::Reduce(u.clone(), ranges) })
             }
             op => panic!("rangeify: can't index {op} (shape {shape:?})"),
         }
     }
 }
 
+/// A node to index: the tensor node, its index (one expression per dim) and the validity it is read under.
+type Key = (UOp, Vec<UOp>, Option<UOp>);
+
+/// The nodes a node's value needs, and how it is built from theirs.
+struct Plan {
+    kids: Vec<Key>,
+    finish: Finish,
+}
+
+enum Finish {
+    /// The one kid's value (movement ops).
+    Same,
+    /// The elementwise op `u` over the kids' values.
+    Alu(UOp),
+    /// The kid's value where `cond` holds, else 0.
+    Pad(UOp),
+    /// The reduction `u` of the kid's value over the new ranges.
+    Reduce(UOp, Vec<UOp>),
+}
 /// The kernel computing tensor node `root` into `out` (DEFINE_GLOBAL 0), loading realized nodes from `bufs`;
 /// returns the AST and the input BUFFERs by slot (from 1). An ASSIGN computes its value into its target.
 pub fn build_kernel(root: &UOp, out: &UOp, bufs: &FxHashMap<UOp, UOp>) -> (UOp, Vec<UOp>) {
