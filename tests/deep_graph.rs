@@ -25,3 +25,18 @@ fn chain_of_500_ops_compiles() {
 fn chain_of_100000_ops_realizes() {
     chain(100_000);
 }
+
+/// the backward pass through a chain of 20,000 ops: d/dx of 10,000 steps of `t * 1.0001 + 0.5` is 1.0001^10000
+#[test]
+fn gradient_through_a_20000_op_chain() {
+    let x = Tensor::from_slice(&[1.0f32, 2.0], [2]);
+    x.requires_grad_(true);
+    let mut t = x.clone();
+    for _ in 0..10_000 {
+        t = &(&t * 1.0001f32) + 0.5f32;
+    }
+    t.sum(..).backward();
+    let want = (0..10_000).fold(1.0f32, |g, _| g * 1.0001);
+    let got = x.grad().unwrap().to_vec::<f32>().unwrap();
+    assert!(got.iter().all(|g| (g - want).abs() < 1e-3 * want), "{got:?} vs {want}");
+}
