@@ -32,6 +32,8 @@ fn vector_op(op: Ops) -> bool {
 
 /// `sink` with its lane axes expanded; vectors are at most `max_vector_bytes` wide.
 pub fn expand(sink: &UOp, max_vector_bytes: usize) -> UOp {
+    let sink = split_wide_lanes(sink, max_vector_bytes);
+    let sink = &sink;
     let topo = sink.toposort();
     let lanes: Vec<UOp> = topo.iter().filter(|u| u.op == Ops::RANGE && is_lane(u)).cloned().collect();
     if lanes.is_empty() {
@@ -68,6 +70,41 @@ pub fn expand(sink: &UOp, max_vector_bytes: usize) -> UOp {
         None => sink,
     };
     UOp::sink(sink.src.iter().filter_map(live_store).collect::<Vec<_>>())
+}
+
+/// `sink` with each lane axis wider than one vector register split into an outer lane axis of register-wide
+/// chunks and an inner one of a register's lanes: compilers spill GNU vectors wider than the machine's registers
+/// through memory (gcc does), while register-wide vectors side by side stay in registers.
+fn split_wide_lanes(sink: &UOp, max_bytes: usize) -> UOp {
+    let topo = sink.toposort();
+    let item = topo.iter().filter(|u| matches!(u.op, Ops::LOAD | Ops::STORE)).map(|u| u.src[0].dtype.base().itemsize()).max().unwrap_or(4);
+    let w = (max_bytes / item.max(1)).max(1);
+    let mut next_id = topo.iter().filter(|u| u.op == Ops::RANGE).map(|r| r.axis().0).max().unwrap_or(0) + 1;
+    let mut split: FxHashMap<UOp, [UOp; 2]> = FxHashMap::default();
+    for r in topo.iter().filter(|u| u.op == Ops::RANGE && is_lane(u) && range_size(u) > w && range_size(u).is_multiple_of(w)) {
+        let kind = r.axis().1;
+        let outer = UOp::range(r.src[0].const_like((range_size(r) / w) as i64), next_id, kind);
+        let inner = UOp::range(r.src[0].const_like(w as i64), next_id + 1, kind);
+        next_id += 2;
+        split.insert(r.clone(), [outer, inner]);
+    }
+    if split.is_empty() {
+        return sink.clone();
+    }
+    // the range becomes `outer * w + inner` in expressions, and both ranges where a REDUCE lists it
+    let mut map: FxHashMap<UOp, UOp> = FxHashMap::default();
+    for u in &topo {
+        let nu = match (u.op, split.get(u)) {
+            (Ops::RANGE, Some([outer, inner])) => &(outer * w as i64) + inner,
+            (Ops::REDUCE, _) => {
+                let ranges = u.src[1..].iter().flat_map(|r| split.get(r).cloned().map_or_else(|| vec![map[r].clone()], Vec::from));
+                u.with_src(std::iter::once(map[&u.src[0]].clone()).chain(ranges).collect::<Vec<_>>())
+            }
+            _ => u.with_src(u.src.iter().map(|s| map[s].clone()).collect::<Vec<_>>()),
+        };
+        map.insert(u.clone(), nu);
+    }
+    graph_rewrite(&map[sink], &SYMBOLIC, &mut (), "split lanes")
 }
 
 /// A store whose gate became a constant in its lane (a padded lane, a full vector): dropped, or ungated.

@@ -58,7 +58,7 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
     let outer = k.rngs().iter().find(|r| r.axis().1 == AxisType::Thread).map_or(0, range_size);
     let sink = if k.applied_opts.is_empty() { k.ast.clone() } else { graph_rewrite(&k.ast, &SYMBOLIC, &mut (), "simplify opts") };
     let sink = opt::order_reduce_loops(&sink);
-    let sink = expand::expand(&sink, ren.vector_bytes.max(16) * 2);
+    let sink = expand::expand(&sink, ren.vector_bytes.max(16));
     let sink = lower::lower_reduces(&sink);
     Ok(LinearKernel { name, display_name, uops: linearize::linearize(&sink), outer, ops, mem, opts: k.applied_opts })
 }

@@ -91,7 +91,7 @@ impl Allocator for CpuAllocator {
 /// Compiler flags, then `-o out.so -lm`. IEEE semantics (no `-ffast-math`); signed integers wrap (`-fwrapv`), as
 /// constant folding does; no FMA contraction, so results match
 /// the interpreter bit for bit.
-const FLAGS: [&str; 10] = ["-O2", "-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-fwrapv", "-x", "c", "-"];
+const FLAGS: [&str; 10] = ["-O2", "-march=native", "-fPIC", "-shared", "-ffp-contract=fast", "-fno-math-errno", "-fwrapv", "-x", "c", "-"];
 
 /// Compiles C kernels into shared objects with the system C compiler (tinygrad `ClangJITCompiler`, which instead
 /// links in-process). Outputs are cached at `cache_dir()/kernels/<hash>.so`, keyed by compiler, flags and source.

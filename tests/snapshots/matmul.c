@@ -4,7 +4,7 @@ typedef __fp16 half;
 #else
 typedef _Float16 half;
 #endif
-typedef float float16 __attribute__((vector_size(64), aligned(4)));
+typedef float float8 __attribute__((vector_size(32), aligned(4)));
 void r_2_8_16_6_64(void** bufs, const int* vals, int core_start, int core_end) {
   (void)vals; (void)core_start; (void)core_end;
   float* restrict data0 = (float*)bufs[0];
@@ -12,14 +12,20 @@ void r_2_8_16_6_64(void** bufs, const int* vals, int core_start, int core_end) {
   const float* restrict data2 = (float*)bufs[2];
   for (int ridx1 = core_start; ridx1 < core_end; ridx1++) {
     for (int ridx0 = 0; ridx0 < 8; ridx0++) {
-      float16 acc0;
-      float16 acc1;
-      float16 acc2;
-      float16 acc3;
-      float16 acc4;
-      float16 acc5;
+      float8 acc0;
+      float8 acc1;
+      float8 acc2;
+      float8 acc3;
+      float8 acc4;
+      float8 acc5;
+      float8 acc6;
+      float8 acc7;
+      float8 acc8;
+      float8 acc9;
+      float8 acc10;
+      float8 acc11;
       int alu0 = (ridx1*16);
-      float16 alu1 = ((float16){0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f});
+      float8 alu1 = ((float8){0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f});
       int alu2 = (alu0+(ridx0*192));
       acc0 = alu1;
       acc1 = alu1;
@@ -27,28 +33,48 @@ void r_2_8_16_6_64(void** bufs, const int* vals, int core_start, int core_end) {
       acc3 = alu1;
       acc4 = alu1;
       acc5 = alu1;
+      acc6 = alu1;
+      acc7 = alu1;
+      acc8 = alu1;
+      acc9 = alu1;
+      acc10 = alu1;
+      acc11 = alu1;
       for (int ridx2 = 0; ridx2 < 64; ridx2++) {
         int alu3 = ((ridx0*384)+ridx2);
-        float val4 = data1[alu3];
-        float val5 = data1[(alu3+64)];
-        float val6 = data1[(alu3+128)];
-        float val7 = data1[(alu3+192)];
-        float val8 = data1[(alu3+256)];
-        float val9 = data1[(alu3+320)];
-        float16 val10 = *((float16*)(&data2[(alu0+(ridx2*32))]));
-        acc0 = (acc0+(val4*val10));
-        acc1 = (acc1+(val5*val10));
-        acc2 = (acc2+(val6*val10));
-        acc3 = (acc3+(val7*val10));
-        acc4 = (acc4+(val8*val10));
-        acc5 = (acc5+(val9*val10));
+        int alu4 = (alu0+(ridx2*32));
+        float val5 = data1[alu3];
+        float val6 = data1[(alu3+64)];
+        float val7 = data1[(alu3+128)];
+        float val8 = data1[(alu3+192)];
+        float val9 = data1[(alu3+256)];
+        float val10 = data1[(alu3+320)];
+        float8 val11 = *((float8*)(&data2[alu4]));
+        float8 val12 = *((float8*)(&data2[(alu4+8)]));
+        acc0 = (acc0+(val5*val11));
+        acc1 = (acc1+(val6*val11));
+        acc2 = (acc2+(val7*val11));
+        acc3 = (acc3+(val8*val11));
+        acc4 = (acc4+(val9*val11));
+        acc5 = (acc5+(val10*val11));
+        acc6 = (acc6+(val5*val12));
+        acc7 = (acc7+(val6*val12));
+        acc8 = (acc8+(val7*val12));
+        acc9 = (acc9+(val8*val12));
+        acc10 = (acc10+(val9*val12));
+        acc11 = (acc11+(val10*val12));
       }
-      *((float16*)(&data0[alu2])) = acc0;
-      *((float16*)(&data0[(alu2+32)])) = acc1;
-      *((float16*)(&data0[(alu2+64)])) = acc2;
-      *((float16*)(&data0[(alu2+96)])) = acc3;
-      *((float16*)(&data0[(alu2+128)])) = acc4;
-      *((float16*)(&data0[(alu2+160)])) = acc5;
+      *((float8*)(&data0[alu2])) = acc0;
+      *((float8*)(&data0[(alu2+32)])) = acc1;
+      *((float8*)(&data0[(alu2+64)])) = acc2;
+      *((float8*)(&data0[(alu2+96)])) = acc3;
+      *((float8*)(&data0[(alu2+128)])) = acc4;
+      *((float8*)(&data0[(alu2+160)])) = acc5;
+      *((float8*)(&data0[(alu2+8)])) = acc6;
+      *((float8*)(&data0[(alu2+40)])) = acc7;
+      *((float8*)(&data0[(alu2+72)])) = acc8;
+      *((float8*)(&data0[(alu2+104)])) = acc9;
+      *((float8*)(&data0[(alu2+136)])) = acc10;
+      *((float8*)(&data0[(alu2+168)])) = acc11;
     }
   }
 }
