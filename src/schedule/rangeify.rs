@@ -24,6 +24,35 @@ fn flat(idx: &[UOp], shape: &[usize]) -> UOp {
     idx.iter().zip(strides(shape)).zip(shape).filter(|(_, &s)| s != 1).fold(idx_const(0), |acc, ((i, st), _)| &acc + &(i * st))
 }
 
+/// A reshape from `src` to `dst` as independent groups of dims (`dst[a]` holds what `src[b]` does, with equal
+/// products), so an index is flattened and split only within the dims a reshape actually merges or splits (one
+/// flat index over every dim leaves div/mod chains the simplifier can't undo).
+fn reshape_groups(dst: &[usize], src: &[usize]) -> Vec<(std::ops::Range<usize>, std::ops::Range<usize>)> {
+    let (nd, ns) = (dst.len(), src.len());
+    let (mut a, mut b, mut groups) = (0, 0, Vec::new());
+    while a < nd || b < ns {
+        let (a0, b0, mut pa, mut pb) = (a, b, 1usize, 1usize);
+        loop {
+            let need_a = a < nd && (a == a0 || pa < pb || b == ns);
+            let need_b = b < ns && (b == b0 || pb < pa || a == nd);
+            if need_a && (pa <= pb || !need_b) {
+                pa *= dst[a];
+                a += 1;
+            } else if need_b {
+                pb *= src[b];
+                b += 1;
+            } else {
+                break;
+            }
+            if pa == pb && (a > a0 || a == nd) && (b > b0 || b == ns) {
+                break;
+            }
+        }
+        groups.push((a0..a, b0..b));
+    }
+    groups
+}
+
 fn and(a: Option<UOp>, b: UOp) -> Option<UOp> {
     Some(match a {
         Some(a) => &a & &b,
@@ -124,8 +153,16 @@ impl Ctx<'_> {
             Ops::CONTIGUOUS | Ops::DETACH | Ops::CONTIGUOUS_BACKWARD => same(idx.to_vec()),
             Ops::RESHAPE => {
                 let ss = src_shape();
-                let f = flat(idx, shape);
-                same(ss.iter().zip(strides(&ss)).map(|(&s, st)| if s == 1 { idx_const(0) } else { (&f / st) % (s as i64) }).collect())
+                let mut j = Vec::with_capacity(ss.len());
+                for (a, b) in reshape_groups(shape, &ss) {
+                    if a.len() == 1 && b.len() == 1 {
+                        j.push(idx[a.start].clone());
+                        continue;
+                    }
+                    let (f, gs) = (flat(&idx[a.clone()], &shape[a]), &ss[b]);
+                    j.extend(gs.iter().zip(strides(gs)).map(|(&s, st)| if s == 1 { idx_const(0) } else { (&f / st) % (s as i64) }));
+                }
+                same(j)
             }
             Ops::PERMUTE => {
                 let mut j = vec![idx_const(0); idx.len()];
@@ -239,4 +276,22 @@ pub fn build_kernel(root: &UOp, out: &UOp, bufs: &FxHashMap<UOp, UOp>) -> (UOp, 
     let index = UOp::new(Ops::INDEX, g.dtype, [g, flat(&idx, &shape)], Arg::None);
     let store = UOp::new(Ops::STORE, dtypes::VOID, [index, value], Arg::None);
     (UOp::sink(vec![store]), ctx.inputs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reshape_groups;
+
+    #[test]
+    fn reshape_groups_split_only_what_changes() {
+        let g = |d: &[usize], s: &[usize]| reshape_groups(d, s).into_iter().map(|(a, b)| (a.len(), b.len())).collect::<Vec<_>>();
+        // (64, 32, 125) -> (64, 32, 5, 25): only the last dim splits
+        assert_eq!(g(&[64, 32, 5, 25], &[64, 32, 125]), [(1, 1), (1, 1), (2, 1)]);
+        // (2, 3) <-> (3, 2) share no boundary
+        assert_eq!(g(&[2, 3], &[3, 2]), [(2, 2)]);
+        // size-1 dims on either side
+        assert_eq!(g(&[6, 1], &[6]), [(1, 1), (1, 0)]);
+        assert_eq!(g(&[6], &[1, 6]), [(1, 2)]);
+        assert_eq!(g(&[4, 1, 32], &[4, 32]), [(1, 1), (2, 1)]);
+    }
 }
