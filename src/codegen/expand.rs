@@ -166,25 +166,31 @@ fn vectorize(sink: &UOp, v: &UOp) -> UOp {
         }
     };
     // a global access at `index` whose lanes are consecutive, under a gate the same for every lane: the INDEX of lane 0
+    // an index at lane 0
+    let base = |index: &UOp| sub(index, v, 0).simplify();
     let unit_base = |index: &UOp, dt: DType, dep: &FxHashSet<UOp>| -> Option<UOp> {
         let ok = index.src[0].op == Ops::DEFINE_GLOBAL && vector_dtype(dt) && index.src.get(2).is_none_or(|g| !dep.contains(g));
         (ok && stride(&index.src[1], v) == Some(1)).then(|| {
             index.with_src(
-                std::iter::once(index.src[0].clone())
-                    .chain([sub(&index.src[1], v, 0).simplify()])
-                    .chain(index.src.get(2).cloned())
-                    .collect::<Vec<_>>(),
+                std::iter::once(index.src[0].clone()).chain([base(&index.src[1])]).chain(index.src.get(2).cloned()).collect::<Vec<_>>(),
             )
         })
     };
     // lane k of an access: at `base + k * stride` when the stride is known, else substituted
-    let lane_index = |index: &UOp, k: usize| -> UOp {
-        let at = match stride(&index.src[1], v) {
-            Some(st) => &sub(&index.src[1], v, 0).simplify() + (k as i128 * st) as i64,
-            None => sub(&index.src[1], v, k).simplify(),
-        };
-        let src: Vec<UOp> = [index.src[0].clone(), at].into_iter().chain(index.src.get(2).map(|g| sub(g, v, k).simplify())).collect();
-        index.with_src(src)
+    let lane_indexes = |index: &UOp| -> Vec<UOp> {
+        let st = stride(&index.src[1], v);
+        let b = st.map(|_| base(&index.src[1]));
+        (0..w)
+            .map(|k| {
+                let at = match (st, &b) {
+                    (Some(st), Some(b)) => b + (k as i128 * st) as i64,
+                    _ => sub(&index.src[1], v, k).simplify(),
+                };
+                let src: Vec<UOp> =
+                    [index.src[0].clone(), at].into_iter().chain(index.src.get(2).map(|g| sub(g, v, k).simplify())).collect();
+                index.with_src(src)
+            })
+            .collect()
     };
     let mut out: Vec<UOp> = Vec::new();
     for u in &topo {
@@ -209,7 +215,7 @@ fn vectorize(sink: &UOp, v: &UOp) -> UOp {
             Ops::LOAD => match unit_base(&u.src[0], u.dtype, &dep) {
                 Some(index) => UOp::new(Ops::LOAD, u.dtype.vec(w as u16), [index], Arg::None),
                 None => {
-                    let ls: Vec<UOp> = (0..w).map(|k| u.with_src([lane_index(&u.src[0], k)])).collect();
+                    let ls: Vec<UOp> = lane_indexes(&u.src[0]).into_iter().map(|i| u.with_src([i])).collect();
                     UOp::new(Ops::VECTORIZE, u.dtype.vec(w as u16), ls, Arg::None)
                 }
             },
@@ -217,7 +223,7 @@ fn vectorize(sink: &UOp, v: &UOp) -> UOp {
                 let val = &u.src[1];
                 match unit_base(&u.src[0], val.dtype, &dep) {
                     Some(index) => out.push(u.with_src([index, broadcast(&vec[val])])),
-                    None => out.extend((0..w).map(|k| u.with_src([lane_index(&u.src[0], k), lane(&vec, val, k)]))),
+                    None => out.extend(lane_indexes(&u.src[0]).into_iter().enumerate().map(|(k, i)| u.with_src([i, lane(&vec, val, k)]))),
                 }
                 continue;
             }

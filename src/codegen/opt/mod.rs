@@ -128,8 +128,22 @@ fn linear_stride(index: &UOp, r: &UOp) -> Option<i128> {
             (Some(c), _) => Some(linear_stride(&index.src[1], r)? * c),
             _ => None,
         },
-        _ => (!index.toposort().contains(r)).then_some(0),
+        _ => (!depends_on(index, r)).then_some(0),
     }
+}
+
+/// Whether `r` is among `u`'s sources, transitively (a walk that stops at the first sight of it).
+fn depends_on(u: &UOp, r: &UOp) -> bool {
+    let (mut stack, mut seen) = (vec![u], rustc_hash::FxHashSet::default());
+    while let Some(x) = stack.pop() {
+        if x == r {
+            return true;
+        }
+        if seen.insert(x) {
+            stack.extend(x.src.iter());
+        }
+    }
+    false
 }
 
 /// `ast` with `map` applied, where a RANGE a REDUCE closes may map to an expression: the REDUCE then closes the
