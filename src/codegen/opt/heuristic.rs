@@ -92,7 +92,29 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
                 if let Some((r, w)) = red.and_then(|r| Some((widths(range_size(&r), lanes)?, r)).map(|(w, r)| (r, w))) {
                     if let Some(a) = k.unrollable_dims().iter().position(|&i| k.rngs()[i] == r) {
                         if k.apply_opt(Opt::new(OptOps::Unroll, a, w)).is_ok() {
-                            rows(&mut k, None, 1);
+                            // an outer-product tile: rows along an axis one operand ignores and columns along one
+                            // the other ignores, so each load feeds a row or a column of multiply-adds
+                            let ignores = |l: &UOp, r: &UOp| st(&l.src[0], r) == Some(0);
+                            let splits = |a: &UOp, b: &UOp| {
+                                let (na, nb) = (range_size(a), range_size(b));
+                                let opts = [4, 3, 2].into_iter().flat_map(|x| [4, 3, 2].into_iter().map(move |y| (x, y)));
+                                opts.filter(|&(x, y)| na.is_multiple_of(x) && nb.is_multiple_of(y) && x * y <= budget)
+                                    .max_by_key(|&(x, y)| (x * y, x))
+                            };
+                            let pair =
+                                outs.iter().filter(|r| reuse(r)).flat_map(|a| outs.iter().map(move |b| (a, b))).find_map(|(a, b)| {
+                                    let complementary = a != b
+                                        && loads.iter().any(|l| ignores(l, a) && !ignores(l, b))
+                                        && loads.iter().any(|l| ignores(l, b) && !ignores(l, a));
+                                    complementary.then(|| splits(a, b).map(|s| (a.clone(), b.clone(), s))).flatten()
+                                });
+                            match pair {
+                                Some((a, b, (x, y))) if x * y > 4 => {
+                                    try_apply(&mut k, OptOps::Upcast, a.axis().0, x);
+                                    try_apply(&mut k, OptOps::Upcast, b.axis().0, y);
+                                }
+                                _ => rows(&mut k, None, 1),
+                            }
                         }
                     }
                 }
