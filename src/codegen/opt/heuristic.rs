@@ -59,7 +59,11 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
         let reuse = |r: &UOp| loads.iter().any(|l| st(&l.src[0], r) == Some(0)) && loads.iter().any(|l| st(&l.src[0], r) != Some(0));
         // rows of the tile: the largest output axis one operand does not move along, `vregs` registers per row
         let rows = |k: &mut Kernel, skip: Option<&UOp>, vregs: usize| {
-            let Some(row) = outs.iter().filter(|r| Some(*r) != skip && reuse(r)).max_by_key(|r| range_size(r)).cloned() else { return };
+            // (rows that re-load a narrow integer, which loads lane by lane, come last)
+            let cheap = |r: &UOp| loads.iter().filter(|l| st(&l.src[0], r) != Some(0)).all(|l| l.dtype.is_float());
+            let Some(row) = outs.iter().filter(|r| Some(*r) != skip && reuse(r)).max_by_key(|r| (cheap(r), range_size(r))).cloned() else {
+                return;
+            };
             let m = range_size(&row);
             let fit = |m: usize| [12, 8, 6, 5, 4, 3, 2].into_iter().find(|&x| m.is_multiple_of(x) && x * vregs <= budget);
             match fit(m) {
