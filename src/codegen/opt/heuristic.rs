@@ -40,14 +40,16 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
     // the vector axis: the store walks it with unit stride and no load in a reduction is known to stride along it
     let gathers = |r: &UOp| loads.iter().any(|l| st(&l.src[0], r).is_some_and(|s| s != 0 && s != 1));
     let widths = |n: usize, most: usize| [16, 8, 4, 2].into_iter().find(move |&w| w <= most && n.is_multiple_of(w) && w * item <= 64);
-    let vectorizable = |r: &UOp| range_size(r) >= 2 * lanes || widths(range_size(r), 2 * lanes).is_some();
+    let pad_pays = |n: usize| n >= 2 * lanes || (!reduces.is_empty() && 4 * (n.next_multiple_of(lanes) - n) <= n.next_multiple_of(lanes));
+    let vectorizable = |r: &UOp| range_size(r) >= 2 * lanes || widths(range_size(r), 2 * lanes).is_some() || pad_pays(range_size(r));
     // else (in a reduction) an output axis a load walks with unit stride: its vector is stored lane by lane
     let mut vaxis = outs.iter().find(|r| st(&store.src[0], r) == Some(1) && !gathers(r) && vectorizable(r)).cloned().or_else(|| {
         let unit_load = |r: &UOp| loads.iter().any(|l| st(&l.src[0], r) == Some(1));
         outs.iter().find(|r| !reduces.is_empty() && unit_load(r) && !gathers(r) && vectorizable(r)).cloned()
     });
-    // an axis no vector width divides is padded to one (its last vector's extra lanes are masked)
-    if let Some(v) = vaxis.clone().filter(|v| range_size(v) >= 2 * lanes && widths(range_size(v), lanes).is_none_or(|w| w < lanes)) {
+    // an axis no vector width divides is padded to one (its last vector's extra lanes are masked), when the axis
+    // spans two vectors or, in a reduction (whose stores are few), that wastes at most a quarter of the lanes
+    if let Some(v) = vaxis.clone().filter(|v| pad_pays(range_size(v)) && widths(range_size(v), lanes).is_none_or(|w| w < lanes)) {
         if let Some(a) = axis_of(&k, v.axis().0) {
             if k.apply_opt(Opt::new(OptOps::Padto, a, lanes)).is_ok() {
                 vaxis = Some(k.rngs()[a].clone());
