@@ -116,20 +116,24 @@ pub fn stride(index: &UOp, r: &UOp) -> Option<i128> {
 }
 
 /// The coefficient of `r` in `index` when `index` is a sum of constant multiples of terms, `r` among them and
-/// the others free of it (`None` when it isn't, or `r` hides in another op).
+/// the others free of it (`None` when it isn't, or `r` hides in another op). Walks with an explicit stack.
 fn linear_stride(index: &UOp, r: &UOp) -> Option<i128> {
-    match index.op {
-        _ if index == r => Some(1),
-        Ops::CONST | Ops::DEFINE_VAR => Some(0),
-        Ops::RANGE => Some(0),
-        Ops::ADD => Some(linear_stride(&index.src[0], r)? + linear_stride(&index.src[1], r)?),
-        Ops::MUL => match (index.src[0].const_int(), index.src[1].const_int()) {
-            (_, Some(c)) => Some(linear_stride(&index.src[0], r)? * c),
-            (Some(c), _) => Some(linear_stride(&index.src[1], r)? * c),
-            _ => None,
-        },
-        _ => (!depends_on(index, r)).then_some(0),
+    let (mut stack, mut total) = (vec![(index, 1i128)], 0i128);
+    while let Some((u, m)) = stack.pop() {
+        match u.op {
+            _ if u == r => total += m,
+            Ops::CONST | Ops::DEFINE_VAR | Ops::RANGE => {}
+            Ops::ADD => stack.extend([(&u.src[0], m), (&u.src[1], m)]),
+            Ops::MUL => match (u.src[0].const_int(), u.src[1].const_int()) {
+                (_, Some(c)) => stack.push((&u.src[0], m.checked_mul(c)?)),
+                (Some(c), _) => stack.push((&u.src[1], m.checked_mul(c)?)),
+                _ => return None,
+            },
+            _ if depends_on(u, r) => return None,
+            _ => {}
+        }
     }
+    Some(total)
 }
 
 /// Whether `r` is among `u`'s sources, transitively (a walk that stops at the first sight of it).
