@@ -24,7 +24,10 @@ use crate::error::{Error, Result};
 /// [`check_env`] (tinygrad's knobs) and [`getenv_int`] (their own) at start, so this is only reached by a bug.
 pub fn getenv(key: &str, default: i64) -> i64 {
     match std::env::var(key) {
-        Ok(v) if !v.trim().is_empty() => v.trim().parse().unwrap_or_else(|_| panic!("environment variable {key}={v:?} is not an integer (not checked by helpers::check_env at start)")),
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("environment variable {key}={v:?} is not an integer (not checked by helpers::check_env at start)")),
         _ => default,
     }
 }
@@ -83,7 +86,9 @@ pub fn getenv_output_path(key: &str, default: &str) -> Result<PathBuf> {
             let _ = std::fs::remove_file(&probe);
             Ok(path)
         }
-        Err(e) => Err(env_err(key, &path.to_string_lossy(), format!("cannot write to {} ({e}); point it at a writable directory", dir.display()))),
+        Err(e) => {
+            Err(env_err(key, &path.to_string_lossy(), format!("cannot write to {} ({e}); point it at a writable directory", dir.display())))
+        }
     }
 }
 

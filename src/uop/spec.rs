@@ -299,7 +299,9 @@ mod tests {
         ];
         for (what, v) in malformed {
             let v = if v.dtype == dtypes::FLOAT32 { v } else { v.cast(dtypes::FLOAT32) };
-            let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| type_verify(&store(&v).toposort(), &KERNEL_SPEC, "my pass"))).expect_err(what);
+            let err =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| type_verify(&store(&v).toposort(), &KERNEL_SPEC, "my pass")))
+                    .expect_err(what);
             let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
             assert!(msg.starts_with("SPEC: the graph after pass `my pass` is malformed at node"), "{what}: {msg}");
         }
@@ -310,7 +312,10 @@ mod tests {
         let r = UOp::range(idx(4), 0, AxisType::Reduce);
         let red = UOp::new(REDUCE, dtypes::WEAKINT, [r.clone(), r.clone()], Arg::Op(ADD));
         type_verify(&[idx(4), r.clone(), red.clone()], &KERNEL_SPEC, "kernel");
-        let msg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| type_verify(&[idx(4), r.clone(), red.clone()], &PROGRAM_SPEC, "linearize"))).expect_err("REDUCE");
+        let msg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            type_verify(&[idx(4), r.clone(), red.clone()], &PROGRAM_SPEC, "linearize")
+        }))
+        .expect_err("REDUCE");
         assert!(msg.downcast_ref::<String>().unwrap().contains("pass `linearize` is malformed at node 2, REDUCE"));
     }
 }
