@@ -11,7 +11,7 @@ mod model;
 
 use std::time::Instant;
 use tinygrad::codegen::full_rewrite;
-use tinygrad::helpers::{getenv, getenv_str, Context, BEAM, IGNORE_BEAM_CACHE, TRAINING};
+use tinygrad::helpers::{check_env, getenv_int, getenv_str, run_main, Context, BEAM, IGNORE_BEAM_CACHE, TRAINING};
 use tinygrad::nn::{optim, Module};
 use tinygrad::renderer::{cstyle, Renderer};
 use tinygrad::schedule::create_schedule;
@@ -92,7 +92,7 @@ fn beam_search_time(b: &Bench) -> Result<()> {
         return Ok(());
     }
     let (x, y) = (data(&[1024, 1024], 9)?, data(&[1024, 1024], 10)?);
-    let _g = Context::new(&[(&BEAM, 2), (&IGNORE_BEAM_CACHE, getenv("IGNORE_BEAM_CACHE", 1))]);
+    let _g = Context::new(&[(&BEAM, 2), (&IGNORE_BEAM_CACHE, getenv_int("IGNORE_BEAM_CACHE", 1, 0, 1)?)]);
     let t = Instant::now();
     x.matmul(&y).realize()?;
     println!(r#"{{"name": "{name}", "value": {:.3}, "unit": "s", "runs": 1}}"#, t.elapsed().as_secs_f64());
@@ -125,8 +125,13 @@ fn codegen_per_kernel(b: &Bench) -> Result<()> {
     Ok(())
 }
 
-fn main() -> Result<()> {
-    let runs = getenv("RUNS", 0);
+fn main() -> std::process::ExitCode {
+    run_main(figures)
+}
+
+fn figures() -> Result<()> {
+    check_env()?;
+    let runs = getenv_int("RUNS", 0, 0, 1_000_000)?;
     let b = Bench { filter: getenv_str("FILTER", ""), runs: (runs > 0).then_some(runs as usize) };
     // first: a BEAM=2 search of its own (later figures reuse kernels already compiled in this process)
     beam_search_time(&b)?;

@@ -7,8 +7,9 @@ use std::path::PathBuf;
 /// I/O, a device. Each message says what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// None of `$CC`, `clang`, `cc`, `gcc` runs (tinygrad fails in `subprocess.check_output(['clang', ...])`).
-    #[error("no C compiler found; install clang (`apt-get install clang`) or set CC to a working C compiler")]
+    /// None of `$CC`, `clang`, `cc`, `gcc` runs (tinygrad fails in `subprocess.check_output(['clang', ...])`). The
+    /// message names `CC` when it is set.
+    #[error("no C compiler runs ({}); install clang or gcc (`apt-get install clang`), or set CC to a working C compiler", cc_tried())]
     NoCompiler,
     /// The C compiler rejected kernel `name` (tinygrad `CompileError`); the source is kept on disk to reproduce it.
     #[error("compiling kernel `{name}` with `{compiler}` failed; the source is kept at {}, compiler output:\n{stderr}", source_path.display())]
@@ -31,7 +32,7 @@ pub enum Error {
         msg: String,
     },
     /// Reading, writing or creating `path` failed.
-    #[error("I/O error on {}: {source}; check that it exists and is writable", path.display())]
+    #[error("I/O error on {}: {source}; check that the path exists and its permissions", path.display())]
     Io {
         /// The file or directory (or the program that was being run).
         path: PathBuf,
@@ -54,15 +55,26 @@ pub enum Error {
         /// What went wrong and what to do.
         msg: String,
     },
-    /// A TinyJit was called with inputs unlike the captured ones.
     /// An opt that does not apply to a kernel (from a BEAM cache or a caller's list).
     #[error("kernel opt: {0}; drop the opt (or delete the BEAM cache entry that holds it)")]
     Opt(#[from] crate::codegen::KernelOptError),
+    /// A TinyJit was called with inputs unlike the captured ones.
     #[error("TinyJit: {0}")]
     Jit(String),
     /// A state dict does not fit a model: missing, unexpected or wrong-shaped keys.
-    #[error("load_state_dict: {0}")]
+    #[error("load_state_dict: {0}; was the file saved from this model?")]
     StateDict(String),
+    /// An environment variable holds a value its reader does not accept (checked once, at program start, by
+    /// [`crate::helpers::check_env`] and the `getenv_*` readers).
+    #[error("environment variable {var}={value:?}: {allowed}")]
+    Env {
+        /// The variable, e.g. `DEBUG`.
+        var: String,
+        /// Its value.
+        value: String,
+        /// What is allowed, and what to do.
+        allowed: String,
+    },
     /// A device refused an operation (out of memory, unsupported request, ...).
     #[error("device {device}: {msg}")]
     Device {
@@ -71,6 +83,14 @@ pub enum Error {
         /// What went wrong and what to do.
         msg: String,
     },
+}
+
+/// What [`Error::NoCompiler`] tried: `CC=...` when set, else the default list.
+fn cc_tried() -> String {
+    match std::env::var("CC") {
+        Ok(cc) if !cc.is_empty() => format!("CC={cc:?} does not run"),
+        _ => "tried clang, cc and gcc".into(),
+    }
 }
 
 /// The crate's result type, with [`Error`] by default.

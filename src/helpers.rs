@@ -15,13 +15,19 @@ use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{LazyLock, OnceLock, PoisonError, RwLock};
 use std::time::Instant;
 
+use crate::error::{Error, Result};
+
 // **************** environment ****************
 
 /// Integer environment variable `key`, or `default` when unset, empty or not unicode (tinygrad `getenv(key, 0)`).
-/// Panics when it is set to something that is not an integer, as tinygrad's `int(...)` raises.
+/// Panics when it is set to something that is not an integer, as tinygrad's `int(...)` raises: programs call
+/// [`check_env`] (tinygrad's knobs) and [`getenv_int`] (their own) at start, so this is only reached by a bug.
 pub fn getenv(key: &str, default: i64) -> i64 {
     match std::env::var(key) {
-        Ok(v) if !v.trim().is_empty() => v.trim().parse().unwrap_or_else(|_| panic!("environment variable {key}={v:?} is not an integer")),
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("environment variable {key}={v:?} is not an integer (not checked by helpers::check_env at start)")),
         _ => default,
     }
 }
@@ -29,6 +35,113 @@ pub fn getenv(key: &str, default: i64) -> i64 {
 /// String environment variable `key` (set but empty gives ""), or `default` when unset (tinygrad `getenv(key, "")`).
 pub fn getenv_str(key: &str, default: &str) -> String {
     std::env::var(key).unwrap_or_else(|_| default.to_string())
+}
+
+/// Integer environment variable `key` in `lo..=hi`, or `default` when unset or empty: for a program's own settings
+/// (`STEPS`, `BS`, ...), read once at start (tinygrad `getenv`, checked).
+///
+/// # Errors
+/// [`Error::Env`] naming `key`, its value and the allowed range when it is not an integer in `lo..=hi`.
+pub fn getenv_int(key: &str, default: i64, lo: i64, hi: i64) -> Result<i64> {
+    let Ok(raw) = std::env::var(key) else { return Ok(default) };
+    if raw.trim().is_empty() {
+        return Ok(default);
+    }
+    match raw.trim().parse::<i64>() {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+        _ => Err(env_err(key, &raw, range_text(lo, hi))),
+    }
+}
+
+/// Float environment variable `key` (finite, in `lo..=hi`), or `default` when unset or empty (a learning rate, say).
+///
+/// # Errors
+/// [`Error::Env`] naming `key`, its value and the allowed range when it is not such a number.
+pub fn getenv_float(key: &str, default: f64, lo: f64, hi: f64) -> Result<f64> {
+    let Ok(raw) = std::env::var(key) else { return Ok(default) };
+    if raw.trim().is_empty() {
+        return Ok(default);
+    }
+    match raw.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (lo..=hi).contains(&v) => Ok(v),
+        _ => Err(env_err(key, &raw, format!("expected a number from {lo} to {hi}"))),
+    }
+}
+
+/// The path in environment variable `key` (else `default`), checked to be writable now: a file is created next
+/// to it and removed again, so a bad output path fails before hours of work rather than after.
+///
+/// # Errors
+/// [`Error::Env`] naming `key`, the path and why it cannot be written there.
+pub fn getenv_output_path(key: &str, default: &str) -> Result<PathBuf> {
+    let path = PathBuf::from(std::env::var(key).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| default.to_string()));
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let probe = dir.join(format!(".tinygrad-write-probe-{}", std::process::id()));
+    let created = std::fs::OpenOptions::new().write(true).create_new(true).open(&probe);
+    match created {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(path)
+        }
+        Err(e) => {
+            Err(env_err(key, &path.to_string_lossy(), format!("cannot write to {} ({e}); point it at a writable directory", dir.display())))
+        }
+    }
+}
+
+fn env_err(var: &str, value: &str, allowed: String) -> Error {
+    Error::Env { var: var.to_string(), value: value.to_string(), allowed }
+}
+
+fn range_text(lo: i64, hi: i64) -> String {
+    match (lo, hi) {
+        (i64::MIN, i64::MAX) => "expected an integer".into(),
+        (lo, i64::MAX) => format!("expected an integer >= {lo}"),
+        (lo, hi) => format!("expected an integer from {lo} to {hi}"),
+    }
+}
+
+/// Checks tinygrad's settings once, at program start, so a typo is one clear error instead of a panic deep in a
+/// run: every [`ContextVar`] (`DEBUG`, `BEAM`, `NOOPT`, `JIT`, `CACHELEVEL`, ...) must be an integer in its range,
+/// `DEV` a known device ([`DEVICES`]), and the C compiler (`CC`, else clang, cc or gcc) must run.
+///
+/// # Errors
+/// [`Error::Env`] naming the variable, its value and what is allowed; [`Error::NoCompiler`] when `CC` is unset and
+/// no compiler runs.
+pub fn check_env() -> Result<()> {
+    for &(var, lo, hi) in &CONTEXT_VARS {
+        getenv_int(var.key, lo, lo, hi)?;
+    }
+    let dev = getenv_str("DEV", "");
+    if !dev.is_empty() && !DEVICES.iter().any(|d| d.eq_ignore_ascii_case(&dev)) {
+        return Err(env_err("DEV", &dev, format!("unknown device; this build has {} (or unset DEV for CPU)", DEVICES.join(", "))));
+    }
+    match std::env::var("CC") {
+        Ok(cc) if !cc.is_empty() => {
+            crate::runtime::cpu::ClangCompiler::with_cc(&cc).map_err(|_| {
+                env_err("CC", &cc, format!("`{cc} --version` does not run; set CC to a working C compiler (clang or gcc) or unset it"))
+            })?;
+        }
+        _ => {
+            crate::runtime::cpu::ClangCompiler::new()?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs a program's `main` body and turns its outcome into an exit code: on error prints `error: {e}` (one line,
+/// the [`Error`]'s `Display` text) to stderr and fails, rather than the `Debug` struct `fn main() -> Result` prints.
+pub fn run_main(body: impl FnOnce() -> Result<()>) -> std::process::ExitCode {
+    match body() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 // **************** ContextVar / Context ****************
@@ -124,32 +237,42 @@ pub static BEAM: ContextVar = ContextVar::new("BEAM", 0);
 pub static NOOPT: ContextVar = ContextVar::new("NOOPT", 0);
 /// 0 makes `TinyJit` run the function eagerly every call instead of capturing and replaying kernels. Default 1.
 pub static JIT: ContextVar = ContextVar::new("JIT", 1);
-/// Most kernels the JIT batches into one graph launch. Default 32.
-pub static JIT_BATCH_SIZE: ContextVar = ContextVar::new("JIT_BATCH_SIZE", 32);
 /// On-disk cache level (compiled kernels, BEAM results); 0 disables the cache. Default 2.
 pub static CACHELEVEL: ContextVar = ContextVar::new("CACHELEVEL", 2);
 /// 1 reruns BEAM search even when a cached result exists. Default 0.
 pub static IGNORE_BEAM_CACHE: ContextVar = ContextVar::new("IGNORE_BEAM_CACHE", 0);
 /// Training mode (dropout active), set by `Tensor.train`. Default 0.
 pub static TRAINING: ContextVar = ContextVar::new("TRAINING", 0);
-/// 1 checks `UOp` graphs against the spec after each rewrite stage. Default 0 here (tinygrad 0.14 defaults to 1).
+/// 1 checks `UOp` graphs against the spec ([`crate::uop::spec`]) after each scheduling and codegen pass, panicking
+/// with the pass name on a malformed graph. Default 0 here (tinygrad 0.14 defaults to 1).
 pub static SPEC: ContextVar = ContextVar::new("SPEC", 0);
 /// Threads the CPU backend runs a kernel on. Default: `std::thread::available_parallelism()`.
 pub static NUM_CPU_THREADS: ContextVar = ContextVar::new_lazy("NUM_CPU_THREADS", cpu_count);
-/// Graph-rewrite visualizer; nonzero also turns on [`TRACK_MATCH_STATS`] and turns off [`PARALLEL`]. Default 0.
-pub static VIZ: ContextVar = ContextVar::new("VIZ", 0);
-/// Worker threads for BEAM search and compilation. Default [`NUM_CPU_THREADS`], or 0 when [`VIZ`] is on.
-pub static PARALLEL: ContextVar = ContextVar::new_lazy("PARALLEL", || if VIZ.global() == 0 { NUM_CPU_THREADS.global() } else { 0 });
-/// Pattern-matcher statistics: 1 counts matches, 2 also records rewrites for VIZ. Default 2 when [`VIZ`] is on, else 0.
-pub static TRACK_MATCH_STATS: ContextVar = ContextVar::new_lazy("TRACK_MATCH_STATS", || if VIZ.global() != 0 { 2 } else { 0 });
+/// Worker threads for BEAM search and compilation. Default [`NUM_CPU_THREADS`].
+pub static PARALLEL: ContextVar = ContextVar::new_lazy("PARALLEL", || NUM_CPU_THREADS.global());
+/// Pattern-matcher statistics: nonzero counts each rule's matches (`Rule::hits`). Default 0.
+pub static TRACK_MATCH_STATS: ContextVar = ContextVar::new("TRACK_MATCH_STATS", 0);
 /// 1 splits a large reduction into two kernels. Default 1.
 pub static SPLIT_REDUCEOP: ContextVar = ContextVar::new("SPLIT_REDUCEOP", 1);
-/// 1 disables buffer reuse by the memory planner. Default 0.
-pub static NO_MEMORY_PLANNER: ContextVar = ContextVar::new("NO_MEMORY_PLANNER", 0);
-/// 1 rewrites exp2/log2/sin into polynomials on backends without them, 2 always does. Default 1.
-pub static TRANSCENDENTAL: ContextVar = ContextVar::new("TRANSCENDENTAL", 1);
-/// Tensor cores (env var `TC`); 0 disables them. Default 1.
-pub static USE_TC: ContextVar = ContextVar::new("TC", 1);
+
+/// Every [`ContextVar`] above with the values it accepts, for [`check_env`].
+static CONTEXT_VARS: [(&ContextVar, i64, i64); 12] = [
+    (&DEBUG, 0, 7),
+    (&BEAM, 0, 1024),
+    (&NOOPT, 0, 1),
+    (&JIT, 0, 1),
+    (&CACHELEVEL, 0, 2),
+    (&IGNORE_BEAM_CACHE, 0, 1),
+    (&TRAINING, 0, 1),
+    (&SPEC, 0, 1),
+    (&NUM_CPU_THREADS, 1, 4096),
+    (&PARALLEL, 0, 4096),
+    (&TRACK_MATCH_STATS, 0, 2),
+    (&SPLIT_REDUCEOP, 0, 1),
+];
+
+/// The devices `DEV` may name (any case); "" means the default, CPU.
+pub const DEVICES: [&str; 2] = ["CPU", "CLANG"];
 
 static DEV_GLOBAL: LazyLock<RwLock<String>> = LazyLock::new(|| RwLock::new(getenv_str("DEV", "")));
 
@@ -484,6 +607,34 @@ mod tests {
         std::env::set_var(key, "");
         assert_eq!(getenv(key, 7), 7);
         assert_eq!(getenv_str(key, "dflt"), "");
+    }
+
+    #[test]
+    fn checked_getenv_names_the_variable_and_what_is_allowed() {
+        let key = "TG_HELPERS_TEST_CHECKED";
+        assert_eq!(getenv_int(key, 70, 1, i64::MAX).unwrap(), 70);
+        std::env::set_var(key, " 12 ");
+        assert_eq!(getenv_int(key, 70, 1, i64::MAX).unwrap(), 12);
+        assert_eq!(getenv_float(key, 0.5, 0.0, 100.0).unwrap(), 12.0);
+        for (bad, lo, hi, want) in [("abc", 1, i64::MAX, "expected an integer >= 1"), ("-3", 0, 7, "expected an integer from 0 to 7")] {
+            std::env::set_var(key, bad);
+            let msg = getenv_int(key, 0, lo, hi).unwrap_err().to_string();
+            assert_eq!(msg, format!("environment variable {key}={bad:?}: {want}"));
+        }
+        std::env::set_var(key, "inf");
+        assert!(getenv_float(key, 0.5, 0.0, 100.0).unwrap_err().to_string().contains("expected a number from 0 to 100"));
+    }
+
+    #[test]
+    fn output_path_is_probed_for_writing() {
+        let key = "TG_HELPERS_TEST_OUT";
+        let dir = std::env::temp_dir();
+        std::env::set_var(key, dir.join("w.safetensors"));
+        assert_eq!(getenv_output_path(key, "x").unwrap(), dir.join("w.safetensors"));
+        assert!(!dir.join(format!(".tinygrad-write-probe-{}", std::process::id())).exists(), "probe removed");
+        std::env::set_var(key, "/nonexistent/dir/w.safetensors");
+        let msg = getenv_output_path(key, "x").unwrap_err().to_string();
+        assert!(msg.starts_with(&format!("environment variable {key}=")) && msg.contains("cannot write to /nonexistent/dir"), "{msg}");
     }
 
     #[test]

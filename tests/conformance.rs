@@ -1,5 +1,6 @@
 //! Runs the conformance runner over ../shared/conformance/ops (TINYGRAD_CONFORMANCE_DIR overrides), with the default
-//! opts and with none (NOOPT=1): every case, forward and gradients, must pass; the failure lists the failing cases.
+//! opts and with none (NOOPT=1), checking every graph against the spec (SPEC=1): every case, forward and gradients, must
+//! pass; the failure lists the failing cases.
 
 #[path = "../examples/conformance/dispatch.rs"]
 mod dispatch;
@@ -13,6 +14,7 @@ mod dispatch_nn;
 mod runner;
 
 fn run(what: &str) {
+    let _spec = tinygrad::helpers::Context::new(&[(&tinygrad::helpers::SPEC, 1)]);
     let dir = std::env::var("TINYGRAD_CONFORMANCE_DIR")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/conformance/ops").into());
     let (passed, failed) = runner::run_dir(std::path::Path::new(&dir));

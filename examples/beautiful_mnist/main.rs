@@ -1,7 +1,8 @@
 //! tinygrad's beautiful_mnist: a small convnet trained with Adam on MNIST, with a jitted train step.
 //!
 //! `cargo run --release --example beautiful_mnist` (env: STEPS, default 70; BS, default 512; SEED; MNIST files
-//! from `$TINYGRAD_DATA_DIR/mnist/`, downloaded when missing). It prints `test accuracy: NN.NN%` and saves the
+//! from `$TINYGRAD_DATA_DIR/mnist/`, downloaded when missing). Settings are checked before anything runs: a bad
+//! one (or an unwritable `WEIGHTS` path, or no working C compiler) prints one `error: ...` line and exits with 1. It prints `test accuracy: NN.NN%` and saves the
 //! weights to `WEIGHTS` (default `beautiful_mnist.safetensors`). `EVAL=path.safetensors` only evaluates a saved
 //! model. The training set stays on the device: each step draws `BS` row indices (`Tensor::randint`) and the jitted
 //! step gathers its batch, `X_train[samples]` (uint8 pixels, fed unnormalized), as tinygrad's does. The draw is the
@@ -12,8 +13,9 @@ mod model;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use model::Model;
+use std::process::ExitCode;
 use std::time::Instant;
-use tinygrad::helpers::{getenv, getenv_str};
+use tinygrad::helpers::{check_env, getenv_int, getenv_output_path, getenv_str, run_main};
 use tinygrad::nn::{optim, state, Module};
 use tinygrad::{dtypes, Result, Tensor, TinyJit};
 
@@ -22,16 +24,25 @@ fn accuracy(model: &Model, x: &Tensor, y: &Tensor) -> Result<f32> {
     (model.forward(x).argmax(Some(1), false).eq(y).cast(dtypes::FLOAT32).mean(..) * 100.0).item::<f32>()
 }
 
-fn main() -> Result<()> {
-    let (steps, bs, seed) = (getenv("STEPS", 70) as usize, getenv("BS", 512) as usize, getenv("SEED", 1337) as u64);
-    let weights = getenv_str("WEIGHTS", "beautiful_mnist.safetensors");
+fn main() -> ExitCode {
+    run_main(train)
+}
+
+fn train() -> Result<()> {
+    check_env()?;
+    let steps = getenv_int("STEPS", 70, 1, i64::MAX)? as usize;
+    let bs = getenv_int("BS", 512, 1, 60_000)? as usize;
+    let seed = getenv_int("SEED", 1337, 0, i64::MAX)? as u64;
+    let eval = getenv_str("EVAL", "");
+    // EVAL's file is read before the data set loads; WEIGHTS is only written, so it is checked when training
+    let eval_state = if eval.is_empty() { None } else { Some(state::safe_load(&eval)?) };
+    let weights = if eval.is_empty() { getenv_output_path("WEIGHTS", "beautiful_mnist.safetensors")? } else { Default::default() };
     let t0 = Instant::now();
     Tensor::manual_seed(seed);
     let (x_train, y_train, x_test, y_test) = tinygrad::nn::datasets::mnist()?;
     let model = Model::new();
-    let eval = getenv_str("EVAL", "");
-    if !eval.is_empty() {
-        model.load_state_dict(&state::safe_load(&eval)?, true)?;
+    if let Some(sd) = eval_state {
+        model.load_state_dict(&sd, true)?;
         println!("test accuracy: {:.2}%", accuracy(&model, &x_test, &y_test)?);
         return Ok(());
     }
@@ -65,7 +76,7 @@ fn main() -> Result<()> {
         steady * 1e3
     );
     state::safe_save(&model.get_state_dict(), &weights)?;
-    println!("saved weights to {weights}");
+    println!("saved weights to {}", weights.display());
     println!("test accuracy: {test_acc:.2}%");
     Ok(())
 }

@@ -14,7 +14,7 @@ pub use opt::{Kernel, KernelOptError, Opt, OptOps};
 
 use crate::helpers::NOOPT;
 use crate::renderer::Renderer;
-use crate::uop::{graph_rewrite, symbolic::SYMBOLIC, AxisType, GroupOp, Ops, UOp};
+use crate::uop::{graph_rewrite, spec, symbolic::SYMBOLIC, AxisType, GroupOp, Ops, UOp};
 use opt::range_size;
 
 /// A kernel ready to render.
@@ -42,6 +42,7 @@ pub struct LinearKernel {
 /// A [`KernelOptError`] when one of the given `opts` is illegal for this kernel on `ren`.
 pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<LinearKernel, KernelOptError> {
     let mut k = kernel(ast, ren);
+    spec::verify(&k.ast, &spec::KERNEL_SPEC, "simplify and reduce collapse");
     let topo = k.ast.toposort();
     let ops = count_ops(&topo);
     let mem =
@@ -57,10 +58,16 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
     let (name, display_name) = (k.name(false), k.name(true));
     let outer = k.rngs().iter().find(|r| r.axis().1 == AxisType::Thread).map_or(0, range_size);
     let sink = if k.applied_opts.is_empty() { k.ast.clone() } else { graph_rewrite(&k.ast, &SYMBOLIC, &mut (), "simplify opts") };
+    spec::verify(&sink, &spec::KERNEL_SPEC, "opts");
     let sink = opt::order_reduce_loops(&sink);
+    spec::verify(&sink, &spec::KERNEL_SPEC, "order reduce loops");
     let sink = expand::expand(&sink, ren.vector_bytes.max(16));
+    spec::verify(&sink, &spec::KERNEL_SPEC, "expand");
     let sink = lower::lower_reduces(&sink);
-    Ok(LinearKernel { name, display_name, uops: linearize::linearize(&sink), outer, ops, mem, opts: k.applied_opts })
+    spec::verify(&sink, &spec::PROGRAM_SPEC, "lower reduces");
+    let uops = linearize::linearize(&sink);
+    spec::verify_list(&uops, &spec::PROGRAM_SPEC, "linearize");
+    Ok(LinearKernel { name, display_name, uops, outer, ops, mem, opts: k.applied_opts })
 }
 
 /// The [`Kernel`] that opts for `ast` apply to: `ast` simplified, with no opts yet. Opt axes count in its

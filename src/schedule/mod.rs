@@ -4,7 +4,7 @@
 
 mod rangeify;
 
-use crate::uop::{Arg, BufferInfo, GroupOp, OpSet, Ops, UOp};
+use crate::uop::{spec, Arg, BufferInfo, GroupOp, OpSet, Ops, UOp};
 use parking_lot::Mutex;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::{Arc, LazyLock};
@@ -89,6 +89,7 @@ fn normalize(roots: &[UOp]) -> (UOp, Vec<UOp>) {
 
 /// Kernels for `roots`, on `device`, from the schedule cache when the graph's structure was seen before.
 pub fn create_schedule(roots: &[UOp], device: &str) -> Schedule {
+    spec::verify(&UOp::sink(roots.to_vec()), &spec::TENSOR_SPEC, "schedule input");
     let (key, inputs) = normalize(roots);
     let hit = CACHE.lock().get(&key).cloned();
     if let Some(t) = hit {
@@ -213,6 +214,7 @@ fn schedule_uncached(roots: &[UOp], device: &str) -> Schedule {
             UOp::new(Ops::BUFFER, k.dtype, [], Arg::Buffer(BufferInfo::new(shape.iter().product(), device)))
         };
         let (ast, inputs) = rangeify::build_kernel(k, &out, &bufs);
+        spec::verify(&ast, &spec::KERNEL_SPEC, "rangeify");
         items.push(ScheduleItem { ast, bufs: std::iter::once(out.clone()).chain(inputs).collect() });
         bufs.insert(k.clone(), out);
     }

@@ -8,6 +8,7 @@ mod ops;
 mod render;
 mod rewrite;
 mod shape;
+pub mod spec;
 pub mod symbolic;
 mod upat;
 
