@@ -81,10 +81,35 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
                 None => {}
             }
         };
+        // an outer-product tile: rows along an output axis one operand ignores and columns along one the other
+        // ignores, so each load feeds a row or a column of multiply-adds; else rows only
+        let ignores = |l: &UOp, r: &UOp| st(&l.src[0], r) == Some(0);
+        let tile = |k: &mut Kernel, skip: Option<&UOp>, vregs: usize| {
+            let splits = |a: &UOp, b: &UOp| {
+                let (na, nb) = (range_size(a), range_size(b));
+                let opts = [6, 4, 3, 2].into_iter().flat_map(|x| [6, 4, 3, 2].into_iter().map(move |y| (x, y)));
+                opts.filter(|&(x, y)| na.is_multiple_of(x) && nb.is_multiple_of(y) && x * y * vregs <= budget)
+                    .max_by_key(|&(x, y)| (x * y, x))
+            };
+            let cands = || outs.iter().filter(|r| Some(*r) != skip && reuse(r));
+            let pair = cands().flat_map(|a| cands().map(move |b| (a, b))).find_map(|(a, b)| {
+                let complementary = a != b
+                    && loads.iter().any(|l| ignores(l, a) && !ignores(l, b))
+                    && loads.iter().any(|l| ignores(l, b) && !ignores(l, a));
+                complementary.then(|| splits(a, b).map(|s| (a.clone(), b.clone(), s))).flatten()
+            });
+            match pair {
+                Some((a, b, (x, y))) if x * y > 4 => {
+                    try_apply(k, OptOps::Upcast, a.axis().0, x);
+                    try_apply(k, OptOps::Upcast, b.axis().0, y);
+                }
+                _ => rows(k, skip, vregs),
+            }
+        };
         match vaxis.clone().and_then(|v| Some((widths(range_size(&v), 2 * lanes)?, v))) {
             Some((vw, v)) => {
                 try_apply(&mut k, OptOps::Upcast, v.axis().0, vw);
-                rows(&mut k, Some(&v), vw.div_ceil(lanes));
+                tile(&mut k, Some(&v), vw.div_ceil(lanes));
             }
             None => {
                 // vector partial sums along a reduce axis that the loads walk with unit stride, one per tile row
@@ -98,29 +123,7 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
                 if let Some((r, w)) = red.and_then(|r| Some((widths(range_size(&r), lanes)?, r)).map(|(w, r)| (r, w))) {
                     if let Some(a) = k.unrollable_dims().iter().position(|&i| k.rngs()[i] == r) {
                         if k.apply_opt(Opt::new(OptOps::Unroll, a, w)).is_ok() {
-                            // an outer-product tile: rows along an axis one operand ignores and columns along one
-                            // the other ignores, so each load feeds a row or a column of multiply-adds
-                            let ignores = |l: &UOp, r: &UOp| st(&l.src[0], r) == Some(0);
-                            let splits = |a: &UOp, b: &UOp| {
-                                let (na, nb) = (range_size(a), range_size(b));
-                                let opts = [4, 3, 2].into_iter().flat_map(|x| [4, 3, 2].into_iter().map(move |y| (x, y)));
-                                opts.filter(|&(x, y)| na.is_multiple_of(x) && nb.is_multiple_of(y) && x * y <= budget)
-                                    .max_by_key(|&(x, y)| (x * y, x))
-                            };
-                            let pair =
-                                outs.iter().filter(|r| reuse(r)).flat_map(|a| outs.iter().map(move |b| (a, b))).find_map(|(a, b)| {
-                                    let complementary = a != b
-                                        && loads.iter().any(|l| ignores(l, a) && !ignores(l, b))
-                                        && loads.iter().any(|l| ignores(l, b) && !ignores(l, a));
-                                    complementary.then(|| splits(a, b).map(|s| (a.clone(), b.clone(), s))).flatten()
-                                });
-                            match pair {
-                                Some((a, b, (x, y))) if x * y > 4 => {
-                                    try_apply(&mut k, OptOps::Upcast, a.axis().0, x);
-                                    try_apply(&mut k, OptOps::Upcast, b.axis().0, y);
-                                }
-                                _ => rows(&mut k, None, 1),
-                            }
+                            tile(&mut k, None, 1);
                         }
                     }
                 }
