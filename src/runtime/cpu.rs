@@ -3,10 +3,11 @@
 
 use super::{Allocator, Compiler, Program, RawBuffer};
 use crate::error::{Error, Result};
-use crate::helpers::{cache_dir, CACHELEVEL, NUM_CPU_THREADS};
+use crate::helpers::{cache_dir, CACHELEVEL, DEBUG, NUM_CPU_THREADS};
 use libloading::Library;
 use parking_lot::Mutex;
 use rayon::prelude::*;
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -94,10 +95,20 @@ impl Allocator for CpuAllocator {
 const FLAGS: [&str; 10] = ["-O2", "-march=native", "-fPIC", "-shared", "-ffp-contract=fast", "-fno-math-errno", "-fwrapv", "-x", "c", "-"];
 
 /// Compiles C kernels into shared objects with the system C compiler (tinygrad `ClangJITCompiler`, which instead
-/// links in-process). Outputs are cached at `cache_dir()/kernels/<hash>.so`, keyed by compiler, flags and source.
+/// links in-process). Outputs are cached at `cache_dir()/kernels/<key>.so`, the key being the SHA-256 of the
+/// compiler's identity (its `--version`, and what `-march=native` means to it on this CPU), the flags and the
+/// source.
+///
+/// Each cached object ends in an [`ENTRY_TRAILER`]-byte trailer that holds its key and the SHA-256 of the object
+/// bytes (the dynamic loader ignores bytes past the ELF sections). A cached file that is truncated, corrupt or made
+/// for another key is recompiled, with a warning on stderr at `DEBUG>=1`, so a damaged cache never reaches
+/// `dlopen`. Files are written to a name unique to the compile and renamed into place, so concurrent compiles of a
+/// kernel (threads or processes) each succeed and a reader never sees a partial file.
 #[derive(Debug, Clone)]
 pub struct ClangCompiler {
     cc: String,
+    /// What makes this compiler's output differ from another's: its version and its `-march=native` expansion.
+    identity: String,
 }
 
 impl ClangCompiler {
@@ -112,38 +123,92 @@ impl ClangCompiler {
 
     /// Uses `cc` (a program name or path, no arguments). Errors with [`Error::NoCompiler`] when `cc --version` fails.
     pub fn with_cc(cc: &str) -> Result<Self> {
-        let runs = Command::new(cc).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
-        runs.then(|| ClangCompiler { cc: cc.to_string() }).ok_or(Error::NoCompiler)
+        let run = |args: &[&str]| Command::new(cc).args(args).stdin(Stdio::null()).output().ok();
+        let version = run(&["--version"]).filter(|o| o.status.success()).ok_or(Error::NoCompiler)?;
+        // `-###` prints the driver's commands without running them: for gcc the expanded -march=native, for clang
+        // its target cpu and features
+        let native = run(&["-###", "-march=native", "-x", "c", "-c", "/dev/null", "-o", "/dev/null"]).map(|o| o.stderr).unwrap_or_default();
+        let identity = format!("{}\n{}", String::from_utf8_lossy(&version.stdout), String::from_utf8_lossy(&native));
+        Ok(ClangCompiler { cc: cc.to_string(), identity })
     }
 
     /// The compiler command in use.
     pub fn cc(&self) -> &str {
         &self.cc
     }
+
+    /// The cache key of `src`: SHA-256 of the compiler, its identity, the flags and the source.
+    fn key(&self, src: &str) -> [u8; 32] {
+        sha256_parts(&[&self.cc, &self.identity, &FLAGS.join(" "), src])
+    }
 }
 
-/// FNV-1a, 128-bit, of the parts each followed by a 0 byte: a cache key stable across runs and platforms.
-fn fnv1a128(parts: &[&str]) -> u128 {
-    let bytes = parts.iter().flat_map(|p| p.bytes().chain([0]));
-    bytes.fold(0x6c62272e07bb014262b821756295c58d, |h, b| (h ^ u128::from(b)).wrapping_mul(0x1000000000000000000013b))
+/// SHA-256 of the parts, each followed by a 0 byte (so `["ab", "c"]` and `["a", "bc"]` differ).
+fn sha256_parts(parts: &[&str]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0]);
+    }
+    h.finalize().into()
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io { path: path.to_path_buf(), source }
 }
 
+/// Ends every trailer, naming its format.
+const ENTRY_MAGIC: &[u8; 8] = b"TGKCv1\0\0";
+/// Bytes a cache entry adds after the object: the key (32), SHA-256 of the object (32), the object's length
+/// (8, little endian), [`ENTRY_MAGIC`] (8).
+pub const ENTRY_TRAILER: usize = 80;
+
+/// The trailer of a cache entry for `object` under `key`.
+fn trailer(key: &[u8; 32], object: &[u8]) -> Vec<u8> {
+    let digest: [u8; 32] = Sha256::digest(object).into();
+    [&key[..], &digest, &(object.len() as u64).to_le_bytes(), ENTRY_MAGIC].concat()
+}
+
+/// Why the cache entry `file` is not a good object for `key`, or `None` when it is.
+fn entry_problem(file: &[u8], key: &[u8; 32]) -> Option<&'static str> {
+    let Some(object_len) = file.len().checked_sub(ENTRY_TRAILER) else {
+        return Some("truncated");
+    };
+    let (object, tail) = file.split_at(object_len);
+    if &tail[72..] != ENTRY_MAGIC || tail[64..72] != (object_len as u64).to_le_bytes() {
+        Some("truncated or not a tinygrad kernel cache entry")
+    } else if &tail[..32] != key {
+        Some("made for another kernel, compiler or CPU")
+    } else if tail != trailer(key, object) {
+        Some("corrupt (its content hash does not match)")
+    } else {
+        None
+    }
+}
+
 impl Compiler for ClangCompiler {
     fn compile(&self, name: &str, src: &str) -> Result<PathBuf> {
         let dir = cache_dir().join("kernels");
-        let key = format!("{:032x}", fnv1a128(&[&self.cc, &FLAGS.join(" "), src]));
-        let so = dir.join(format!("{key}.so"));
-        if CACHELEVEL.value() > 0 && so.exists() {
-            return Ok(so);
+        let key = self.key(src);
+        let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+        let so = dir.join(format!("{hex}.so"));
+        if CACHELEVEL.value() > 0 {
+            match std::fs::read(&so) {
+                Ok(file) => match entry_problem(&file, &key) {
+                    None => return Ok(so),
+                    // replaced below by an atomic rename, so a concurrent reader sees the old file or the new one
+                    Some(why) if DEBUG.value() >= 1 => eprintln!("kernel cache: {} is {why}; recompiling", so.display()),
+                    Some(_) => {}
+                },
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) if DEBUG.value() >= 1 => eprintln!("kernel cache: cannot read {} ({e}); recompiling", so.display()),
+                Err(_) => {}
+            }
         }
         std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         // a name unique to this compile: concurrent compiles of one kernel each write their own file, then rename
         static TMP_ID: AtomicU64 = AtomicU64::new(0);
-        let tmp = dir.join(format!("{key}.{}.{}.tmp", std::process::id(), TMP_ID.fetch_add(1, Relaxed)));
+        let tmp = dir.join(format!("{hex}.{}.{}.tmp", std::process::id(), TMP_ID.fetch_add(1, Relaxed)));
         let cc_path = Path::new(&self.cc);
         let mut child = Command::new(cc_path)
             .args(FLAGS)
@@ -165,12 +230,19 @@ impl Compiler for ClangCompiler {
         .map_err(io_err(cc_path))?;
         if !out.status.success() {
             let _ = std::fs::remove_file(&tmp);
-            let source_path = dir.join(format!("{key}.c"));
+            let source_path = dir.join(format!("{hex}.c"));
             std::fs::write(&source_path, src).map_err(io_err(&source_path))?;
             let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
             return Err(Error::Compile { name: name.to_string(), compiler: self.cc.clone(), source_path, stderr });
         }
-        std::fs::rename(&tmp, &so).map_err(io_err(&so))?;
+        let sealed = std::fs::read(&tmp).and_then(|object| {
+            std::fs::OpenOptions::new().append(true).open(&tmp)?.write_all(&trailer(&key, &object))?;
+            std::fs::rename(&tmp, &so)
+        });
+        if sealed.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        sealed.map_err(io_err(&so))?;
         Ok(so)
     }
 }
@@ -432,8 +504,26 @@ mod tests {
 
     #[test]
     fn cache_key_is_stable() {
-        assert_eq!(fnv1a128(&[]), 0x6c62272e07bb014262b821756295c58d);
-        assert_eq!(fnv1a128(&["a"]), fnv1a128(&["a"]));
-        assert_ne!(fnv1a128(&["ab", "c"]), fnv1a128(&["a", "bc"]), "parts are separated");
+        // sha256("a\0") from Python's hashlib
+        assert_eq!(sha256_parts(&["a"])[..4], [0xff, 0xe9, 0xaa, 0xea]);
+        assert_ne!(sha256_parts(&["ab", "c"]), sha256_parts(&["a", "bc"]), "parts are separated");
+        let cc = ClangCompiler::new().unwrap();
+        assert_eq!(cc.key("x"), cc.key("x"));
+        assert_ne!(cc.key("x"), ClangCompiler { identity: "another CPU".into(), ..cc.clone() }.key("x"));
+    }
+
+    #[test]
+    fn entries_are_checked() {
+        let key = sha256_parts(&["k"]);
+        let object = b"an object".to_vec();
+        let good = [object.clone(), trailer(&key, &object)].concat();
+        assert_eq!(entry_problem(&good, &key), None);
+        assert_eq!(entry_problem(&good[..good.len() - 1], &key), Some("truncated or not a tinygrad kernel cache entry"));
+        assert_eq!(entry_problem(&good[..10], &key), Some("truncated"));
+        assert_eq!(entry_problem(&good, &sha256_parts(&["other"])), Some("made for another kernel, compiler or CPU"));
+        let mut flipped = good.clone();
+        flipped[3] ^= 1;
+        assert_eq!(entry_problem(&flipped, &key), Some("corrupt (its content hash does not match)"));
+        assert_eq!(entry_problem(&object, &key), Some("truncated"));
     }
 }

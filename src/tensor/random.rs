@@ -6,6 +6,7 @@ use super::{Index, IntoShape, Tensor};
 use crate::dtype::{dtypes, DType};
 use crate::engine;
 use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
 
 /// Options of the random constructors (tinygrad's `dtype=`, `device=`, `contiguous=` keywords).
 #[derive(Clone, Debug)]
@@ -53,44 +54,10 @@ struct Rng {
 }
 static RNG: Mutex<Rng> = Mutex::new(Rng { seed: None, devices: Vec::new() });
 
-/// SHA-256 of `msg` (one block, `msg.len() < 56`), its last 32-bit word: the low bits of tinygrad's
-/// `int.from_bytes(sha256(...).digest(), "big")`. The constants are the fractional bits of square and cube roots of
-/// primes, as the standard defines them.
+/// The last 32-bit word of SHA-256 of `msg`: the low bits of tinygrad's `int.from_bytes(sha256(...).digest(), "big")`.
 fn sha256_low32(msg: &[u8]) -> u32 {
-    let primes: Vec<f64> = (2u32..).filter(|n| (2..*n).all(|d| n % d != 0)).take(64).map(f64::from).collect();
-    let frac = |x: f64| ((x - x.floor()) * 4294967296.0) as u32;
-    let k: Vec<u32> = primes.iter().map(|p| frac(p.cbrt())).collect();
-    let mut block = [0u8; 64];
-    block[..msg.len()].copy_from_slice(msg);
-    block[msg.len()] = 0x80;
-    block[56..].copy_from_slice(&(msg.len() as u64 * 8).to_be_bytes());
-    let mut w = [0u32; 64];
-    for i in 0..64 {
-        w[i] = if i < 16 {
-            u32::from_be_bytes(block[4 * i..4 * i + 4].try_into().unwrap())
-        } else {
-            let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
-            let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
-            w[i - 16].wrapping_add(s0).wrapping_add(w[i - 7]).wrapping_add(s1)
-        };
-    }
-    let h0: Vec<u32> = primes[..8].iter().map(|p| frac(p.sqrt())).collect();
-    let mut h = h0.clone();
-    for i in 0..64 {
-        let (a, e) = (h[0], h[4]);
-        let ch = (e & h[5]) ^ (!e & h[6]);
-        let t1 = h[7]
-            .wrapping_add(e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25))
-            .wrapping_add(ch)
-            .wrapping_add(k[i])
-            .wrapping_add(w[i]);
-        let maj = (a & h[1]) ^ (a & h[2]) ^ (h[1] & h[2]);
-        let t2 = (a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22)).wrapping_add(maj);
-        h.rotate_right(1);
-        h[0] = t1.wrapping_add(t2);
-        h[4] = h[4].wrapping_add(t1);
-    }
-    h[7].wrapping_add(h0[7])
+    let digest = Sha256::digest(msg);
+    u32::from_be_bytes(digest[28..].try_into().expect("a SHA-256 digest is 32 bytes"))
 }
 
 /// A uint32 tensor on `device` holding `data`.
