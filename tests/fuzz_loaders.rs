@@ -223,9 +223,12 @@ impl IdxCase {
     }
 }
 
+/// An IDX array's dtype, dims and native-endian data.
+type IdxArray = (DType, Vec<usize>, Vec<u8>);
+
 /// An independent reading of a gzipped IDX file: decompress all of it, then check the header against the length.
 /// Returns the decompressed length, and the dtype, dims and native-endian data when the file is valid.
-fn idx_reference(gz: &[u8]) -> (usize, Option<(DType, Vec<usize>, Vec<u8>)>) {
+fn idx_reference(gz: &[u8]) -> (usize, Option<IdxArray>) {
     let mut raw = Vec::new();
     let complete = GzDecoder::new(gz).read_to_end(&mut raw).is_ok();
     let parse = || {
@@ -360,10 +363,12 @@ fn json_str(s: &str) -> String {
     serde_json::to_string(s).unwrap()
 }
 
+/// A tensor a file holds: name, index in `ST_DTYPES`, shape, bytes.
+type StTensorData = (String, usize, Vec<usize>, Vec<u8>);
+
 impl StCase {
     /// The file's bytes, and for an undamaged file the tensors it holds: (name, dtype index, shape, bytes).
-    #[allow(clippy::type_complexity)]
-    fn bytes(&self) -> (Vec<u8>, Option<Vec<(String, usize, Vec<usize>, Vec<u8>)>>) {
+    fn bytes(&self) -> (Vec<u8>, Option<Vec<StTensorData>>) {
         let mut entries = Vec::new();
         let (mut data, mut honest) = (Vec::new(), true);
         let mut names = std::collections::HashSet::new();
