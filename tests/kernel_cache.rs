@@ -71,8 +71,11 @@ fn run_child(cache: &Path, envs: &[(&str, &str)]) -> String {
 
 /// The cached objects and their bytes, by path.
 fn objects(cache: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut paths: Vec<PathBuf> =
-        std::fs::read_dir(cache.join("tinygrad/kernels")).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "so")).collect();
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(cache.join("tinygrad/kernels"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "so"))
+        .collect();
     paths.sort();
     paths.into_iter().map(|p| (p.clone(), std::fs::read(p).unwrap())).collect()
 }

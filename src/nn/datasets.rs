@@ -2,7 +2,7 @@
 //! `~/.cache/tinygrad/data/mnist/`) and downloaded there when missing, from tinygrad's mirror (or
 //! `$TINYGRAD_MNIST_URL`), with a progress bar; the decompressed bytes must match the standard SHA-256 sums.
 
-use crate::dtype::dtypes;
+use crate::dtype::{dtypes, DType};
 use crate::error::{Error, Result};
 use crate::Tensor;
 use sha2::{Digest, Sha256};
@@ -54,34 +54,90 @@ pub fn mnist_from(dir: &Path, base_url: &str) -> Result<(Tensor, Tensor, Tensor,
     Ok((next()?, next()?, next()?, next()?))
 }
 
+/// An array read from an IDX file (the MNIST format: bytes 0 and 0, a type code, the number of dims, each dim as
+/// a big-endian u32, then the elements, big endian, row-major).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Idx {
+    /// The element type: uint8, int8, int16, int32, float32 or float64 (type codes 0x08, 0x09, 0x0B-0x0E).
+    pub dtype: DType,
+    /// The dims, as the header gives them.
+    pub shape: Vec<usize>,
+    /// The elements in native byte order, `shape.iter().product() * dtype.itemsize()` bytes.
+    pub data: Vec<u8>,
+}
+
+/// The IDX array in the gzipped bytes `gz`; `name` (a file name) is for errors. Decompresses no more than the header
+/// says the file holds, so a lying header or a gzip bomb allocates no more than the data really there.
+///
+/// # Errors
+/// [`Error::Format`] naming `name` when `gz` is not a complete gzip stream (bad checksum included), or its contents
+/// are not an IDX file whose data matches its header.
+pub fn idx_from_gz(gz: &[u8], name: &str) -> Result<Idx> {
+    let (dtype, shape, raw, header) = decode_idx(gz).map_err(|msg| Error::Format { path: name.into(), msg })?;
+    let mut data = raw[header..].to_vec();
+    if cfg!(target_endian = "little") {
+        data.chunks_exact_mut(dtype.itemsize()).for_each(<[u8]>::reverse);
+    }
+    Ok(Idx { dtype, shape, data })
+}
+
+fn idx_dtype(code: u8) -> Option<DType> {
+    Some(match code {
+        0x08 => dtypes::UINT8,
+        0x09 => dtypes::INT8,
+        0x0B => dtypes::INT16,
+        0x0C => dtypes::INT32,
+        0x0D => dtypes::FLOAT32,
+        0x0E => dtypes::FLOAT64,
+        _ => return None,
+    })
+}
+
+/// The element type, dims, decompressed bytes and header length of the IDX file `gz`, or what is wrong with it.
+fn decode_idx(gz: &[u8]) -> std::result::Result<(DType, Vec<usize>, Vec<u8>, usize), String> {
+    let mut dec = flate2::read::GzDecoder::new(gz);
+    let mut raw = Vec::new();
+    // reads up to n more bytes; what the stream really holds bounds the allocation
+    let mut read =
+        |raw: &mut Vec<u8>, n: usize| (&mut dec).take(n as u64).read_to_end(raw).map_err(|e| format!("not a complete gzip file ({e})"));
+    read(&mut raw, 4)?;
+    let dtype = match raw[..] {
+        [0, 0, code, _] => idx_dtype(code).ok_or_else(|| format!("not an IDX file: unknown type code {code:#04x}"))?,
+        _ => return Err(format!("not an IDX file: it starts with {:02x?}", raw)),
+    };
+    let header = 4 + 4 * usize::from(raw[3]);
+    if read(&mut raw, header - 4)? < header - 4 {
+        return Err("truncated IDX header".into());
+    }
+    let dims: Vec<usize> = raw[4..].chunks_exact(4).map(|d| u32::from_be_bytes(d.try_into().expect("4 bytes")) as usize).collect();
+    // (a zero dim makes the product 0 even when the others overflow)
+    let product = if dims.contains(&0) { Some(0) } else { dims.iter().try_fold(dtype.itemsize(), |n, &d| n.checked_mul(d)) };
+    let size = product.ok_or_else(|| format!("IDX dims {dims:?} overflow"))?;
+    let got = read(&mut raw, size)?;
+    if got < size {
+        return Err(format!("IDX data is {got} bytes, the header says {dims:?} of {dtype} ({size} bytes): truncated"));
+    }
+    // the end of the stream, where the gzip checksum is checked
+    if read(&mut raw, 1)? != 0 {
+        return Err(format!("IDX data is longer than the header's {dims:?} of {dtype}: padded"));
+    }
+    Ok((dtype, dims, raw, header))
+}
+
 /// The dims and data of the gzipped IDX file `path`, checked against `sha` (of the decompressed bytes) and `magic`.
 fn read_idx(path: &Path, sha: &str, magic: u32) -> Result<(Vec<usize>, Vec<u8>)> {
     let bad = |msg: String| Error::Format { path: path.into(), msg: format!("{msg}; delete it to download it again") };
-    let file = std::fs::File::open(path).map_err(|source| Error::Io { path: path.into(), source })?;
-    let mut bytes = Vec::new();
-    flate2::read::GzDecoder::new(file).read_to_end(&mut bytes).map_err(|e| bad(format!("not a complete gzip file ({e})")))?;
-    if bytes.len() < 8 || u32::from_be_bytes(bytes[0..4].try_into().unwrap()) != magic {
+    let gz = std::fs::read(path).map_err(|source| Error::Io { path: path.into(), source })?;
+    let (_, dims, mut raw, header) = decode_idx(&gz).map_err(bad)?;
+    if u32::from_be_bytes(raw[..4].try_into().expect("4 bytes")) != magic {
         return Err(bad(format!("not an IDX file with magic {magic}")));
     }
-    let ndim = if magic == 2051 { 3 } else { 1 };
-    let header = 4 + 4 * ndim;
-    let dims: Vec<usize> = (0..ndim)
-        .map(|i| bytes.get(4 + 4 * i..8 + 4 * i).map(|b| u32::from_be_bytes(b.try_into().unwrap()) as usize))
-        .collect::<Option<_>>()
-        .ok_or_else(|| bad("truncated IDX header".into()))?;
-    if bytes.len() != header + dims.iter().product::<usize>() {
-        return Err(bad(format!(
-            "IDX data is {} bytes, the header says {:?}: truncated or padded",
-            bytes.len().saturating_sub(header),
-            dims
-        )));
-    }
-    let got = format!("{:x}", Sha256::digest(&bytes));
+    let got = format!("{:x}", Sha256::digest(&raw));
     if got != sha {
         return Err(bad(format!("SHA-256 of the decompressed data is {got}, want {sha}")));
     }
-    bytes.drain(..header);
-    Ok((dims, bytes))
+    raw.drain(..header);
+    Ok((dims, raw))
 }
 
 /// Downloads `url` to `path` with a progress bar, through `path.part` then a rename.
