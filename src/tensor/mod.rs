@@ -355,6 +355,12 @@ impl Tensor {
         }
         Tensor::from_uop(UOp::new(Ops::CONTIGUOUS, u.dtype, [u], Arg::None))
     }
+    /// The same values, whose gradient is realized into its own buffer in the backward pass (tinygrad
+    /// `contiguous_backward`): a boundary that keeps a gradient read many times from being recomputed per read.
+    pub fn contiguous_backward(&self) -> Tensor {
+        let u = self.uop();
+        Tensor::from_uop(UOp::new(Ops::CONTIGUOUS_BACKWARD, u.dtype, [u], Arg::None))
+    }
 }
 
 macro_rules! from_arrays {
