@@ -23,3 +23,61 @@ fn sort_gradient_is_w_permuted_back() {
     assert_eq!(g.to_vec::<f32>().unwrap(), want);
     assert_eq!(idx.to_vec::<i32>().unwrap(), perm.iter().map(|&p| p as i32).collect::<Vec<_>>());
 }
+
+/// A realized float32 buffer holding `v`.
+fn buf(v: &[f32]) -> Tensor {
+    let t = Tensor::from(v.to_vec());
+    t.realize().unwrap();
+    t
+}
+
+#[test]
+fn pending_assign_is_seen_by_other_views() {
+    let a = buf(&[0.0; 4]);
+    let b = a.reshape([2, 2]);
+    let c = a.shrink(&[(1, 3)]);
+    a.assign(Tensor::ones([4]));
+    assert_eq!(b.to_vec::<f32>().unwrap(), [1.0; 4], "reshape view");
+    assert_eq!(c.to_vec::<f32>().unwrap(), [1.0; 2], "shrink view");
+    assert_eq!(a.to_vec::<f32>().unwrap(), [1.0; 4]);
+}
+
+#[test]
+fn pending_assign_runs_once_whichever_view_realizes_it() {
+    let a = buf(&[1.0, 2.0, 3.0, 4.0]);
+    let view = a.reshape([2, 2]).permute([1, 0]);
+    a.assign(&a * 2.0);
+    assert_eq!(view.to_vec::<f32>().unwrap(), [2.0, 6.0, 4.0, 8.0]);
+    // the assign ran when the view was realized: realizing `a` doesn't double it again
+    assert_eq!(a.to_vec::<f32>().unwrap(), [2.0, 4.0, 6.0, 8.0]);
+    assert_eq!((&a + 0.0).to_vec::<f32>().unwrap(), [2.0, 4.0, 6.0, 8.0]);
+}
+
+#[test]
+fn assign_value_reads_a_view_of_a_pending_buffer() {
+    let a = buf(&[0.0; 4]);
+    let view = a.reshape([4]);
+    let d = buf(&[0.0; 4]);
+    a.assign(Tensor::full([4], 3.0f32));
+    d.assign(&view * 2.0);
+    assert_eq!(d.to_vec::<f32>().unwrap(), [6.0; 4]);
+    assert_eq!(a.to_vec::<f32>().unwrap(), [3.0; 4]);
+}
+
+#[test]
+fn two_tensors_assigning_one_buffer_apply_in_order() {
+    let a = buf(&[1.0; 4]);
+    let a2 = a.reshape([2, 2]);
+    a.assign(Tensor::full([4], 5.0f32));
+    // a2 reads the buffer through a's pending assign, then assigns on top of it
+    a2.assign(&a2 + 1.0);
+    assert_eq!(a.to_vec::<f32>().unwrap(), [6.0; 4]);
+    assert_eq!(a2.to_vec::<f32>().unwrap(), [6.0; 4]);
+    // a graph built before the assign reads the buffer after it (as in tinygrad); the value read the old one
+    let x = buf(&[1.0, 2.0]);
+    let before = &x + 0.5;
+    x.assign(&x * 10.0);
+    Tensor::realize_all(&[&before, &x]).unwrap();
+    assert_eq!(x.to_vec::<f32>().unwrap(), [10.0, 20.0]);
+    assert_eq!(before.to_vec::<f32>().unwrap(), [10.5, 20.5]);
+}

@@ -32,6 +32,83 @@ struct TensorInner {
     grad: RwLock<Option<Tensor>>,
 }
 
+/// Assigns not run yet, by target BUFFER: the ASSIGN node and the tensor holding it. Realizing any graph that
+/// reads the buffer runs the assign first (tinygrad: pending assigns are seen by every view of the buffer).
+#[allow(clippy::type_complexity)]
+static PENDING: std::sync::LazyLock<parking_lot::Mutex<rustc_hash::FxHashMap<UOp, (UOp, std::sync::Weak<TensorInner>)>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// `roots` with each BUFFER that has a pending assign read through that assign, except inside ASSIGN nodes
+/// (an assign's value is fixed when it is written).
+fn through_pending(roots: &[UOp]) -> Vec<UOp> {
+    let pending = PENDING.lock();
+    if pending.is_empty() {
+        return roots.to_vec();
+    }
+    let mut map: rustc_hash::FxHashMap<UOp, UOp> = rustc_hash::FxHashMap::default();
+    let mut seen: rustc_hash::FxHashSet<UOp> = rustc_hash::FxHashSet::default();
+    let mut stack: Vec<UOp> = roots.to_vec();
+    while let Some(u) = stack.pop() {
+        if !seen.insert(u.clone()) {
+            continue;
+        }
+        match u.op {
+            Ops::ASSIGN => {
+                map.insert(u.clone(), u);
+            }
+            Ops::BUFFER => {
+                if let Some((a, _)) = pending.get(&u) {
+                    let size = u.shape().expect("a BUFFER has a shape").to_vec();
+                    map.insert(u.clone(), crate::schedule::buffer_view(a, &size));
+                }
+            }
+            _ => stack.extend(u.src.iter().cloned()),
+        }
+    }
+    drop(pending);
+    if !map.keys().any(|k| k.op == Ops::BUFFER) {
+        return roots.to_vec();
+    }
+    roots.iter().map(|r| r.substitute(&map)).collect()
+}
+
+/// After `roots` were realized: the pending assigns they ran are done, and their tensors hold the buffer.
+fn settle_pending(roots: &[UOp]) {
+    let mut pending = PENDING.lock();
+    if pending.is_empty() {
+        return;
+    }
+    let nodes: rustc_hash::FxHashSet<UOp> = UOp::sink(roots.to_vec()).toposort().into_iter().filter(|u| u.op == Ops::ASSIGN).collect();
+    pending.retain(|_, (a, owner)| {
+        if !nodes.contains(a) {
+            return true;
+        }
+        if let Some(t) = owner.upgrade() {
+            let mut u = t.uop.write();
+            if *u == *a {
+                *u = a.src[0].clone();
+            }
+        }
+        false
+    });
+}
+
+/// Runs the pending assigns to `bufs` (BUFFER nodes), so kernels launched on them directly (a TinyJit replay)
+/// see the values.
+///
+/// # Errors
+/// As [`Tensor::realize`].
+pub(crate) fn realize_pending<'a>(bufs: impl IntoIterator<Item = &'a UOp>) -> Result<()> {
+    let assigns: Vec<Tensor> = {
+        let pending = PENDING.lock();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        bufs.into_iter().filter_map(|b| pending.get(b)).map(|(a, _)| Tensor::from_uop(a.clone())).collect()
+    };
+    Tensor::realize_all(&assigns.iter().collect::<Vec<_>>())
+}
+
 /// Tensors with `requires_grad` set, which `backward` fills the `grad` of (tinygrad's `all_tensors`).
 static GRAD_TENSORS: parking_lot::Mutex<Vec<std::sync::Weak<TensorInner>>> = parking_lot::Mutex::new(Vec::new());
 
@@ -291,10 +368,14 @@ impl Tensor {
     ///
     /// # Errors
     /// As [`Tensor::realize`].
+    ///
+    /// A buffer with a pending [`Tensor::assign`] is read through it: realizing any view of the buffer runs the
+    /// assign first, and the assigned tensor then holds the buffer.
     pub fn realize_all(ts: &[&Tensor]) -> Result<()> {
-        let roots: Vec<UOp> = ts.iter().map(|t| t.uop()).collect();
+        let roots = through_pending(&ts.iter().map(|t| t.uop()).collect::<Vec<_>>());
         let done = engine::realize(&roots)?;
         ts.iter().zip(done).for_each(|(t, u)| t.set_uop(u));
+        settle_pending(&roots);
         Ok(())
     }
     /// The elements, row-major (tinygrad `tolist`, flattened).
@@ -322,8 +403,11 @@ impl Tensor {
         Ok(self.to_vec::<T>()?[0])
     }
     /// Writes `v` (cast to this tensor's dtype) into this tensor's buffer at the next realize (tinygrad
-    /// `assign`): the tensor keeps its buffer, so everything holding it sees the new values. Kernels that read
-    /// the old values in the same schedule run first. An unrealized tensor simply becomes `v`.
+    /// `assign`): the tensor keeps its buffer, so everything holding it sees the new values. Until then the
+    /// assign is pending on the buffer: realizing any graph that reads the buffer (another view of it, a graph
+    /// built before the assign) runs it first and reads the new values; only `v` itself (and the values of
+    /// other assigns) read the old ones, and kernels doing so run before the write. An unrealized tensor
+    /// simply becomes `v`.
     ///
     /// # Panics
     /// If the shapes differ.
@@ -338,13 +422,27 @@ impl Tensor {
             self.set_uop(v.uop());
             return self;
         }
+        // the value reads buffers with pending assigns (this one's included) through them
+        let v = Tensor::from_uop(through_pending(&[v.uop()]).remove(0));
         // a value that reads the target at other elements (through a movement op or a reduction) must be
         // computed into its own buffer first: the assign kernel writes while it reads
         let buf = crate::schedule::contiguous_buffer(&target).expect("checked above").clone();
         let elementwise = |u: &UOp| crate::uop::GroupOp::ELEMENTWISE.contains(u.op) || matches!(u.op, Ops::ASSIGN | Ops::DETACH);
-        let hazard = v.uop().toposort().iter().any(|u| !elementwise(u) && u != &target && u.src.iter().any(|s| *s == target || *s == buf));
+        let writes_buf = |s: &UOp| s.op == Ops::ASSIGN && crate::schedule::contiguous_buffer(&s.src[0]) == Some(&buf);
+        let reads = |s: &UOp| *s == target || *s == buf || writes_buf(s);
+        let hazard = v.uop().toposort().iter().any(|u| !elementwise(u) && !reads(u) && u.src.iter().any(reads));
         let v = if hazard { v.contiguous() } else { v };
-        self.set_uop(UOp::new(Ops::ASSIGN, target.dtype, [target, v.uop()], Arg::None));
+        let a = UOp::new(Ops::ASSIGN, target.dtype, [target.clone(), v.uop()], Arg::None);
+        self.set_uop(a.clone());
+        // the buffer's previous pending assign (its value may be part of this one's): its tensor now reads the
+        // buffer, which realizes through this assign
+        let prev = PENDING.lock().insert(buf, (a, Arc::downgrade(&self.0)));
+        if let Some((prev_a, Some(prev))) = prev.map(|(a, w)| (a, w.upgrade())) {
+            let mut pu = prev.uop.write();
+            if *pu == prev_a {
+                *pu = prev_a.src[0].clone();
+            }
+        }
         self
     }
     /// A tensor that is realized into its own buffer (tinygrad `contiguous`).
