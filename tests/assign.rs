@@ -81,3 +81,16 @@ fn two_tensors_assigning_one_buffer_apply_in_order() {
     assert_eq!(x.to_vec::<f32>().unwrap(), [10.0, 20.0]);
     assert_eq!(before.to_vec::<f32>().unwrap(), [10.5, 20.5]);
 }
+
+#[test]
+fn slice_assign_writes_through_to_the_buffer() {
+    let cache = buf(&[0.0; 8]).reshape([2, 4]);
+    let row = cache.shrink(&[(1, 2), (0, 4)]);
+    row.assign(Tensor::from([[1.0f32, 2.0, 3.0, 4.0]]));
+    assert_eq!(cache.sum(..).item::<f32>().unwrap(), 10.0);
+    assert_eq!(row.to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0, 4.0]);
+    // a transposed column
+    let col = cache.permute([1, 0]).shrink(&[(0, 4), (0, 1)]);
+    col.assign(Tensor::full([4, 1], 7.0f32));
+    assert_eq!(cache.to_vec::<f32>().unwrap(), [7.0, 7.0, 7.0, 7.0, 1.0, 2.0, 3.0, 4.0]);
+}

@@ -14,6 +14,7 @@ use crate::uop::{Arg, BufferInfo, Ops, UOp};
 mod jit;
 mod search;
 
+pub(crate) use jit::jit_check_read;
 pub use jit::TinyJit;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
@@ -260,8 +261,8 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
     }
     for item in sched.items {
         let ei = ExecItem { runner: runner(dev, &item.ast)?, bufs: item.bufs, dev };
-        ei.run()?;
         jit::record(&ei);
+        ei.run()?;
     }
     Ok(sched.outputs)
 }

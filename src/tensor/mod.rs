@@ -6,6 +6,7 @@ mod movement;
 mod nn;
 mod ops;
 mod random;
+pub(crate) use random::DRAWS as RANDOM_DRAWS;
 
 pub use movement::Index;
 pub use nn::{Conv2dOpts, InterpolateMode, Pool2dOpts, Reduction, SdpaOpts};
@@ -91,6 +92,33 @@ fn settle_pending(roots: &[UOp]) {
         }
         false
     });
+}
+
+/// For a view (SHRINK, RESHAPE, PERMUTE, FLIP) of a realized contiguous buffer: that buffer view, and the view
+/// ops from the outermost in.
+fn view_of_buffer(u: &UOp) -> Option<(UOp, Vec<UOp>)> {
+    let (mut u, mut views) = (u.clone(), Vec::new());
+    while matches!(u.op, Ops::SHRINK | Ops::RESHAPE | Ops::PERMUTE | Ops::FLIP) && !engine::is_contiguous_buffer(&u) {
+        views.push(u.clone());
+        u = u.src[0].clone();
+    }
+    engine::is_contiguous_buffer(&u).then_some((u, views))
+}
+
+/// `t`, shaped like view `w`'s output, placed where `w` reads from its source (zeros, or false, elsewhere).
+fn undo_view(w: &UOp, t: &Tensor) -> Tensor {
+    let Arg::Ints(a) = &w.arg else { panic!("assign: view {} has arg {:?}", w.op, w.arg) };
+    let src_shape = w.src[0].shape().expect("a view has a shape").to_vec();
+    match w.op {
+        Ops::SHRINK => t.pad(&src_shape.iter().enumerate().map(|(i, &n)| (a[2 * i], n as i64 - a[2 * i + 1])).collect::<Vec<_>>()),
+        Ops::RESHAPE => t.reshape(src_shape),
+        Ops::PERMUTE => {
+            let mut inv = vec![0i64; a.len()];
+            a.iter().enumerate().for_each(|(i, &p)| inv[p as usize] = i as i64);
+            t.permute(inv)
+        }
+        _ => t.flip(a.iter().enumerate().filter(|(_, &f)| f != 0).map(|(i, _)| i as i64).collect::<Vec<_>>()),
+    }
 }
 
 /// Runs the pending assigns to `bufs` (BUFFER nodes), so kernels launched on them directly (a TinyJit replay)
@@ -298,8 +326,9 @@ impl Tensor {
     /// The elements' bytes (native endian, row-major), after realizing.
     ///
     /// # Errors
-    /// As [`Tensor::realize`].
+    /// As [`Tensor::realize`]; [`crate::Error::Jit`] while a TinyJit captures (the value would be baked in).
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        engine::jit_check_read()?;
         self.realize()?;
         engine::copyout(&self.uop())
     }
@@ -384,9 +413,10 @@ impl Tensor {
     /// If `T` is not this tensor's dtype.
     ///
     /// # Errors
-    /// As [`Tensor::realize`].
+    /// As [`Tensor::realize`]; [`crate::Error::Jit`] while a TinyJit captures (the value would be baked in).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         assert_eq!(T::DTYPE, self.dtype(), "to_vec: tensor is {}, asked for {}", self.dtype(), T::DTYPE);
+        engine::jit_check_read()?;
         self.realize()?;
         let bytes = engine::copyout(&self.uop())?;
         Ok(bytes.chunks_exact(T::DTYPE.itemsize()).map(T::from_bytes).collect())
@@ -407,7 +437,8 @@ impl Tensor {
     /// assign is pending on the buffer: realizing any graph that reads the buffer (another view of it, a graph
     /// built before the assign) runs it first and reads the new values; only `v` itself (and the values of
     /// other assigns) read the old ones, and kernels doing so run before the write. An unrealized tensor
-    /// simply becomes `v`.
+    /// simply becomes `v`. A view of a realized buffer (slice, reshape, transpose, flip) writes through to the
+    /// buffer's elements it reaches (tinygrad's slice assign).
     ///
     /// # Panics
     /// If the shapes differ.
@@ -419,7 +450,24 @@ impl Tensor {
         let u = self.uop();
         let target = if u.op == Ops::ASSIGN { u.src[0].clone() } else { u };
         if !engine::is_contiguous_buffer(&target) {
-            self.set_uop(v.uop());
+            match view_of_buffer(&target) {
+                // a view of a realized buffer (a slice, a transpose): assign the whole buffer, new values where
+                // the view reaches and the old ones elsewhere; this tensor stays the view and reads it through
+                Some((base, views)) => {
+                    let (mut full, mut mask) = (v, Tensor::full_dtype(self.shape(), true, crate::dtype::dtypes::BOOL));
+                    for w in views.iter() {
+                        let undo = |t: &Tensor| undo_view(w, t);
+                        (full, mask) = (undo(&full), undo(&mask));
+                    }
+                    let base_t = Tensor::from_uop(base.clone());
+                    base_t.assign(mask.where_(&full, &base_t));
+                    let buf = crate::schedule::contiguous_buffer(&base).expect("a buffer view").clone();
+                    if let Some((_, owner)) = PENDING.lock().get_mut(&buf) {
+                        *owner = std::sync::Weak::new();
+                    }
+                }
+                None => self.set_uop(v.uop()),
+            }
             return self;
         }
         // the value reads buffers with pending assigns (this one's included) through them
