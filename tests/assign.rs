@@ -94,3 +94,16 @@ fn slice_assign_writes_through_to_the_buffer() {
     col.assign(Tensor::full([4, 1], 7.0f32));
     assert_eq!(cache.to_vec::<f32>().unwrap(), [7.0, 7.0, 7.0, 7.0, 1.0, 2.0, 3.0, 4.0]);
 }
+
+#[test]
+fn a_graph_holding_an_assign_that_ran_does_not_run_it_again() {
+    let a = buf(&[1.0, 2.0]);
+    a.assign(&a * 2.0);
+    let c = &a + 1.0; // holds the ASSIGN node
+    a.realize().unwrap();
+    assert_eq!(c.to_vec::<f32>().unwrap(), [3.0, 5.0]);
+    assert_eq!(a.to_vec::<f32>().unwrap(), [2.0, 4.0]);
+    // the same assign written again (the same node) runs again
+    a.assign(&a * 2.0);
+    assert_eq!(a.to_vec::<f32>().unwrap(), [4.0, 8.0]);
+}

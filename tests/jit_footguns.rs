@@ -215,13 +215,19 @@ fn shape_change_after_capture_fails() {
     let mut f = TinyJit::new(|x: &[Tensor]| Ok(vec![&x[0] + &x[1]]));
     f.call(&[Tensor::randn([10, 10]), Tensor::randn([10, 10])]).unwrap();
     f.call(&[Tensor::randn([10, 10]), Tensor::randn([10, 10])]).unwrap();
-    jit_err(f.call(&[Tensor::randn([10, 10]), Tensor::randn([20, 20])]), "input 1 is [20, 20] dtypes.float32 on CPU, the captured call's was [10, 10] dtypes.float32");
+    jit_err(
+        f.call(&[Tensor::randn([10, 10]), Tensor::randn([20, 20])]),
+        "input 1 is [20, 20] dtypes.float32 on CPU, the captured call's was [10, 10] dtypes.float32",
+    );
     jit_err(f.call(&[Tensor::randn([10, 10]).cast(dtypes::FLOAT16), Tensor::randn([10, 10])]), "input 0 is [10, 10] dtypes.float16");
     jit_err(f.call(&[Tensor::randn([10, 10])]), "1 inputs, the captured call had 2");
     // a tensor on another device name (CLANG runs on this CPU too)
     let other = Tensor::from_uop(engine::buffer_from_bytes(&[0u8; 400], dtypes::FLOAT32, 100, "CLANG")).reshape([10, 10]);
     assert_eq!(other.device(), "CLANG");
-    jit_err(f.call(&[Tensor::randn([10, 10]), other]), "input 1 is [10, 10] dtypes.float32 on CLANG, the captured call's was [10, 10] dtypes.float32 on CPU");
+    jit_err(
+        f.call(&[Tensor::randn([10, 10]), other]),
+        "input 1 is [10, 10] dtypes.float32 on CLANG, the captured call's was [10, 10] dtypes.float32 on CPU",
+    );
     // the checks don't disturb the capture
     let out = f.call(&[t(&[1.0; 100]).reshape([10, 10]), t(&[2.0; 100]).reshape([10, 10])]).unwrap();
     assert_eq!(vals(&out[0]), [3.0; 100]);
@@ -264,7 +270,10 @@ fn unrealized_const_input_error() {
 #[test]
 fn conditional_branches_frozen() {
     let mut f = TinyJit::with_args(|x: &[Tensor], &square: &bool| Ok(vec![if square { &x[0] * &x[0] } else { &x[0] * 2.0 }]));
-    let r: Vec<f32> = [true, false, true, false, true, true, false].iter().map(|&b| f.call_with(&[t(&[3.0])], b).unwrap()[0].item::<f32>().unwrap()).collect();
+    let r: Vec<f32> = [true, false, true, false, true, true, false]
+        .iter()
+        .map(|&b| f.call_with(&[t(&[3.0])], b).unwrap()[0].item::<f32>().unwrap())
+        .collect();
     assert_eq!(r, [9.0, 6.0, 9.0, 6.0, 9.0, 9.0, 6.0]);
 }
 

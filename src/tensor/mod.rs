@@ -33,22 +33,42 @@ struct TensorInner {
     grad: RwLock<Option<Tensor>>,
 }
 
-/// Assigns not run yet, by target BUFFER: the ASSIGN node and the tensor holding it. Realizing any graph that
-/// reads the buffer runs the assign first (tinygrad: pending assigns are seen by every view of the buffer).
-#[allow(clippy::type_complexity)]
-static PENDING: std::sync::LazyLock<parking_lot::Mutex<rustc_hash::FxHashMap<UOp, (UOp, std::sync::Weak<TensorInner>)>>> =
-    std::sync::LazyLock::new(Default::default);
+/// The assigns of this process: those not run yet, by target BUFFER (the ASSIGN node and the tensor holding
+/// it), and those already run (or being run) that some graph still holds.
+#[derive(Default)]
+struct Assigns {
+    pending: rustc_hash::FxHashMap<UOp, (UOp, std::sync::Weak<TensorInner>)>,
+    done: rustc_hash::FxHashSet<UOp>,
+}
 
-/// `roots` with each BUFFER that has a pending assign read through that assign, except inside ASSIGN nodes
-/// (an assign's value is fixed when it is written).
-fn through_pending(roots: &[UOp]) -> Vec<UOp> {
-    let pending = PENDING.lock();
-    if pending.is_empty() {
+/// Realizing any graph that reads a buffer with a pending assign runs the assign first (tinygrad: pending
+/// assigns are seen by every view of the buffer), and an ASSIGN node runs once however many graphs hold it.
+static ASSIGNS: std::sync::LazyLock<parking_lot::Mutex<Assigns>> = std::sync::LazyLock::new(Default::default);
+
+/// `roots` ready to realize: ASSIGN nodes that already ran read their target instead; outside ASSIGN nodes
+/// (whose values are fixed when written), each BUFFER with a pending assign is read through that assign. Every
+/// ASSIGN in the graph is claimed as run (its tensor now holds the buffer), so no other realize, on this
+/// thread or another, runs it again. With `settle` false (an assign's value) nothing is claimed.
+fn through_pending(roots: &[UOp], settle: bool) -> Vec<UOp> {
+    let mut st = ASSIGNS.lock();
+    if st.pending.is_empty() && st.done.is_empty() {
         return roots.to_vec();
     }
+    let mut roots = roots.to_vec();
+    let assigns_in = |roots: &[UOp]| -> rustc_hash::FxHashSet<UOp> {
+        UOp::sink(roots.to_vec()).toposort().into_iter().filter(|u| u.op == Ops::ASSIGN).collect()
+    };
+    let mut assigns = assigns_in(&roots);
+    // assigns that ran: their targets
+    let map: rustc_hash::FxHashMap<UOp, UOp> =
+        assigns.iter().filter(|u| st.done.contains(*u)).map(|a| (a.clone(), a.src[0].clone())).collect();
+    if !map.is_empty() {
+        roots = roots.iter().map(|r| r.substitute(&map)).collect();
+    }
+    // buffers read outside assigns: through their pending assign
     let mut map: rustc_hash::FxHashMap<UOp, UOp> = rustc_hash::FxHashMap::default();
     let mut seen: rustc_hash::FxHashSet<UOp> = rustc_hash::FxHashSet::default();
-    let mut stack: Vec<UOp> = roots.to_vec();
+    let mut stack: Vec<UOp> = roots.clone();
     while let Some(u) = stack.pop() {
         if !seen.insert(u.clone()) {
             continue;
@@ -58,7 +78,7 @@ fn through_pending(roots: &[UOp]) -> Vec<UOp> {
                 map.insert(u.clone(), u);
             }
             Ops::BUFFER => {
-                if let Some((a, _)) = pending.get(&u) {
+                if let Some((a, _)) = st.pending.get(&u) {
                     let size = u.shape().expect("a BUFFER has a shape").to_vec();
                     map.insert(u.clone(), crate::schedule::buffer_view(a, &size));
                 }
@@ -66,32 +86,45 @@ fn through_pending(roots: &[UOp]) -> Vec<UOp> {
             _ => stack.extend(u.src.iter().cloned()),
         }
     }
-    drop(pending);
-    if !map.keys().any(|k| k.op == Ops::BUFFER) {
-        return roots.to_vec();
+    if map.keys().any(|k| k.op == Ops::BUFFER) {
+        roots = roots.iter().map(|r| r.substitute(&map)).collect();
     }
-    roots.iter().map(|r| r.substitute(&map)).collect()
+    if settle {
+        let st = &mut *st;
+        st.done.retain(|a| Arc::strong_count(&a.0) > 1);
+        // the assigns this realize runs (a pending one rebuilt without a finished one inside counts as run)
+        assigns.extend(assigns_in(&roots));
+        st.pending.retain(|_, (a, owner)| {
+            if !assigns.contains(a) {
+                return true;
+            }
+            if let Some(t) = owner.upgrade() {
+                let mut u = t.uop.write();
+                if *u == *a {
+                    *u = a.src[0].clone();
+                }
+            }
+            false
+        });
+        st.done.extend(assigns);
+    }
+    roots
 }
 
-/// After `roots` were realized: the pending assigns they ran are done, and their tensors hold the buffer.
-fn settle_pending(roots: &[UOp]) {
-    let mut pending = PENDING.lock();
-    if pending.is_empty() {
-        return;
-    }
-    let nodes: rustc_hash::FxHashSet<UOp> = UOp::sink(roots.to_vec()).toposort().into_iter().filter(|u| u.op == Ops::ASSIGN).collect();
-    pending.retain(|_, (a, owner)| {
-        if !nodes.contains(a) {
-            return true;
+/// Runs the pending assigns to `bufs` (BUFFER nodes), so kernels launched on them directly (a TinyJit replay)
+/// see the values.
+///
+/// # Errors
+/// As [`Tensor::realize`].
+pub(crate) fn realize_pending<'a>(bufs: impl IntoIterator<Item = &'a UOp>) -> Result<()> {
+    let assigns: Vec<Tensor> = {
+        let st = ASSIGNS.lock();
+        if st.pending.is_empty() {
+            return Ok(());
         }
-        if let Some(t) = owner.upgrade() {
-            let mut u = t.uop.write();
-            if *u == *a {
-                *u = a.src[0].clone();
-            }
-        }
-        false
-    });
+        bufs.into_iter().filter_map(|b| st.pending.get(b)).map(|(a, _)| Tensor::from_uop(a.clone())).collect()
+    };
+    Tensor::realize_all(&assigns.iter().collect::<Vec<_>>())
 }
 
 /// For a view (SHRINK, RESHAPE, PERMUTE, FLIP) of a realized contiguous buffer: that buffer view, and the view
@@ -119,22 +152,6 @@ fn undo_view(w: &UOp, t: &Tensor) -> Tensor {
         }
         _ => t.flip(a.iter().enumerate().filter(|(_, &f)| f != 0).map(|(i, _)| i as i64).collect::<Vec<_>>()),
     }
-}
-
-/// Runs the pending assigns to `bufs` (BUFFER nodes), so kernels launched on them directly (a TinyJit replay)
-/// see the values.
-///
-/// # Errors
-/// As [`Tensor::realize`].
-pub(crate) fn realize_pending<'a>(bufs: impl IntoIterator<Item = &'a UOp>) -> Result<()> {
-    let assigns: Vec<Tensor> = {
-        let pending = PENDING.lock();
-        if pending.is_empty() {
-            return Ok(());
-        }
-        bufs.into_iter().filter_map(|b| pending.get(b)).map(|(a, _)| Tensor::from_uop(a.clone())).collect()
-    };
-    Tensor::realize_all(&assigns.iter().collect::<Vec<_>>())
 }
 
 /// Tensors with `requires_grad` set, which `backward` fills the `grad` of (tinygrad's `all_tensors`).
@@ -401,10 +418,9 @@ impl Tensor {
     /// A buffer with a pending [`Tensor::assign`] is read through it: realizing any view of the buffer runs the
     /// assign first, and the assigned tensor then holds the buffer.
     pub fn realize_all(ts: &[&Tensor]) -> Result<()> {
-        let roots = through_pending(&ts.iter().map(|t| t.uop()).collect::<Vec<_>>());
+        let roots = through_pending(&ts.iter().map(|t| t.uop()).collect::<Vec<_>>(), true);
         let done = engine::realize(&roots)?;
         ts.iter().zip(done).for_each(|(t, u)| t.set_uop(u));
-        settle_pending(&roots);
         Ok(())
     }
     /// The elements, row-major (tinygrad `tolist`, flattened).
@@ -462,7 +478,7 @@ impl Tensor {
                     let base_t = Tensor::from_uop(base.clone());
                     base_t.assign(mask.where_(&full, &base_t));
                     let buf = crate::schedule::contiguous_buffer(&base).expect("a buffer view").clone();
-                    if let Some((_, owner)) = PENDING.lock().get_mut(&buf) {
+                    if let Some((_, owner)) = ASSIGNS.lock().pending.get_mut(&buf) {
                         *owner = std::sync::Weak::new();
                     }
                 }
@@ -471,7 +487,7 @@ impl Tensor {
             return self;
         }
         // the value reads buffers with pending assigns (this one's included) through them
-        let v = Tensor::from_uop(through_pending(&[v.uop()]).remove(0));
+        let v = Tensor::from_uop(through_pending(&[v.uop()], false).remove(0));
         // a value that reads the target at other elements (through a movement op or a reduction) must be
         // computed into its own buffer first: the assign kernel writes while it reads
         let buf = crate::schedule::contiguous_buffer(&target).expect("checked above").clone();
@@ -484,7 +500,12 @@ impl Tensor {
         self.set_uop(a.clone());
         // the buffer's previous pending assign (its value may be part of this one's): its tensor now reads the
         // buffer, which realizes through this assign
-        let prev = PENDING.lock().insert(buf, (a, Arc::downgrade(&self.0)));
+        let prev = {
+            let mut st = ASSIGNS.lock();
+            // the same node as an assign that ran (same target and value): this one runs again
+            st.done.remove(&a);
+            st.pending.insert(buf, (a, Arc::downgrade(&self.0)))
+        };
         if let Some((prev_a, Some(prev))) = prev.map(|(a, w)| (a, w.upgrade())) {
             let mut pu = prev.uop.write();
             if *pu == prev_a {
