@@ -16,7 +16,7 @@ fn graph(k: usize) -> Vec<f32> {
     let out = match k % 5 {
         0 => (&x * 2.0 + 1.0).exp2().sum(1),
         1 => x.matmul(&x.transpose(0, 1)).relu().max(0),
-        2 => x.flatten(0).sort(0, k % 2 == 0).0,
+        2 => x.flatten(0).sort(0, k.is_multiple_of(2)).0,
         3 => x.softmax(-1).mean(0) * 100.0,
         _ => {
             let acc = Tensor::from(vec![0.0f32; n]);

@@ -390,7 +390,7 @@ fn input_mutation_consistent() {
     });
     let a = t(&[0.0]);
     for _ in 0..5 {
-        f.call(&[a.clone()]).unwrap();
+        f.call(std::slice::from_ref(&a)).unwrap();
     }
     assert_eq!(vals(&a), [5.0]);
 }
