@@ -73,13 +73,20 @@ fn two_tensors_assigning_one_buffer_apply_in_order() {
     a2.assign(&a2 + 1.0);
     assert_eq!(a.to_vec::<f32>().unwrap(), [6.0; 4]);
     assert_eq!(a2.to_vec::<f32>().unwrap(), [6.0; 4]);
-    // a graph built before the assign reads the buffer after it (as in tinygrad); the value read the old one
+    // a graph built before the assign: realized alone later it reads the new values, realized together with
+    // the assign the old ones (its kernel runs first)
     let x = buf(&[1.0, 2.0]);
-    let before = &x + 0.5;
+    let (alone, together) = (&x + 0.5, &x - 0.5);
     x.assign(&x * 10.0);
-    Tensor::realize_all(&[&before, &x]).unwrap();
+    Tensor::realize_all(&[&together, &x]).unwrap();
     assert_eq!(x.to_vec::<f32>().unwrap(), [10.0, 20.0]);
-    assert_eq!(before.to_vec::<f32>().unwrap(), [10.5, 20.5]);
+    assert_eq!(together.to_vec::<f32>().unwrap(), [0.5, 1.5]);
+    assert_eq!(alone.to_vec::<f32>().unwrap(), [10.5, 20.5]);
+    let y = buf(&[1.0, 2.0]);
+    let before = &y + 0.5;
+    y.assign(&y * 10.0);
+    assert_eq!(before.to_vec::<f32>().unwrap(), [10.5, 20.5], "realized alone, before the assigned tensor");
+    assert_eq!(y.to_vec::<f32>().unwrap(), [10.0, 20.0]);
 }
 
 #[test]

@@ -46,7 +46,8 @@ struct Assigns {
 static ASSIGNS: std::sync::LazyLock<parking_lot::Mutex<Assigns>> = std::sync::LazyLock::new(Default::default);
 
 /// `roots` ready to realize: ASSIGN nodes that already ran read their target instead; outside ASSIGN nodes
-/// (whose values are fixed when written), each BUFFER with a pending assign is read through that assign. Every
+/// (whose values are fixed when written), each BUFFER with a pending assign is read through that assign,
+/// unless the assign is in this realize anyway (then reads of the old value are ordered first). Every
 /// ASSIGN in the graph is claimed as run (its tensor now holds the buffer), so no other realize, on this
 /// thread or another, runs it again. With `settle` false (an assign's value) nothing is claimed.
 fn through_pending(roots: &[UOp], settle: bool) -> Vec<UOp> {
@@ -78,7 +79,7 @@ fn through_pending(roots: &[UOp], settle: bool) -> Vec<UOp> {
                 map.insert(u.clone(), u);
             }
             Ops::BUFFER => {
-                if let Some((a, _)) = st.pending.get(&u) {
+                if let Some((a, _)) = st.pending.get(&u).filter(|(a, _)| !assigns.contains(a)) {
                     let size = u.shape().expect("a BUFFER has a shape").to_vec();
                     map.insert(u.clone(), crate::schedule::buffer_view(a, &size));
                 }
@@ -451,8 +452,8 @@ impl Tensor {
     /// Writes `v` (cast to this tensor's dtype) into this tensor's buffer at the next realize (tinygrad
     /// `assign`): the tensor keeps its buffer, so everything holding it sees the new values. Until then the
     /// assign is pending on the buffer: realizing any graph that reads the buffer (another view of it, a graph
-    /// built before the assign) runs it first and reads the new values; only `v` itself (and the values of
-    /// other assigns) read the old ones, and kernels doing so run before the write. An unrealized tensor
+    /// built before the assign) runs it first and reads the new values. Reads in `v` itself, in other assigns'
+    /// values, and in graphs realized together with this tensor see the old values (those kernels run first). An unrealized tensor
     /// simply becomes `v`. A view of a realized buffer (slice, reshape, transpose, flip) writes through to the
     /// buffer's elements it reaches (tinygrad's slice assign).
     ///
