@@ -2,42 +2,85 @@
 //! kernels it launches, later calls replay them with the new inputs' buffers swapped in, skipping scheduling
 //! and codegen. Assigns inside (optimizer state, BatchNorm statistics) are captured kernels writing their
 //! buffers, so they happen on every replay. JIT=0 always runs the function.
+//!
+//! Where tinygrad's replay silently differs from running the function, this one gives the function's result
+//! or an [`Error::Jit`]: inputs are checked (shape, dtype, device, which of them share a buffer), each replay
+//! writes its outputs to new buffers (an earlier call's outputs stay valid), pending assigns to any buffer the
+//! kernels touch run first, non-tensor arguments select their own capture ([`TinyJit::call_with`]), nested
+//! TinyJits are captured by the outer one, and reading tensor data or drawing random numbers while capturing
+//! (values that would be baked in) is an error.
 
-use super::ExecItem;
+use super::{info, new_buffer, ExecItem};
 use crate::error::{Error, Result};
 use crate::helpers::JIT;
 use crate::schedule::{buffer_view, contiguous_buffer};
 use crate::uop::UOp;
 use crate::{DType, Tensor};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::RefCell;
 
 thread_local! {
-    /// The kernels launched on this thread while a TinyJit captures.
-    static CAPTURING: RefCell<Option<Vec<ExecItem>>> = const { RefCell::new(None) };
+    /// The kernels launched on this thread, one list per TinyJit capturing (nested ones inside outer ones), and
+    /// for each whether its output buffer was new (no memory before it ran).
+    static CAPTURING: RefCell<Vec<Vec<(ExecItem, bool)>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Records `ei` if this thread is capturing.
+/// Records `ei`, about to run, in every capture open on this thread.
 pub(super) fn record(ei: &ExecItem) {
     CAPTURING.with(|c| {
-        if let Some(v) = c.borrow_mut().as_mut() {
-            v.push(ei.clone());
+        let mut c = c.borrow_mut();
+        if !c.is_empty() {
+            let fresh = info(&ei.bufs[0]).mem.get().is_none();
+            c.iter_mut().for_each(|v| v.push((ei.clone(), fresh)));
         }
     })
+}
+
+/// An error if a TinyJit is capturing on this thread: data read now would be baked into the replays.
+///
+/// # Errors
+/// [`Error::Jit`] while capturing.
+pub(crate) fn jit_check_read() -> Result<()> {
+    if CAPTURING.with(|c| c.borrow().is_empty()) {
+        return Ok(());
+    }
+    Err(Error::Jit(
+        "a tensor's data was read while capturing: the value would be baked into every replay; compute it with tensor ops, or pass it as an argument (TinyJit::call_with)"
+            .into(),
+    ))
+}
+
+/// What an input must match at replay: shape, dtype, device.
+#[derive(PartialEq, Debug, Clone)]
+struct Spec {
+    shape: Vec<usize>,
+    dtype: DType,
+    device: String,
 }
 
 struct Captured {
     items: Vec<ExecItem>,
     /// The inputs' buffers at capture, replaced at replay.
     inputs: Vec<UOp>,
-    specs: Vec<(Vec<usize>, DType)>,
+    specs: Vec<Spec>,
+    /// For each input, the first input with the same buffer.
+    aliases: Vec<usize>,
     outputs: Vec<(UOp, Vec<usize>)>,
+    /// Output buffers the capture created: each replay writes new ones instead.
+    fresh: FxHashSet<UOp>,
 }
 
-/// A function of tensors compiled into a replayable list of kernels (tinygrad `TinyJit`).
-pub struct TinyJit<F> {
-    f: F,
+#[derive(Default)]
+struct State {
     calls: usize,
     captured: Option<Captured>,
+}
+
+/// A function of tensors compiled into a replayable list of kernels (tinygrad `TinyJit`). `A` holds the
+/// function's non-tensor arguments ([`TinyJit::with_args`]); each distinct value gets its own capture.
+pub struct TinyJit<F, A = ()> {
+    f: F,
+    states: Vec<(A, State)>,
 }
 
 fn buffer_of(t: &Tensor) -> Result<UOp> {
@@ -45,44 +88,128 @@ fn buffer_of(t: &Tensor) -> Result<UOp> {
     Ok(contiguous_buffer(&t.uop()).expect("a realized tensor is a buffer view").clone())
 }
 
-impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
-    /// Wraps `f`, which must realize what it returns.
-    pub fn new(f: F) -> TinyJit<F> {
-        TinyJit { f, calls: 0, captured: None }
+impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F, ()> {
+    /// Wraps `f`. Whatever `f` reads besides its inputs (captured tensors, Rust values) is read at capture:
+    /// captured tensors' buffers are read again at each replay, Rust values are frozen (pass those that change
+    /// through [`TinyJit::with_args`]).
+    pub fn new(f: F) -> TinyJit<F, ()> {
+        TinyJit { f, states: Vec::new() }
     }
 
-    /// Runs (first call), captures (second) or replays (later) the function on `inputs`.
+    /// Runs (first call), captures (second) or replays (later) the function on `inputs`, realizing what it
+    /// returns. The returned tensors are the caller's: later calls don't overwrite them.
     ///
     /// # Errors
-    /// [`Error::Jit`] if the inputs' shapes or dtypes differ from the captured call's; or a realize error.
+    /// [`Error::Jit`] naming the input if an input's shape, dtype or device differs from the captured call's,
+    /// or inputs share a buffer at capture and not now (or the other way); if the function captured no kernel,
+    /// read tensor data or drew random numbers while capturing; the function's errors; realize errors.
     pub fn call(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        self.calls += 1;
-        if JIT.value() == 0 || self.calls == 1 {
-            return (self.f)(inputs);
+        let f = &mut self.f;
+        if self.states.is_empty() {
+            self.states.push(((), State::default()));
         }
-        let bufs = inputs.iter().map(buffer_of).collect::<Result<Vec<_>>>()?;
-        let specs: Vec<(Vec<usize>, DType)> = inputs.iter().map(|t| (t.shape(), t.dtype())).collect();
-        let Some(cap) = &self.captured else {
-            CAPTURING.with(|c| *c.borrow_mut() = Some(Vec::new()));
-            let out = (self.f)(inputs);
-            let items = CAPTURING.with(|c| c.borrow_mut().take()).unwrap_or_default();
-            let out = out?;
-            let outputs = out.iter().map(|t| Ok((buffer_of(t)?, t.shape()))).collect::<Result<Vec<_>>>()?;
-            self.captured = Some(Captured { items, inputs: bufs, specs, outputs });
-            return Ok(out);
-        };
-        if cap.specs != specs {
-            return Err(Error::Jit(format!("inputs {specs:?} differ from the captured {:?}; make a new TinyJit for these", cap.specs)));
-        }
-        for ei in &cap.items {
-            let mut ei = ei.clone();
-            for b in ei.bufs.iter_mut() {
-                if let Some(i) = cap.inputs.iter().position(|x| x == b) {
-                    *b = bufs[i].clone();
-                }
-            }
-            ei.run()?;
-        }
-        Ok(cap.outputs.iter().map(|(b, shape)| Tensor::from_uop(buffer_view(b, shape))).collect())
+        step(&mut self.states[0].1, inputs, &mut |x: &[Tensor]| f(x))
     }
+}
+
+impl<A: PartialEq + Clone, F: FnMut(&[Tensor], &A) -> Result<Vec<Tensor>>> TinyJit<F, A> {
+    /// Wraps `f`, which also takes non-tensor arguments `A` (a scale, a flag choosing a branch): each distinct
+    /// value is run, captured and replayed on its own.
+    pub fn with_args(f: F) -> TinyJit<F, A> {
+        TinyJit { f, states: Vec::new() }
+    }
+
+    /// As [`TinyJit::call`], with the non-tensor arguments `args`.
+    ///
+    /// # Errors
+    /// As [`TinyJit::call`].
+    pub fn call_with(&mut self, inputs: &[Tensor], args: A) -> Result<Vec<Tensor>> {
+        let i = match self.states.iter().position(|(a, _)| *a == args) {
+            Some(i) => i,
+            None => {
+                self.states.push((args, State::default()));
+                self.states.len() - 1
+            }
+        };
+        let (args, state) = &mut self.states[i];
+        let f = &mut self.f;
+        step(state, inputs, &mut |x: &[Tensor]| f(x, args))
+    }
+}
+
+/// Realizes the function's outputs (still inside a capture, when capturing).
+fn run_f(f: &mut dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>>, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    let out = f(inputs)?;
+    Tensor::realize_all(&out.iter().collect::<Vec<_>>())?;
+    Ok(out)
+}
+
+fn step(state: &mut State, inputs: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>>) -> Result<Vec<Tensor>> {
+    state.calls += 1;
+    if JIT.value() == 0 || state.calls == 1 {
+        return run_f(f, inputs);
+    }
+    let bufs = inputs.iter().map(buffer_of).collect::<Result<Vec<_>>>()?;
+    let specs: Vec<Spec> = inputs.iter().map(|t| Spec { shape: t.shape(), dtype: t.dtype(), device: t.device() }).collect();
+    let aliases: Vec<usize> = bufs.iter().map(|b| bufs.iter().position(|x| x == b).unwrap()).collect();
+    let Some(cap) = &state.captured else {
+        let draws = crate::tensor::RANDOM_DRAWS.with(|d| d.get());
+        CAPTURING.with(|c| c.borrow_mut().push(Vec::new()));
+        let out = run_f(f, inputs);
+        let items = CAPTURING.with(|c| c.borrow_mut().pop()).unwrap_or_default();
+        let out = out?;
+        if crate::tensor::RANDOM_DRAWS.with(|d| d.get()) != draws {
+            return Err(Error::Jit(
+                "the function drew random numbers while capturing: every replay would repeat them; draw them outside and pass them as inputs".into(),
+            ));
+        }
+        if items.is_empty() {
+            return Err(Error::Jit("the function ran no kernel while capturing: there is nothing to replay".into()));
+        }
+        let fresh = items.iter().filter(|(_, new)| *new).map(|(ei, _)| ei.bufs[0].clone()).filter(|b| !bufs.contains(b)).collect();
+        let outputs = out.iter().map(|t| Ok((buffer_of(t)?, t.shape()))).collect::<Result<Vec<_>>>()?;
+        let items = items.into_iter().map(|(ei, _)| ei).collect();
+        state.captured = Some(Captured { items, inputs: bufs, specs, aliases, outputs, fresh });
+        return Ok(out);
+    };
+    if specs.len() != cap.specs.len() {
+        return Err(Error::Jit(format!("{} inputs, the captured call had {}", specs.len(), cap.specs.len())));
+    }
+    for (i, (s, c)) in specs.iter().zip(&cap.specs).enumerate() {
+        if s != c {
+            return Err(Error::Jit(format!(
+                "input {i} is {:?} {} on {}, the captured call's was {:?} {} on {}; make a new TinyJit for these",
+                s.shape, s.dtype, s.device, c.shape, c.dtype, c.device
+            )));
+        }
+    }
+    if let Some(i) = (0..aliases.len()).find(|&i| aliases[i] != cap.aliases[i]) {
+        let (now, then) = (aliases[i], cap.aliases[i]);
+        let say = |j: usize| if j == i { "its own buffer".to_string() } else { format!("input {j}'s buffer") };
+        return Err(Error::Jit(format!(
+            "input {i} is {} but was {} at capture: the kernels were captured for that aliasing; pass distinct tensors (.contiguous()) or make a new TinyJit",
+            say(now),
+            say(then)
+        )));
+    }
+    // pending assigns to buffers the kernels read (tensors the function captured) run first
+    crate::tensor::realize_pending(cap.items.iter().flat_map(|ei| &ei.bufs))?;
+    let mut swap: FxHashMap<&UOp, UOp> = cap.inputs.iter().zip(&bufs).map(|(c, b)| (c, b.clone())).collect();
+    for (o, _) in &cap.outputs {
+        if cap.fresh.contains(o) && !swap.contains_key(o) {
+            let b = info(o);
+            swap.insert(o, new_buffer(o.dtype, b.size, &b.device));
+        }
+    }
+    for ei in &cap.items {
+        let mut ei = ei.clone();
+        ei.bufs.iter_mut().for_each(|b| {
+            if let Some(n) = swap.get(&*b) {
+                *b = n.clone();
+            }
+        });
+        record(&ei);
+        ei.run()?;
+    }
+    Ok(cap.outputs.iter().map(|(b, shape)| Tensor::from_uop(buffer_view(swap.get(b).unwrap_or(b), shape))).collect())
 }

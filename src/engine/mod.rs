@@ -14,6 +14,7 @@ use crate::uop::{Arg, BufferInfo, Ops, UOp};
 mod jit;
 mod search;
 
+pub(crate) use jit::jit_check_read;
 pub use jit::TinyJit;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
@@ -43,6 +44,9 @@ fn device(name: &str) -> Result<&'static Device> {
 struct Mem {
     raw: Option<RawBuffer>,
     dev: &'static Device,
+    /// Held shared by kernels reading the memory and by copyout, exclusive by the kernel writing it, so
+    /// realizes on several threads never race on a buffer.
+    lock: parking_lot::RwLock<()>,
 }
 impl Drop for Mem {
     fn drop(&mut self) {
@@ -67,7 +71,7 @@ fn mem(buf: &UOp) -> Result<*mut u8> {
         let dev = device(&b.device)?;
         let raw = dev.allocator.alloc(b.size * buf.dtype.itemsize())?;
         GLOBAL_COUNTERS.add_mem_used(raw.size() as i64);
-        let _ = b.mem.set(Box::new(Mem { raw: Some(raw), dev }));
+        let _ = b.mem.set(Box::new(Mem { raw: Some(raw), dev, lock: Default::default() }));
     }
     let m = b.mem.get().unwrap().downcast_ref::<Mem>().expect("BUFFER memory of this engine");
     Ok(m.raw.as_ref().unwrap().as_ptr())
@@ -107,6 +111,7 @@ pub fn copyout(u: &UOp) -> Result<Vec<u8>> {
     mem(buf)?;
     let m = info(buf).mem.get().unwrap().downcast_ref::<Mem>().unwrap();
     let raw = m.raw.as_ref().unwrap();
+    let _read = m.lock.read();
     let mut out = vec![0u8; raw.size()];
     m.dev.allocator.copyout(&mut out, raw);
     Ok(out)
@@ -125,6 +130,18 @@ impl ExecItem {
     /// Launches the kernel (allocating buffers on first use), counting it in GlobalCounters; DEBUG=2 prints it.
     fn run(&self) -> Result<std::time::Duration> {
         let ptrs = self.bufs.iter().map(mem).collect::<Result<Vec<_>>>()?;
+        // each buffer locked once (written: exclusive), in address order so concurrent launches can't deadlock
+        let mut order: Vec<usize> = (0..ptrs.len()).filter(|&i| !ptrs[..i].contains(&ptrs[i])).collect();
+        order.sort_by_key(|&i| ptrs[i]);
+        let lock = |i: usize| &info(&self.bufs[i]).mem.get().unwrap().downcast_ref::<Mem>().unwrap().lock;
+        let (mut _written, mut _read) = (None, Vec::with_capacity(order.len()));
+        for i in order {
+            if i == 0 {
+                _written = Some(lock(i).write());
+            } else {
+                _read.push(lock(i).read());
+            }
+        }
         let k = &self.runner.kernel;
         let parallel = parallel_launch(k);
         let tm = self.runner.program.launch(&ptrs, &[], k.outer, parallel);
@@ -260,8 +277,8 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
     }
     for item in sched.items {
         let ei = ExecItem { runner: runner(dev, &item.ast)?, bufs: item.bufs, dev };
-        ei.run()?;
         jit::record(&ei);
+        ei.run()?;
     }
     Ok(sched.outputs)
 }

@@ -6,6 +6,7 @@ mod movement;
 mod nn;
 mod ops;
 mod random;
+pub(crate) use random::DRAWS as RANDOM_DRAWS;
 
 pub use movement::Index;
 pub use nn::{Conv2dOpts, InterpolateMode, Pool2dOpts, Reduction, SdpaOpts};
@@ -30,6 +31,128 @@ struct TensorInner {
     /// False for state an optimizer must not update (running statistics): tinygrad's `is_param`.
     is_param: std::sync::atomic::AtomicBool,
     grad: RwLock<Option<Tensor>>,
+}
+
+/// The assigns of this process: those not run yet, by target BUFFER (the ASSIGN node and the tensor holding
+/// it), and those already run (or being run) that some graph still holds.
+#[derive(Default)]
+struct Assigns {
+    pending: rustc_hash::FxHashMap<UOp, (UOp, std::sync::Weak<TensorInner>)>,
+    done: rustc_hash::FxHashSet<UOp>,
+}
+
+/// Realizing any graph that reads a buffer with a pending assign runs the assign first (tinygrad: pending
+/// assigns are seen by every view of the buffer), and an ASSIGN node runs once however many graphs hold it.
+static ASSIGNS: std::sync::LazyLock<parking_lot::Mutex<Assigns>> = std::sync::LazyLock::new(Default::default);
+
+/// `roots` ready to realize: ASSIGN nodes that already ran read their target instead; outside ASSIGN nodes
+/// (whose values are fixed when written), each BUFFER with a pending assign is read through that assign,
+/// unless the assign is in this realize anyway (then reads of the old value are ordered first). Every
+/// ASSIGN in the graph is claimed as run (its tensor now holds the buffer), so no other realize, on this
+/// thread or another, runs it again. With `settle` false (an assign's value) nothing is claimed.
+fn through_pending(roots: &[UOp], settle: bool) -> Vec<UOp> {
+    let mut st = ASSIGNS.lock();
+    if st.pending.is_empty() && st.done.is_empty() {
+        return roots.to_vec();
+    }
+    let mut roots = roots.to_vec();
+    let assigns_in = |roots: &[UOp]| -> rustc_hash::FxHashSet<UOp> {
+        UOp::sink(roots.to_vec()).toposort().into_iter().filter(|u| u.op == Ops::ASSIGN).collect()
+    };
+    let mut assigns = assigns_in(&roots);
+    // assigns that ran: their targets
+    let map: rustc_hash::FxHashMap<UOp, UOp> =
+        assigns.iter().filter(|u| st.done.contains(*u)).map(|a| (a.clone(), a.src[0].clone())).collect();
+    if !map.is_empty() {
+        roots = roots.iter().map(|r| r.substitute(&map)).collect();
+    }
+    // buffers read outside assigns: through their pending assign
+    let mut map: rustc_hash::FxHashMap<UOp, UOp> = rustc_hash::FxHashMap::default();
+    let mut seen: rustc_hash::FxHashSet<UOp> = rustc_hash::FxHashSet::default();
+    let mut stack: Vec<UOp> = roots.clone();
+    while let Some(u) = stack.pop() {
+        if !seen.insert(u.clone()) {
+            continue;
+        }
+        match u.op {
+            Ops::ASSIGN => {
+                map.insert(u.clone(), u);
+            }
+            Ops::BUFFER => {
+                if let Some((a, _)) = st.pending.get(&u).filter(|(a, _)| !assigns.contains(a)) {
+                    let size = u.shape().expect("a BUFFER has a shape").to_vec();
+                    map.insert(u.clone(), crate::schedule::buffer_view(a, &size));
+                }
+            }
+            _ => stack.extend(u.src.iter().cloned()),
+        }
+    }
+    if map.keys().any(|k| k.op == Ops::BUFFER) {
+        roots = roots.iter().map(|r| r.substitute(&map)).collect();
+    }
+    if settle {
+        let st = &mut *st;
+        st.done.retain(|a| Arc::strong_count(&a.0) > 1);
+        // the assigns this realize runs (a pending one rebuilt without a finished one inside counts as run)
+        assigns.extend(assigns_in(&roots));
+        st.pending.retain(|_, (a, owner)| {
+            if !assigns.contains(a) {
+                return true;
+            }
+            if let Some(t) = owner.upgrade() {
+                let mut u = t.uop.write();
+                if *u == *a {
+                    *u = a.src[0].clone();
+                }
+            }
+            false
+        });
+        st.done.extend(assigns);
+    }
+    roots
+}
+
+/// Runs the pending assigns to `bufs` (BUFFER nodes), so kernels launched on them directly (a TinyJit replay)
+/// see the values.
+///
+/// # Errors
+/// As [`Tensor::realize`].
+pub(crate) fn realize_pending<'a>(bufs: impl IntoIterator<Item = &'a UOp>) -> Result<()> {
+    let assigns: Vec<Tensor> = {
+        let st = ASSIGNS.lock();
+        if st.pending.is_empty() {
+            return Ok(());
+        }
+        bufs.into_iter().filter_map(|b| st.pending.get(b)).map(|(a, _)| Tensor::from_uop(a.clone())).collect()
+    };
+    Tensor::realize_all(&assigns.iter().collect::<Vec<_>>())
+}
+
+/// For a view (SHRINK, RESHAPE, PERMUTE, FLIP) of a realized contiguous buffer: that buffer view, and the view
+/// ops from the outermost in.
+fn view_of_buffer(u: &UOp) -> Option<(UOp, Vec<UOp>)> {
+    let (mut u, mut views) = (u.clone(), Vec::new());
+    while matches!(u.op, Ops::SHRINK | Ops::RESHAPE | Ops::PERMUTE | Ops::FLIP) && !engine::is_contiguous_buffer(&u) {
+        views.push(u.clone());
+        u = u.src[0].clone();
+    }
+    engine::is_contiguous_buffer(&u).then_some((u, views))
+}
+
+/// `t`, shaped like view `w`'s output, placed where `w` reads from its source (zeros, or false, elsewhere).
+fn undo_view(w: &UOp, t: &Tensor) -> Tensor {
+    let Arg::Ints(a) = &w.arg else { panic!("assign: view {} has arg {:?}", w.op, w.arg) };
+    let src_shape = w.src[0].shape().expect("a view has a shape").to_vec();
+    match w.op {
+        Ops::SHRINK => t.pad(&src_shape.iter().enumerate().map(|(i, &n)| (a[2 * i], n as i64 - a[2 * i + 1])).collect::<Vec<_>>()),
+        Ops::RESHAPE => t.reshape(src_shape),
+        Ops::PERMUTE => {
+            let mut inv = vec![0i64; a.len()];
+            a.iter().enumerate().for_each(|(i, &p)| inv[p as usize] = i as i64);
+            t.permute(inv)
+        }
+        _ => t.flip(a.iter().enumerate().filter(|(_, &f)| f != 0).map(|(i, _)| i as i64).collect::<Vec<_>>()),
+    }
 }
 
 /// Tensors with `requires_grad` set, which `backward` fills the `grad` of (tinygrad's `all_tensors`).
@@ -221,8 +344,9 @@ impl Tensor {
     /// The elements' bytes (native endian, row-major), after realizing.
     ///
     /// # Errors
-    /// As [`Tensor::realize`].
+    /// As [`Tensor::realize`]; [`crate::Error::Jit`] while a TinyJit captures (the value would be baked in).
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        engine::jit_check_read()?;
         self.realize()?;
         engine::copyout(&self.uop())
     }
@@ -291,8 +415,11 @@ impl Tensor {
     ///
     /// # Errors
     /// As [`Tensor::realize`].
+    ///
+    /// A buffer with a pending [`Tensor::assign`] is read through it: realizing any view of the buffer runs the
+    /// assign first, and the assigned tensor then holds the buffer.
     pub fn realize_all(ts: &[&Tensor]) -> Result<()> {
-        let roots: Vec<UOp> = ts.iter().map(|t| t.uop()).collect();
+        let roots = through_pending(&ts.iter().map(|t| t.uop()).collect::<Vec<_>>(), true);
         let done = engine::realize(&roots)?;
         ts.iter().zip(done).for_each(|(t, u)| t.set_uop(u));
         Ok(())
@@ -303,9 +430,10 @@ impl Tensor {
     /// If `T` is not this tensor's dtype.
     ///
     /// # Errors
-    /// As [`Tensor::realize`].
+    /// As [`Tensor::realize`]; [`crate::Error::Jit`] while a TinyJit captures (the value would be baked in).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         assert_eq!(T::DTYPE, self.dtype(), "to_vec: tensor is {}, asked for {}", self.dtype(), T::DTYPE);
+        engine::jit_check_read()?;
         self.realize()?;
         let bytes = engine::copyout(&self.uop())?;
         Ok(bytes.chunks_exact(T::DTYPE.itemsize()).map(T::from_bytes).collect())
@@ -322,8 +450,12 @@ impl Tensor {
         Ok(self.to_vec::<T>()?[0])
     }
     /// Writes `v` (cast to this tensor's dtype) into this tensor's buffer at the next realize (tinygrad
-    /// `assign`): the tensor keeps its buffer, so everything holding it sees the new values. Kernels that read
-    /// the old values in the same schedule run first. An unrealized tensor simply becomes `v`.
+    /// `assign`): the tensor keeps its buffer, so everything holding it sees the new values. Until then the
+    /// assign is pending on the buffer: realizing any graph that reads the buffer (another view of it, a graph
+    /// built before the assign) runs it first and reads the new values. Reads in `v` itself, in other assigns'
+    /// values, and in graphs realized together with this tensor see the old values (those kernels run first). An unrealized tensor
+    /// simply becomes `v`. A view of a realized buffer (slice, reshape, transpose, flip) writes through to the
+    /// buffer's elements it reaches (tinygrad's slice assign).
     ///
     /// # Panics
     /// If the shapes differ.
@@ -335,16 +467,52 @@ impl Tensor {
         let u = self.uop();
         let target = if u.op == Ops::ASSIGN { u.src[0].clone() } else { u };
         if !engine::is_contiguous_buffer(&target) {
-            self.set_uop(v.uop());
+            match view_of_buffer(&target) {
+                // a view of a realized buffer (a slice, a transpose): assign the whole buffer, new values where
+                // the view reaches and the old ones elsewhere; this tensor stays the view and reads it through
+                Some((base, views)) => {
+                    let (mut full, mut mask) = (v, Tensor::full_dtype(self.shape(), true, crate::dtype::dtypes::BOOL));
+                    for w in views.iter() {
+                        let undo = |t: &Tensor| undo_view(w, t);
+                        (full, mask) = (undo(&full), undo(&mask));
+                    }
+                    let base_t = Tensor::from_uop(base.clone());
+                    base_t.assign(mask.where_(&full, &base_t));
+                    let buf = crate::schedule::contiguous_buffer(&base).expect("a buffer view").clone();
+                    if let Some((_, owner)) = ASSIGNS.lock().pending.get_mut(&buf) {
+                        *owner = std::sync::Weak::new();
+                    }
+                }
+                None => self.set_uop(v.uop()),
+            }
             return self;
         }
+        // the value reads buffers with pending assigns (this one's included) through them
+        let v = Tensor::from_uop(through_pending(&[v.uop()], false).remove(0));
         // a value that reads the target at other elements (through a movement op or a reduction) must be
         // computed into its own buffer first: the assign kernel writes while it reads
         let buf = crate::schedule::contiguous_buffer(&target).expect("checked above").clone();
         let elementwise = |u: &UOp| crate::uop::GroupOp::ELEMENTWISE.contains(u.op) || matches!(u.op, Ops::ASSIGN | Ops::DETACH);
-        let hazard = v.uop().toposort().iter().any(|u| !elementwise(u) && u != &target && u.src.iter().any(|s| *s == target || *s == buf));
+        let writes_buf = |s: &UOp| s.op == Ops::ASSIGN && crate::schedule::contiguous_buffer(&s.src[0]) == Some(&buf);
+        let reads = |s: &UOp| *s == target || *s == buf || writes_buf(s);
+        let hazard = v.uop().toposort().iter().any(|u| !elementwise(u) && !reads(u) && u.src.iter().any(reads));
         let v = if hazard { v.contiguous() } else { v };
-        self.set_uop(UOp::new(Ops::ASSIGN, target.dtype, [target, v.uop()], Arg::None));
+        let a = UOp::new(Ops::ASSIGN, target.dtype, [target.clone(), v.uop()], Arg::None);
+        self.set_uop(a.clone());
+        // the buffer's previous pending assign (its value may be part of this one's): its tensor now reads the
+        // buffer, which realizes through this assign
+        let prev = {
+            let mut st = ASSIGNS.lock();
+            // the same node as an assign that ran (same target and value): this one runs again
+            st.done.remove(&a);
+            st.pending.insert(buf, (a, Arc::downgrade(&self.0)))
+        };
+        if let Some((prev_a, Some(prev))) = prev.map(|(a, w)| (a, w.upgrade())) {
+            let mut pu = prev.uop.write();
+            if *pu == prev_a {
+                *pu = prev_a.src[0].clone();
+            }
+        }
         self
     }
     /// A tensor that is realized into its own buffer (tinygrad `contiguous`).
@@ -354,6 +522,12 @@ impl Tensor {
             return self.clone();
         }
         Tensor::from_uop(UOp::new(Ops::CONTIGUOUS, u.dtype, [u], Arg::None))
+    }
+    /// The same values, whose gradient is realized into its own buffer in the backward pass (tinygrad
+    /// `contiguous_backward`): a boundary that keeps a gradient read many times from being recomputed per read.
+    pub fn contiguous_backward(&self) -> Tensor {
+        let u = self.uop();
+        Tensor::from_uop(UOp::new(Ops::CONTIGUOUS_BACKWARD, u.dtype, [u], Arg::None))
     }
 }
 

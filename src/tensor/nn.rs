@@ -522,14 +522,16 @@ impl Tensor {
                 cat2(&blue, &green.flip(flips.clone()), cross)
             };
             if stage != stages {
-                x = crossover(&x).contiguous();
+                x = crossover(&x).contiguous().contiguous_backward();
             }
             for sub in (0..stage).rev() {
                 let p = d + stages - sub - 1;
                 let (top, bottom) = halves(&x, p);
                 // the minimum as ~max(~a, ~b), which holds for unsigned ints too (tinygrad `minimum`)
                 let (hi, lo) = (top.maximum(&bottom), inverse(&inverse(&top).maximum(inverse(&bottom))));
-                x = if descending { cat2(&hi, &lo, p) } else { cat2(&lo, &hi, p) }.contiguous();
+                // the gradient is materialized at the same boundaries: left lazy, each stage's gradient reads the
+                // next stage's at four index maps, and the fused kernel grows as 4^stages
+                x = if descending { cat2(&hi, &lo, p) } else { cat2(&lo, &hi, p) }.contiguous().contiguous_backward();
             }
             if stage != stages {
                 x = crossover(&x);

@@ -111,9 +111,15 @@ fn random_bits(key: &Tensor, counter: u64, num: usize, device: &str) -> Tensor {
     }
 }
 
+thread_local! {
+    /// How many random draws this thread made (TinyJit refuses to capture one: its counter would be baked in).
+    pub(crate) static DRAWS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// The key of `device` and the counter before a draw of `num` words, advancing the counter (tinygrad
 /// `_next_counter`). A device's key is `[low word of sha256(index of the device), seed]`.
 fn next_counter(device: &str, num: usize) -> (Tensor, u64) {
+    DRAWS.with(|d| d.set(d.get() + 1));
     let mut rng = RNG.lock();
     let seed =
         *rng.seed.get_or_insert_with(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()));
