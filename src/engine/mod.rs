@@ -64,17 +64,23 @@ fn info(buf: &UOp) -> &Arc<BufferInfo> {
     }
 }
 
-/// The memory of BUFFER node `buf`, allocated on first use.
+/// The memory of BUFFER node `buf`, allocated (and filled with its [`BufferInfo::init`] bytes) on first use.
 fn mem(buf: &UOp) -> Result<*mut u8> {
     let b = info(buf);
     if b.mem.get().is_none() {
-        let dev = device(&b.device)?;
-        let raw = dev.allocator.alloc(b.size * buf.dtype.itemsize())?;
-        GLOBAL_COUNTERS.add_mem_used(raw.size() as i64);
-        let _ = b.mem.set(Box::new(Mem { raw: Some(raw), dev, lock: Default::default() }));
+        let mut init = b.init.lock();
+        if b.mem.get().is_none() {
+            let dev = device(&b.device)?;
+            let raw = dev.allocator.alloc(b.size * buf.dtype.itemsize())?;
+            GLOBAL_COUNTERS.add_mem_used(raw.size() as i64);
+            if let Some(bytes) = init.take() {
+                dev.allocator.copyin(&raw, &bytes);
+            }
+            let _ = b.mem.set(Box::new(Mem { raw: Some(raw), dev, lock: Default::default() }));
+        }
     }
-    let m = b.mem.get().unwrap().downcast_ref::<Mem>().expect("BUFFER memory of this engine");
-    Ok(m.raw.as_ref().unwrap().as_ptr())
+    let m = b.mem.get().and_then(|m| m.downcast_ref::<Mem>()).expect("BUFFER memory of this engine");
+    Ok(m.raw.as_ref().expect("memory is held until drop").as_ptr())
 }
 
 /// A new BUFFER node of `size` elements of `dtype` on `device`; memory comes on first use.
@@ -82,16 +88,15 @@ pub fn new_buffer(dtype: DType, size: usize, device: &str) -> UOp {
     UOp::new(Ops::BUFFER, dtype, [], Arg::Buffer(BufferInfo::new(size, device)))
 }
 
-/// A BUFFER holding `bytes` (`size` elements of `dtype`).
+/// A BUFFER of `size` elements of `dtype` on `device` holding `bytes`. Lazy, as tinygrad keeps host data on the
+/// host until a kernel needs it: the device memory is allocated and filled on first use (a realize or copyout),
+/// where an unknown device or a failed allocation is an error.
 ///
 /// # Panics
-/// If the device can't be opened or allocate (creation from host data has no error path, as in tinygrad).
-pub fn buffer_from_bytes(bytes: &[u8], dtype: DType, size: usize, device_name: &str) -> UOp {
-    let u = new_buffer(dtype, size, device_name);
-    mem(&u).unwrap_or_else(|e| panic!("{e}"));
-    let m = info(&u).mem.get().unwrap().downcast_ref::<Mem>().unwrap();
-    m.dev.allocator.copyin(m.raw.as_ref().unwrap(), bytes);
-    u
+/// If `bytes` is not `size` elements of `dtype`.
+pub fn buffer_from_bytes(bytes: &[u8], dtype: DType, size: usize, device: &str) -> UOp {
+    assert_eq!(bytes.len(), size * dtype.itemsize(), "buffer_from_bytes: {} bytes for {size} x {dtype}", bytes.len());
+    UOp::new(Ops::BUFFER, dtype, [], Arg::Buffer(BufferInfo::with_init(size, device, Some(bytes.into()))))
 }
 
 /// Whether `u` is a realized buffer in row-major order (a BUFFER, or a RESHAPE of one).
@@ -109,8 +114,8 @@ pub fn is_contiguous_buffer(u: &UOp) -> bool {
 pub fn copyout(u: &UOp) -> Result<Vec<u8>> {
     let buf = contiguous_buffer(u).unwrap_or_else(|| panic!("copyout: {} is not a realized buffer", u.op));
     mem(buf)?;
-    let m = info(buf).mem.get().unwrap().downcast_ref::<Mem>().unwrap();
-    let raw = m.raw.as_ref().unwrap();
+    let m = info(buf).mem.get().and_then(|m| m.downcast_ref::<Mem>()).expect("BUFFER memory of this engine");
+    let raw = m.raw.as_ref().expect("memory is held until drop");
     let _read = m.lock.read();
     let mut out = vec![0u8; raw.size()];
     m.dev.allocator.copyout(&mut out, raw);

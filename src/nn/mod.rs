@@ -177,19 +177,21 @@ pub struct BatchNorm {
     pub momentum: f64,
 }
 impl BatchNorm {
-    /// tinygrad's defaults are `eps=1e-5, affine=true, track_running_stats=true, momentum=0.1`.
+    /// tinygrad's defaults are `eps=1e-5, affine=true, track_running_stats=true, momentum=0.1`. The running
+    /// statistics are buffers (not parameters) that training-mode [`forward`](Self::forward) updates in place;
+    /// like every tensor made from host data they take device memory at their first realize, so construction
+    /// cannot fail.
     pub fn new(size: usize, eps: f64, affine: bool, track_running_stats: bool, momentum: f64) -> BatchNorm {
-        let realized = |t: Tensor| {
-            t.realize().expect("allocating batchnorm state");
+        let state = |t: Tensor| {
             t.is_param_(false);
             t
         };
         BatchNorm {
             weight: affine.then(|| Tensor::ones([size])),
             bias: affine.then(|| Tensor::zeros([size])),
-            running_mean: track_running_stats.then(|| realized(Tensor::zeros([size]))),
-            running_var: track_running_stats.then(|| realized(Tensor::ones([size]))),
-            num_batches_tracked: realized(Tensor::full_dtype((), 0, dtypes::INT64)),
+            running_mean: track_running_stats.then(|| state(Tensor::from_slice(&vec![0f32; size], [size]))),
+            running_var: track_running_stats.then(|| state(Tensor::from_slice(&vec![1f32; size], [size]))),
+            num_batches_tracked: state(Tensor::scalar(0i64)),
             eps,
             momentum,
         }

@@ -33,10 +33,10 @@ pub struct Optimizer {
     bt: Vec<Tensor>,
 }
 
+/// Float32 zeros of `t`'s shape in a buffer of their own (assigned in place by each step); device memory comes at
+/// the first step, so building an optimizer cannot fail.
 fn zeros_like_f32(t: &Tensor) -> Tensor {
-    let z = Tensor::zeros(t.shape());
-    z.realize().expect("allocating optimizer state");
-    z
+    Tensor::from_slice(&vec![0f32; t.numel()], t.shape())
 }
 
 fn buffer(v: f32) -> Tensor {

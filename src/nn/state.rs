@@ -54,6 +54,9 @@ fn from_st(dt: St) -> Option<DType> {
 ///
 /// # Errors
 /// If a tensor fails to realize or the file can't be written.
+///
+/// # Panics
+/// If a tensor's dtype has no safetensors counterpart (void or a weak constant dtype; a programmer error).
 pub fn safe_save(tensors: &BTreeMap<String, Tensor>, path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     let data: Vec<(String, DType, Vec<usize>, Vec<u8>)> =

@@ -97,7 +97,8 @@ impl AxisType {
 }
 
 /// A device buffer as the IR sees it: identity, element count and device. The runtime attaches the memory
-/// (opaque here) once; it is freed when the last BUFFER node holding this drops.
+/// (opaque here) on first use, copying in [`BufferInfo::init`] if set; it is freed when the last BUFFER node
+/// holding this drops.
 pub struct BufferInfo {
     /// Unique per buffer.
     pub id: u64,
@@ -107,17 +108,28 @@ pub struct BufferInfo {
     pub device: Arc<str>,
     /// The device memory, set by the runtime when first needed.
     pub mem: OnceLock<Box<dyn std::any::Any + Send + Sync>>,
+    /// Host bytes the memory starts with (a tensor made from host data), taken when the memory is allocated:
+    /// creating a tensor allocates nothing on the device, so allocation errors surface at realize. The lock
+    /// also makes first use happen once when several threads reach it together.
+    pub init: parking_lot::Mutex<Option<Box<[u8]>>>,
 }
 
 impl BufferInfo {
     /// A new buffer identity of `size` elements on `device`, without memory yet.
     pub fn new(size: usize, device: &str) -> Arc<BufferInfo> {
+        BufferInfo::with_init(size, device, None)
+    }
+
+    /// A new buffer identity of `size` elements on `device` whose memory, when allocated, starts as `init`
+    /// (which the runtime checks holds exactly the buffer's bytes).
+    pub fn with_init(size: usize, device: &str, init: Option<Box<[u8]>>) -> Arc<BufferInfo> {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Arc::new(BufferInfo {
             id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             size,
             device: device.into(),
             mem: OnceLock::new(),
+            init: parking_lot::Mutex::new(init),
         })
     }
 }
