@@ -48,3 +48,18 @@ fn truncated_or_corrupt_files_are_errors() {
     assert!(matches!(safe_load(&path), Err(Error::Format { .. })));
     assert!(matches!(safe_load(path.with_extension("missing")), Err(Error::Io { .. })));
 }
+
+/// a save that fails leaves the file saved before untouched (writes go to `path.tmp`, then a rename)
+#[test]
+fn failed_save_keeps_the_previous_file() {
+    let path = tmp("atomic");
+    let first = BTreeMap::from([("w".to_string(), Tensor::from_slice(&[1.0f32, 2.0], [2]))]);
+    safe_save(&first, &path).unwrap();
+    // the temporary file's path is taken by a directory, so the second save can't write it
+    let blocker = path.with_extension("safetensors.tmp");
+    std::fs::create_dir_all(&blocker).unwrap();
+    let second = BTreeMap::from([("w".to_string(), Tensor::from_slice(&[9.0f32, 9.0], [2]))]);
+    assert!(safe_save(&second, &path).is_err(), "saving over a blocked temporary file must fail");
+    assert_eq!(safe_load(&path).unwrap()["w"].to_vec::<f32>().unwrap(), [1.0, 2.0]);
+    std::fs::remove_dir(&blocker).unwrap();
+}
