@@ -1,4 +1,5 @@
-//! safetensors: bit-exact round trips for every dtype, and clear errors for truncated or corrupt files.
+//! safetensors: bit-exact round trips for every dtype, clear errors for truncated or corrupt files, and a failed
+//! save that leaves the previous file whole (saves write a temporary file, then rename it).
 
 use std::collections::BTreeMap;
 use tinygrad::dtype::dtypes;
@@ -47,4 +48,19 @@ fn truncated_or_corrupt_files_are_errors() {
     std::fs::write(&path, b"\xff\xff\xff\xff\xff\xff\xff\x7fgarbage").unwrap();
     assert!(matches!(safe_load(&path), Err(Error::Format { .. })));
     assert!(matches!(safe_load(path.with_extension("missing")), Err(Error::Io { .. })));
+}
+
+#[test]
+fn a_failed_save_leaves_the_previous_file_whole() {
+    let path = tmp("atomic");
+    let old = Tensor::from([1.0f32, 2.0, 3.0]);
+    safe_save(&BTreeMap::from([("w".to_string(), old)]), &path).unwrap();
+    // a directory where the temporary file goes makes the next save fail before anything reaches `path`
+    let blocker = path.with_extension("safetensors.tmp");
+    std::fs::create_dir_all(&blocker).unwrap();
+    let err = safe_save(&BTreeMap::from([("w".to_string(), Tensor::from([9.0f32; 5]))]), &path).expect_err("the write must fail");
+    assert!(matches!(err, Error::Io { .. }) && err.to_string().contains("model.safetensors.tmp"), "{err}");
+    std::fs::remove_dir(&blocker).unwrap();
+    let back = safe_load(&path).unwrap();
+    assert_eq!(back["w"].to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0], "the previous file is intact");
 }
