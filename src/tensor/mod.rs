@@ -197,7 +197,8 @@ impl Tensor {
             .unwrap_or_else(default_device)
     }
 
-    /// A tensor of `shape` holding `data` (row-major), on the default device.
+    /// A tensor of `shape` holding `data` (row-major), on the default device. The data is copied to the device at
+    /// the first realize, so an allocation failure is that realize's error.
     ///
     /// # Panics
     /// If `data.len()` is not the product of `shape`.
@@ -208,7 +209,8 @@ impl Tensor {
         data.iter().for_each(|x| x.write_bytes(&mut bytes));
         Tensor::from_uop(engine::buffer_from_bytes(&bytes, T::DTYPE, data.len(), &default_device())).reshape(shape)
     }
-    /// A tensor of `shape` and `dtype` holding `bytes` (native endian, row-major).
+    /// A tensor of `shape` and `dtype` holding `bytes` (native endian, row-major); copied to the device at the
+    /// first realize, as [`Tensor::from_slice`].
     ///
     /// # Panics
     /// If the byte count doesn't match.
