@@ -89,6 +89,9 @@ pub fn default_device() -> String {
 
 impl Tensor {
     /// The tensor holding `u`.
+    ///
+    /// # Panics
+    /// If `u` has no shape (a kernel-level node, not a tensor graph).
     pub fn from_uop(u: UOp) -> Tensor {
         assert!(u.shape().is_some(), "Tensor: {} has no shape", u.op);
         Tensor(Arc::new(TensorInner { uop: RwLock::new(u), requires_grad: false.into(), is_param: true.into(), grad: RwLock::new(None) }))
