@@ -52,7 +52,8 @@ fn run_child(case: &str, cc: &Path) -> String {
         .expect("running the test binary");
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && !stderr.contains("panicked"), "{case}: child failed ({}):\n{stdout}\n{stderr}", out.status);
-    let line = stdout.lines().find_map(|l| l.split_once(MARKER).map(|(_, r)| r)).unwrap_or_else(|| panic!("{case}: no result line in\n{stdout}"));
+    let line =
+        stdout.lines().find_map(|l| l.split_once(MARKER).map(|(_, r)| r)).unwrap_or_else(|| panic!("{case}: no result line in\n{stdout}"));
     line.to_string()
 }
 
