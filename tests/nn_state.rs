@@ -1,4 +1,5 @@
-//! safetensors: bit-exact round trips for every dtype, and clear errors for truncated or corrupt files.
+//! safetensors: bit-exact round trips for every dtype, clear errors for truncated or corrupt files, and a failed
+//! save that leaves the previous file whole (saves write a temporary file, then rename it).
 
 use std::collections::BTreeMap;
 use tinygrad::dtype::dtypes;
@@ -49,17 +50,17 @@ fn truncated_or_corrupt_files_are_errors() {
     assert!(matches!(safe_load(path.with_extension("missing")), Err(Error::Io { .. })));
 }
 
-/// a save that fails leaves the file saved before untouched (writes go to `path.tmp`, then a rename)
 #[test]
-fn failed_save_keeps_the_previous_file() {
+fn a_failed_save_leaves_the_previous_file_whole() {
     let path = tmp("atomic");
-    let first = BTreeMap::from([("w".to_string(), Tensor::from_slice(&[1.0f32, 2.0], [2]))]);
-    safe_save(&first, &path).unwrap();
-    // the temporary file's path is taken by a directory, so the second save can't write it
+    let old = Tensor::from([1.0f32, 2.0, 3.0]);
+    safe_save(&BTreeMap::from([("w".to_string(), old)]), &path).unwrap();
+    // a directory where the temporary file goes makes the next save fail before anything reaches `path`
     let blocker = path.with_extension("safetensors.tmp");
     std::fs::create_dir_all(&blocker).unwrap();
-    let second = BTreeMap::from([("w".to_string(), Tensor::from_slice(&[9.0f32, 9.0], [2]))]);
-    assert!(safe_save(&second, &path).is_err(), "saving over a blocked temporary file must fail");
-    assert_eq!(safe_load(&path).unwrap()["w"].to_vec::<f32>().unwrap(), [1.0, 2.0]);
+    let err = safe_save(&BTreeMap::from([("w".to_string(), Tensor::from([9.0f32; 5]))]), &path).expect_err("the write must fail");
+    assert!(matches!(err, Error::Io { .. }) && err.to_string().contains("model.safetensors.tmp"), "{err}");
     std::fs::remove_dir(&blocker).unwrap();
+    let back = safe_load(&path).unwrap();
+    assert_eq!(back["w"].to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0], "the previous file is intact");
 }

@@ -212,6 +212,9 @@ pub fn default_device() -> String {
 
 impl Tensor {
     /// The tensor holding `u`.
+    ///
+    /// # Panics
+    /// If `u` has no shape (a kernel-level node, not a tensor graph).
     pub fn from_uop(u: UOp) -> Tensor {
         assert!(u.shape().is_some(), "Tensor: {} has no shape", u.op);
         Tensor(Arc::new(TensorInner { uop: RwLock::new(u), requires_grad: false.into(), is_param: true.into(), grad: RwLock::new(None) }))
@@ -320,7 +323,8 @@ impl Tensor {
             .unwrap_or_else(default_device)
     }
 
-    /// A tensor of `shape` holding `data` (row-major), on the default device.
+    /// A tensor of `shape` holding `data` (row-major), on the default device. The data is copied to the device at
+    /// the first realize, so an allocation failure is that realize's error.
     ///
     /// # Panics
     /// If `data.len()` is not the product of `shape`.
@@ -331,7 +335,8 @@ impl Tensor {
         data.iter().for_each(|x| x.write_bytes(&mut bytes));
         Tensor::from_uop(engine::buffer_from_bytes(&bytes, T::DTYPE, data.len(), &default_device())).reshape(shape)
     }
-    /// A tensor of `shape` and `dtype` holding `bytes` (native endian, row-major).
+    /// A tensor of `shape` and `dtype` holding `bytes` (native endian, row-major); copied to the device at the
+    /// first realize, as [`Tensor::from_slice`].
     ///
     /// # Panics
     /// If the byte count doesn't match.

@@ -803,6 +803,9 @@ impl Tensor {
     /// The partial inverse of `max_pool2d`: each value of `self` `(N, C, *pooled)` written at its flat index
     /// from `indices` in a zero output of `output_size` (or the size the pooling options imply) (tinygrad
     /// `max_unpool2d`).
+    ///
+    /// # Panics
+    /// If `self` has fewer than 3 dims, `indices` has another shape, or the pooling options are malformed.
     pub fn max_unpool2d(&self, indices: &Tensor, opts: Pool2dOpts, output_size: Option<&[usize]>) -> Tensor {
         let sh = self.shape();
         assert!(sh.len() >= 3 && indices.shape() == sh, "max_unpool2d: indices shape {:?} doesn't match shape {sh:?}", indices.shape());

@@ -321,7 +321,7 @@ type RewriteFn<C> = dyn Fn(&Bindings, &mut C) -> Option<UOp> + Send + Sync;
 pub struct Rule<C> {
     pat: UPat,
     f: Arc<RewriteFn<C>>,
-    /// Where the rule was written (for DEBUG, VIZ and runaway-rewrite errors).
+    /// Where the rule was written: named by runaway-rewrite panics and by SPEC=1 when a spec rule rejects a node.
     pub location: &'static Location<'static>,
     /// Times this rule rewrote something (counted when TRACK_MATCH_STATS is on).
     pub hits: Arc<AtomicU64>,
