@@ -128,7 +128,7 @@ impl ClangCompiler {
         // `-###` prints the driver's commands without running them: for gcc the expanded -march=native, for clang
         // its target cpu and features
         let native = run(&["-###", "-march=native", "-x", "c", "-c", "/dev/null", "-o", "/dev/null"]).map(|o| o.stderr).unwrap_or_default();
-        let identity = format!("{}\n{}", String::from_utf8_lossy(&version.stdout), String::from_utf8_lossy(&native));
+        let identity = format!("{}\n{}", String::from_utf8_lossy(&version.stdout), target_flags(&String::from_utf8_lossy(&native)));
         Ok(ClangCompiler { cc: cc.to_string(), identity })
     }
 
@@ -141,6 +141,21 @@ impl ClangCompiler {
     fn key(&self, src: &str) -> [u8; 32] {
         sha256_parts(&[&self.cc, &self.identity, &FLAGS.join(" "), src])
     }
+}
+
+/// The target flags in a compiler driver's `-###` output: gcc's `-m...` (the expanded `-march=native`), clang's
+/// `-target-cpu` and `-target-feature` values. The rest varies per run (gcc names random temporary files).
+fn target_flags(driver: &str) -> String {
+    let tokens: Vec<&str> = driver.split_whitespace().map(|t| t.trim_matches('"')).collect();
+    let mut kept = Vec::new();
+    for (i, t) in tokens.iter().enumerate() {
+        if t.starts_with("-m") {
+            kept.push(*t);
+        } else if matches!(*t, "-target-cpu" | "-target-feature") {
+            kept.extend(tokens.get(i + 1));
+        }
+    }
+    kept.join(" ")
 }
 
 /// SHA-256 of the parts, each followed by a 0 byte (so `["ab", "c"]` and `["a", "bc"]` differ).
@@ -459,6 +474,14 @@ mod tests {
         assert_ne!(std::fs::metadata(&p3).unwrap().ino(), ino, "CACHELEVEL=0 recompiles");
         assert_eq!(p1.parent().unwrap(), cache_dir().join("kernels"));
         std::fs::remove_file(p1).unwrap();
+    }
+
+    #[test]
+    fn compiler_identity_is_the_same_every_run_and_names_the_target() {
+        let (a, b) = (ClangCompiler::new().unwrap(), ClangCompiler::new().unwrap());
+        assert_eq!(a.identity, b.identity, "gcc's -### names random temporary files: they must not reach the cache key");
+        assert!(a.identity.contains("-m") || a.identity.contains("+"), "target flags kept: {}", a.identity);
+        assert_eq!(target_flags(r#" "cc1" "-march=znver3" "-o" "/tmp/ccAb.s" "-target-cpu" "x86-64" "#), "-march=znver3 x86-64");
     }
 
     #[test]
