@@ -503,11 +503,13 @@ impl Tensor {
         let hazard = v.uop().toposort().iter().any(|u| !elementwise(u) && !reads(u) && u.src.iter().any(reads));
         let v = if hazard { v.contiguous() } else { v };
         let a = UOp::new(Ops::ASSIGN, target.dtype, [target.clone(), v.uop()], Arg::None);
-        self.set_uop(a.clone());
         // the buffer's previous pending assign (its value may be part of this one's): its tensor now reads the
         // buffer, which realizes through this assign
         let prev = {
             let mut st = ASSIGNS.lock();
+            // under the lock: a thread that reads this tensor's new node finds it pending (else it could run the
+            // assign unclaimed, and this thread again)
+            self.set_uop(a.clone());
             // the same node as an assign that ran (same target and value): this one runs again
             st.done.remove(&a);
             st.pending.insert(buf, (a, Arc::downgrade(&self.0)))
