@@ -114,3 +114,22 @@ fn a_graph_holding_an_assign_that_ran_does_not_run_it_again() {
     a.assign(&a * 2.0);
     assert_eq!(a.to_vec::<f32>().unwrap(), [4.0, 8.0]);
 }
+
+#[test]
+fn an_optimizer_step_updates_every_parameter_from_the_old_weights() {
+    // loss = sum(w1 * w2): d/dw1 = w2, d/dw2 = w1; one SGD step with lr 1 from (2, 3) gives (2-3, 3-2), both
+    // gradients taken at the old weights (w2's must not read w1's pending update: 3-(-1) = 4)
+    let _training = tinygrad::helpers::Context::new(&[(&tinygrad::helpers::TRAINING, 1)]);
+    let (w1, w2) = (buf(&[2.0]), buf(&[3.0]));
+    let opt = tinygrad::nn::optim::sgd(&[w1.clone(), w2.clone()], 1.0, 0.0, 0.0, false, true);
+    (&w1 * &w2).sum(..).backward();
+    opt.step().unwrap();
+    assert_eq!((w1.to_vec::<f32>().unwrap(), w2.to_vec::<f32>().unwrap()), (vec![-1.0], vec![1.0]));
+    // and an assign's value built from a buffer another assign is pending on, realized together: the old value
+    let (a, b) = (buf(&[1.0]), buf(&[10.0]));
+    let old_a = &a + 0.0;
+    a.assign(&b * 2.0);
+    b.assign(&old_a + 1.0);
+    Tensor::realize_all(&[&a, &b]).unwrap();
+    assert_eq!((a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap()), (vec![20.0], vec![2.0]));
+}

@@ -218,44 +218,71 @@ fn schedule_uncached(roots: &[UOp], device: &str) -> Schedule {
         items.push(ScheduleItem { ast, bufs: std::iter::once(out.clone()).chain(inputs).collect() });
         bufs.insert(k.clone(), out);
     }
-    let items = order_writes_after_reads(items);
+    let items = order_reads_before_assigns(&order, items, &bufs, device);
     let outputs = roots.iter().map(|r| bufs.get(r).map_or_else(|| r.clone(), |b| buffer_view(b, r.shape().unwrap()))).collect();
     Schedule { items, outputs }
 }
 
-/// Orders kernels so that every kernel reading a buffer's old value runs before the kernel that assigns to it
-/// (a stable topological sort: data dependencies plus these read-before-write edges).
-///
-/// # Panics
-/// If a kernel needs both a buffer's old value and its assigned value.
-fn order_writes_after_reads(items: Vec<ScheduleItem>) -> Vec<ScheduleItem> {
-    let n = items.len();
-    let writer: FxHashMap<&UOp, usize> = items.iter().enumerate().map(|(i, it)| (&it.bufs[0], i)).collect();
-    let mut preds: Vec<FxHashSet<usize>> = vec![FxHashSet::default(); n];
-    for (i, it) in items.iter().enumerate() {
-        for b in &it.bufs[1..] {
-            match writer.get(b) {
-                Some(&w) if w < i => {
-                    preds[i].insert(w);
-                }
-                Some(&w) if w > i => {
-                    preds[w].insert(i);
-                }
+/// Orders the kernels of the realized nodes `order` (in toposort order, `items[i]` computing `order[i]` with
+/// `bufs` its realized nodes' buffers): each runs after the kernels of the realized nodes it reads, and a kernel
+/// that reads a BUFFER's old value (the BUFFER itself, not the ASSIGN to it) runs before the kernel assigning it
+/// (tinygrad orders a buffer's reads before its assign). Where the two conflict (assigns that read each other's
+/// old values, as an optimizer's updates can), the old value is first copied to a buffer of its own, which the
+/// reader reads instead.
+fn order_reads_before_assigns(order: &[UOp], mut items: Vec<ScheduleItem>, bufs: &FxHashMap<UOp, UOp>, device: &str) -> Vec<ScheduleItem> {
+    let n = order.len();
+    let index: FxHashMap<&UOp, usize> = order.iter().enumerate().map(|(i, k)| (k, i)).collect();
+    let assigner: FxHashMap<&UOp, usize> = (0..n)
+        .filter(|&i| order[i].op == Ops::ASSIGN)
+        .map(|i| (contiguous_buffer(&order[i].src[0]).expect("an assign's target is a buffer"), i))
+        .collect();
+    // per kernel: the kernels whose outputs it reads, and the assigned buffers whose old values it reads
+    let (mut deps, mut olds) = (vec![FxHashSet::default(); n], vec![Vec::new(); n]);
+    for (i, k) in order.iter().enumerate() {
+        let mut stack: Vec<&UOp> = k.src[usize::from(k.op == Ops::ASSIGN)..].iter().collect();
+        let mut seen: FxHashSet<&UOp> = FxHashSet::default();
+        while let Some(u) = stack.pop() {
+            if !seen.insert(u) {
+                continue;
+            }
+            match (index.get(u), assigner.get(u)) {
+                (Some(&d), _) => _ = deps[i].insert(d),
+                (_, Some(&w)) if w != i => olds[i].push(u.clone()),
+                _ if u.op != Ops::BUFFER => stack.extend(u.src.iter()),
                 _ => {}
             }
         }
     }
-    let mut done = vec![false; n];
-    let mut out_order = Vec::with_capacity(n);
-    while out_order.len() < n {
-        let i = (0..n)
-            .find(|&i| !done[i] && preds[i].iter().all(|&p| done[p]))
-            .expect("schedule: a kernel reads a buffer both before and after it is assigned");
-        done[i] = true;
-        out_order.push(i);
+    let preds = |deps: &[FxHashSet<usize>], olds: &[Vec<UOp>]| {
+        let mut p = deps.to_vec();
+        (0..n).for_each(|r| olds[r].iter().for_each(|b| _ = p[assigner[b]].insert(r)));
+        p
+    };
+    let mut p = preds(&deps, &olds);
+    let (mut done, mut out, mut copies) = (vec![false; n], Vec::with_capacity(n), Vec::new());
+    let mut redirected: FxHashMap<usize, FxHashMap<UOp, UOp>> = FxHashMap::default();
+    while out.len() < n {
+        if let Some(i) = (0..n).find(|&i| !done[i] && p[i].iter().all(|&d| done[d])) {
+            done[i] = true;
+            out.push(i);
+            continue;
+        }
+        // a cycle: the first waiting kernel that reads an old value still to be assigned reads a copy instead
+        let (i, b) = (0..n)
+            .filter(|&i| !done[i])
+            .find_map(|i| olds[i].iter().position(|b| !done[assigner[b]]).map(|j| (i, olds[i].remove(j))))
+            .expect("schedule: a cycle of kernels with no assign in it");
+        let copy = UOp::new(Ops::BUFFER, b.dtype, [], Arg::Buffer(BufferInfo::new(info_size(&b), device)));
+        let (ast, inputs) = rangeify::build_kernel(&UOp::new(Ops::CONTIGUOUS, b.dtype, [b.clone()], Arg::None), &copy, bufs);
+        copies.push(ScheduleItem { ast, bufs: [vec![copy.clone()], inputs].concat() });
+        let reads = redirected.entry(i).or_insert_with(|| bufs.clone());
+        reads.insert(b, copy);
+        let (ast, inputs) = rangeify::build_kernel(&order[i], &items[i].bufs[0], reads);
+        items[i] = ScheduleItem { ast, bufs: [vec![items[i].bufs[0].clone()], inputs].concat() };
+        p = preds(&deps, &olds);
     }
     let mut slots: Vec<Option<ScheduleItem>> = items.into_iter().map(Some).collect();
-    out_order.into_iter().map(|i| slots[i].take().unwrap()).collect()
+    copies.into_iter().chain(out.into_iter().map(|i| slots[i].take().expect("each kernel once"))).collect()
 }
 
 /// For an EXPAND that broadcasts a small tensor computed with transcendental ops (sqrt, exp, log, sin,

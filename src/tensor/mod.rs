@@ -45,40 +45,39 @@ struct Assigns {
 /// assigns are seen by every view of the buffer), and an ASSIGN node runs once however many graphs hold it.
 static ASSIGNS: std::sync::LazyLock<parking_lot::Mutex<Assigns>> = std::sync::LazyLock::new(Default::default);
 
-/// `roots` ready to realize: ASSIGN nodes that already ran read their target instead; outside ASSIGN nodes
-/// (whose values are fixed when written), each BUFFER with a pending assign is read through that assign,
-/// unless the assign is in this realize anyway (then reads of the old value are ordered first). Every
-/// ASSIGN in the graph is claimed as run (its tensor now holds the buffer), so no other realize, on this
-/// thread or another, runs it again. With `settle` false (an assign's value) nothing is claimed.
-fn through_pending(roots: &[UOp], settle: bool) -> Vec<UOp> {
+/// `roots` ready to realize (`target` None) or to become the value of an assign to the BUFFER `target`. ASSIGN
+/// nodes that already ran read their target instead. A BUFFER read with a pending assign is read through that
+/// assign, unless the assign is in `roots` anyway (then reads of the old value are ordered first, as tinygrad
+/// orders a buffer's reads before its assign); an assign's value reads through only the pending assign to its
+/// own target, reads of other buffers are resolved when it is realized (so Adam's updates, realized together,
+/// all see the old weights). Realizing claims every ASSIGN in the graph as run (its tensor now holds the buffer),
+/// so no other realize, on this thread or another, runs it again.
+fn through_pending(roots: &[UOp], target: Option<&UOp>) -> Vec<UOp> {
     let mut st = ASSIGNS.lock();
     if st.pending.is_empty() && st.done.is_empty() {
         return roots.to_vec();
     }
-    let mut roots = roots.to_vec();
-    let assigns_in = |roots: &[UOp]| -> rustc_hash::FxHashSet<UOp> {
-        UOp::sink(roots.to_vec()).toposort().into_iter().filter(|u| u.op == Ops::ASSIGN).collect()
-    };
-    let mut assigns = assigns_in(&roots);
+    let mut sink = UOp::sink(roots.to_vec());
+    let assigns_in = |sink: &UOp| -> rustc_hash::FxHashSet<UOp> { sink.toposort().into_iter().filter(|u| u.op == Ops::ASSIGN).collect() };
+    let mut assigns = assigns_in(&sink);
     // assigns that ran: their targets
     let map: rustc_hash::FxHashMap<UOp, UOp> =
         assigns.iter().filter(|u| st.done.contains(*u)).map(|a| (a.clone(), a.src[0].clone())).collect();
     if !map.is_empty() {
-        roots = roots.iter().map(|r| r.substitute(&map)).collect();
+        sink = sink.substitute(&map);
     }
-    // buffers read outside assigns: through their pending assign
-    let mut map: rustc_hash::FxHashMap<UOp, UOp> = rustc_hash::FxHashMap::default();
-    let mut seen: rustc_hash::FxHashSet<UOp> = rustc_hash::FxHashSet::default();
-    let mut stack: Vec<UOp> = roots.clone();
+    // buffers read (not written) through their pending assigns; an assign's target stays as it is
+    let mut map: rustc_hash::FxHashMap<UOp, UOp> =
+        assigns.iter().filter(|a| !st.done.contains(*a)).map(|a| (a.src[0].clone(), a.src[0].clone())).collect();
+    let (mut seen, mut stack) = (rustc_hash::FxHashSet::default(), vec![sink.clone()]);
     while let Some(u) = stack.pop() {
         if !seen.insert(u.clone()) {
             continue;
         }
         match u.op {
-            Ops::ASSIGN => {
-                map.insert(u.clone(), u);
-            }
-            Ops::BUFFER => {
+            Ops::ASSIGN if target.is_some() => _ = map.insert(u.clone(), u),
+            Ops::ASSIGN => stack.extend(u.src[1..].iter().cloned()),
+            Ops::BUFFER if target.is_none_or(|t| *t == u) && !map.contains_key(&u) => {
                 if let Some((a, _)) = st.pending.get(&u).filter(|(a, _)| !assigns.contains(a)) {
                     let size = u.shape().expect("a BUFFER has a shape").to_vec();
                     map.insert(u.clone(), crate::schedule::buffer_view(a, &size));
@@ -87,14 +86,14 @@ fn through_pending(roots: &[UOp], settle: bool) -> Vec<UOp> {
             _ => stack.extend(u.src.iter().cloned()),
         }
     }
-    if map.keys().any(|k| k.op == Ops::BUFFER) {
-        roots = roots.iter().map(|r| r.substitute(&map)).collect();
+    if map.iter().any(|(k, v)| k != v) {
+        sink = sink.substitute(&map);
     }
-    if settle {
+    if target.is_none() {
         let st = &mut *st;
         st.done.retain(|a| Arc::strong_count(&a.0) > 1);
         // the assigns this realize runs (a pending one rebuilt without a finished one inside counts as run)
-        assigns.extend(assigns_in(&roots));
+        assigns.extend(assigns_in(&sink));
         st.pending.retain(|_, (a, owner)| {
             if !assigns.contains(a) {
                 return true;
@@ -109,7 +108,7 @@ fn through_pending(roots: &[UOp], settle: bool) -> Vec<UOp> {
         });
         st.done.extend(assigns);
     }
-    roots
+    sink.src.to_vec()
 }
 
 /// Runs the pending assigns to `bufs` (BUFFER nodes), so kernels launched on them directly (a TinyJit replay)
@@ -424,7 +423,7 @@ impl Tensor {
     /// A buffer with a pending [`Tensor::assign`] is read through it: realizing any view of the buffer runs the
     /// assign first, and the assigned tensor then holds the buffer.
     pub fn realize_all(ts: &[&Tensor]) -> Result<()> {
-        let roots = through_pending(&ts.iter().map(|t| t.uop()).collect::<Vec<_>>(), true);
+        let roots = through_pending(&ts.iter().map(|t| t.uop()).collect::<Vec<_>>(), None);
         let done = engine::realize(&roots)?;
         ts.iter().zip(done).for_each(|(t, u)| t.set_uop(u));
         Ok(())
@@ -492,11 +491,11 @@ impl Tensor {
             }
             return self;
         }
-        // the value reads buffers with pending assigns (this one's included) through them
-        let v = Tensor::from_uop(through_pending(&[v.uop()], false).remove(0));
+        // the value reads the target through its pending assign
+        let buf = crate::schedule::contiguous_buffer(&target).expect("checked above").clone();
+        let v = Tensor::from_uop(through_pending(&[v.uop()], Some(&buf)).remove(0));
         // a value that reads the target at other elements (through a movement op or a reduction) must be
         // computed into its own buffer first: the assign kernel writes while it reads
-        let buf = crate::schedule::contiguous_buffer(&target).expect("checked above").clone();
         let elementwise = |u: &UOp| crate::uop::GroupOp::ELEMENTWISE.contains(u.op) || matches!(u.op, Ops::ASSIGN | Ops::DETACH);
         let writes_buf = |s: &UOp| s.op == Ops::ASSIGN && crate::schedule::contiguous_buffer(&s.src[0]) == Some(&buf);
         let reads = |s: &UOp| *s == target || *s == buf || writes_buf(s);
