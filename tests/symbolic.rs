@@ -106,3 +106,28 @@ fn renders() {
     check_render(&x * 3 + &x * 5, "(x*8)");
     check_render((&x + 2) + 3, "(x+5)");
 }
+
+#[test]
+fn a_gated_address_folds_its_divisions_given_the_gate() {
+    use tinygrad::dtype::AddrSpace;
+    use tinygrad::uop::Arg;
+    // col2im: output column i reads window k at (i + 24k) % 25, valid where that is < 20 (and i + 24k < 125)
+    let (i, k) = (UOp::variable("i", 0, 23), UOp::variable("k", 0, 5));
+    let x = &i + &(&k * 24);
+    let gate = &x.cmplt(125) & &(&x % 25).cmplt(20);
+    let buf = UOp::new(Ops::DEFINE_GLOBAL, dtypes::FLOAT32.ptr(2500, AddrSpace::Global), [], Arg::Int(0));
+    let addr = &(&x % 25) * 100 + &(&(&x / 25) % 5) * 5;
+    let got = UOp::new(Ops::INDEX, buf.dtype, [buf.clone(), addr.clone(), gate.clone()], Arg::None).simplify();
+    let uses_x = |u: &UOp| u.toposort().iter().any(|d| matches!(d.op, Ops::FLOORMOD | Ops::FLOORDIV) && d.src[0].op == Ops::ADD);
+    assert!(uses_x(&addr) && !uses_x(&got.src[1]), "{} still divides i + 24k", got.src[1]);
+    let at = |u: &UOp, a: i64, b: i64| {
+        let map = [(i.clone(), i.const_like(a)), (k.clone(), k.const_like(b))].into_iter().collect();
+        u.substitute(&map).simplify().const_value().unwrap()
+    };
+    for (a, b) in (0..24).flat_map(|a| (0..6).map(move |b| (a, b))) {
+        assert_eq!(at(&got.src[2], a, b), at(&gate, a, b), "gate at i={a} k={b}");
+        if at(&gate, a, b) == ConstValue::Bool(true) {
+            assert_eq!(at(&got.src[1], a, b), at(&addr, a, b), "address at i={a} k={b}");
+        }
+    }
+}

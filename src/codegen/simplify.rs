@@ -37,7 +37,7 @@ fn collapse(red: &UOp, cond: &UOp, v: &UOp) -> Option<UOp> {
     let mut at_e = Gather { map: [(r.clone(), e.clone())].into_iter().collect(), valid: valid.clone() };
     let cond = terms.iter().enumerate().filter(|&(j, _)| j != k).fold(valid.clone(), |c, (_, t)| &c & &at_e.sub(t));
     let v = at_e.sub(v);
-    let value = if cond == valid && gated(&v, &valid) { v } else { cond.where_(v, 0) };
+    let value = if cond == valid && v.gated_by(&valid) { v } else { cond.where_(v, 0) };
     let rest: Vec<UOp> = red.src[1..].iter().filter(|x| *x != r).cloned().collect();
     let out = if rest.is_empty() {
         value.cast(red.dtype)
@@ -58,15 +58,6 @@ fn split_and(u: &UOp) -> Vec<UOp> {
         }
     }
     out
-}
-
-/// Whether `v` is 0 wherever `valid` fails: a load gated by it, through casts.
-fn gated(mut v: &UOp, valid: &UOp) -> bool {
-    while v.op == Ops::CAST {
-        v = &v.src[0];
-    }
-    let gate = if v.op == Ops::LOAD { v.src[0].src.get(2).map(split_and) } else { None };
-    gate.is_some_and(|g| split_and(valid).iter().all(|t| g.contains(t)))
 }
 
 /// `e` when `t` is `r == e` (either order, `r` through exact casts, an int comparison) and `e` is free of `r`.

@@ -105,6 +105,7 @@ impl Ctx<'_> {
                     let v = match finish {
                         Finish::Same => vals[0].clone(),
                         Finish::Alu(u) => u.replace(u.op, u.dtype, vals, Arg::None, None),
+                        Finish::Pad(cond) if vals[0].gated_by(&cond) => vals[0].clone(),
                         Finish::Pad(cond) => cond.where_(&vals[0], vals[0].const_like(0)),
                         Finish::Reduce(u, ranges) => {
                             let Arg::ReduceAxis(op, _) = &u.arg else { unreachable!() };

@@ -61,6 +61,15 @@ impl UOp {
         }
         out
     }
+    /// Whether this value is 0 wherever `cond` fails: a LOAD whose gate has every clause of `cond`, through casts.
+    pub fn gated_by(&self, cond: &UOp) -> bool {
+        let mut v = self;
+        while v.op == CAST {
+            v = &v.src[0];
+        }
+        let gate = if v.op == LOAD { v.src[0].src.get(2).map(|g| g.split_uop(AND)) } else { None };
+        gate.is_some_and(|g| cond.split_uop(AND).iter().all(|t| g.contains(t)))
+    }
     /// The largest known integer dividing this expression (tinygrad `const_factor`).
     pub fn const_factor(&self) -> i128 {
         match self.op {
@@ -353,6 +362,75 @@ fn fold_divmod(d: &UOp) -> Option<UOp> {
     Some(if is_mod { new_x.floormod(y) } else { &new_x.floordiv(y) + &usum(&quo, x) })
 }
 
+/// For a clause `x % c < t` of a load's gate: `(q, r)` with `x = c*q + r` (each term's factor split to the
+/// residue nearest 0) when the gate forces `0 <= r`: a negative `r` (at least `-c`) gives `x % c = r + c >= t`.
+/// Where the gate holds, then, `x % c = r` and `x // c = q`.
+fn residue_split(m: &UOp, t: i128) -> Option<(UOp, UOp)> {
+    let (x, c) = (&m.src[0], m.src[1].const_int().filter(|&c| c > 0 && 0 < t && t <= c)?);
+    let (x_peeled, cst) = x.pop_const(ADD);
+    let (mut q, mut r) = (vec![x.const_like(fdiv(cst, c))], vec![x.const_like(fmod(cst, c))]);
+    let (mut r0, mut r1) = (fmod(cst, c), fmod(cst, c));
+    for u in x_peeled.split_uop(ADD) {
+        let f = u.const_factor();
+        let base = u.divides(f)?;
+        let rf = if fmod(f, c) * 2 > c { fmod(f, c) - c } else { fmod(f, c) };
+        let (lo, hi) = base.bounds();
+        let (lo, hi) = if rf >= 0 { (rf * lo, rf * hi) } else { (rf * hi, rf * lo) };
+        (r0, r1) = (r0 + lo, r1 + hi);
+        q.extend(scaled(&base, (f - rf) / c));
+        r.extend(scaled(&base, rf));
+    }
+    (-c <= r0 && r0 < 0 && r1 < c && r0 + c >= t).then(|| (usum(&q, x), usum(&r, x)))
+}
+
+/// A gated INDEX's address with `x % c` and `x // c` folded by the gate's clauses `x % c < t` (a case of
+/// tinygrad `uop_given_valid`); each such clause becomes `0 <= r & r < t`. A convolution's input gradient reads
+/// its windows at `(i + (c-1)*k) % c`, which is `i - k` wherever the read is valid.
+fn fold_index_given_valid(i: &UOp) -> Option<UOp> {
+    let gate = i.src.get(2)?;
+    let (mut map, mut clauses) = (rustc_hash::FxHashMap::default(), Vec::new());
+    for cl in gate.split_uop(AND) {
+        let split = (cl.op == CMPLT && cl.src[0].op == FLOORMOD).then(|| residue_split(&cl.src[0], cl.src[1].const_int()?)).flatten();
+        let Some((q, r)) = split else {
+            clauses.push(cl);
+            continue;
+        };
+        let m = &cl.src[0];
+        map.insert(m.src[0].floordiv(&m.src[1]), q);
+        clauses.extend([r.cmplt(0).logical_not(), r.cmplt(&cl.src[1])]);
+        map.insert(m.clone(), r);
+    }
+    if !map.is_empty() {
+        let gate = clauses.into_iter().reduce(|a, b| &a & &b)?;
+        return Some(i.with_src(vec![i.src[0].clone(), i.src[1].substitute(&map), gate]));
+    }
+    // the bounds the clauses `e < k` and `!(e < k)` put on an expression `e`: the address simplified with `e`
+    // as a variable of those bounds, kept when it has fewer divisions
+    let mut bounds: rustc_hash::FxHashMap<UOp, (i128, i128)> = rustc_hash::FxHashMap::default();
+    for cl in &clauses {
+        let (lt, negated) =
+            if cl.op == CMPNE && cl.src[1].const_value() == Some(ConstValue::Bool(true)) { (&cl.src[0], true) } else { (cl, false) };
+        let Some(k) = (lt.op == CMPLT && lt.src[0].dtype == dtypes::WEAKINT).then(|| lt.src[1].const_int()).flatten() else { continue };
+        let b = bounds.entry(lt.src[0].clone()).or_insert_with(|| lt.src[0].bounds());
+        *b = if negated { (b.0.max(k), b.1) } else { (b.0, b.1.min(k - 1)) };
+    }
+    let divs = |u: &UOp| u.toposort().iter().filter(|u| DIVMOD.contains(u.op)).count();
+    let (idx, mut n) = (i.src[1].clone(), divs(&i.src[1]));
+    let mut best = None;
+    for (e, (lo, hi)) in bounds {
+        if (lo, hi) == e.bounds() || lo > hi || !idx.toposort().iter().any(|u| DIVMOD.contains(u.op) && u.src[0] == e) {
+            continue;
+        }
+        let v = UOp::variable(&format!("given_valid_{}", e.key()), lo, hi);
+        let new = idx.substitute(&[(e.clone(), v.clone())].into_iter().collect()).simplify();
+        let new = new.substitute(&[(v, e)].into_iter().collect());
+        if divs(&new) < n {
+            (n, best) = (divs(&new), Some(new));
+        }
+    }
+    best.map(|idx| i.with_src(vec![i.src[0].clone(), idx, gate.clone()]))
+}
+
 fn const_gt(c: &UOp, v: i128) -> bool {
     c.const_int().is_some_and(|c| c > v)
 }
@@ -501,6 +579,7 @@ static SYMBOLIC_EXTRA: LazyLock<PatternMatcher> = LazyLock::new(|| {
             Some(if n.op == FLOORDIV { &((x + fmod(c, d)) / d) + fdiv(c, d) } else { (x + fmod(c, d)) % d })
         },
         UPat::ops(DIVMOD).dtype(WEAKINT).named("d") => |d| fold_divmod(d),
+        UPat::ops(INDEX).named("i") => |i| fold_index_given_valid(i),
     }
 });
 const DIVMOD: OpSet = OpSet::of(&[FLOORDIV, FLOORMOD]);

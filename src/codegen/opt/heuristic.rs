@@ -126,6 +126,16 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
                             tile(&mut k, None, 1);
                         }
                     }
+                } else if let Some((v, w)) =
+                    outs.iter().find_map(|r| Some((r, widths(range_size(r), lanes)?)).filter(|_| st(&store.src[0], r) == Some(1)))
+                {
+                    // a short reduction gathering its operands (col2im): vector stores along the store's unit-stride
+                    // axis, its innermost reduce loop unrolled, so the lanes share the index math
+                    try_apply(&mut k, OptOps::Upcast, v.axis().0, w);
+                    let dims = k.unrollable_dims();
+                    if let Some(n) = dims.last().map(|&i| range_size(&k.rngs()[i])).filter(|&n| n <= 8) {
+                        let _ = k.apply_opt(Opt::new(OptOps::Unroll, dims.len() - 1, n));
+                    }
                 }
             }
         }
