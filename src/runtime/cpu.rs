@@ -89,9 +89,9 @@ impl Allocator for CpuAllocator {
 
 // **************** compiler ****************
 
-/// Compiler flags, then `-o out.so -lm`. IEEE semantics (no `-ffast-math`); signed integers wrap (`-fwrapv`), as
-/// constant folding does; no FMA contraction, so results match
-/// the interpreter bit for bit.
+/// Compiler flags, then `-o out.so -lm`. IEEE semantics but for multiply-adds, which may contract to FMA
+/// (`-ffp-contract=fast`, as tinygrad's MULACC; results differ from unfused ones by at most one rounding); no
+/// `-ffast-math`; signed integers wrap (`-fwrapv`), as constant folding does.
 const FLAGS: [&str; 10] = ["-O2", "-march=native", "-fPIC", "-shared", "-ffp-contract=fast", "-fno-math-errno", "-fwrapv", "-x", "c", "-"];
 
 /// Compiles C kernels into shared objects with the system C compiler (tinygrad `ClangJITCompiler`, which instead
