@@ -23,11 +23,11 @@ pub enum Error {
         /// The compiler's standard error.
         stderr: String,
     },
-    /// A compiled shared object could not be loaded, or lacks the kernel symbol.
-    #[error("loading {}: {msg}; delete the file to force a recompile", path.display())]
+    /// A compiled object could not be loaded, or lacks the kernel symbol.
+    #[error("loading kernel `{name}`: {msg}; run with CACHELEVEL=0 to recompile it, and report the kernel if that fails too")]
     Load {
-        /// The shared object.
-        path: PathBuf,
+        /// The kernel (or kernels) being loaded.
+        name: String,
         /// The loader's message.
         msg: String,
     },

@@ -74,7 +74,7 @@ fn objects(cache: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(cache.join("tinygrad/kernels"))
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "so"))
+        .filter(|p| p.extension().is_some_and(|e| e == "o"))
         .collect();
     paths.sort();
     paths.into_iter().map(|p| (p.clone(), std::fs::read(p).unwrap())).collect()
@@ -162,7 +162,7 @@ fn concurrent_processes_fill_one_cache() {
     }
     let entries: Vec<String> =
         std::fs::read_dir(cache.join("tinygrad/kernels")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
-    assert!(entries.iter().all(|n| n.ends_with(".so")), "no temporary files are left: {entries:?}");
+    assert!(entries.iter().all(|n| n.ends_with(".o")), "no temporary files are left: {entries:?}");
     let filled = objects(&cache);
     assert!(filled.len() >= 2);
     assert!(!run_child(&cache, &[]).contains("kernel cache:"), "every entry the racing processes wrote is whole");

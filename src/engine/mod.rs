@@ -202,9 +202,9 @@ fn runner(dev: &'static Device, ast: &UOp) -> Result<Arc<Runner>> {
     Ok(r)
 }
 
-/// Optimizes (with `opts`, else BEAM's when BEAM>=1, else the default choice), renders, compiles and loads `ast`
-/// on `dev`.
-fn compile(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>) -> Result<Arc<Runner>> {
+/// Optimizes (with `opts`, else BEAM's when BEAM>=1, else the default choice) and renders `ast` for `dev`: the
+/// kernel, its source and the BEAM width it was searched with.
+fn prepare(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>) -> Result<(LinearKernel, String, i64)> {
     let beam = if opts.is_none() { beam_width() } else { 0 };
     let searched = if beam >= 1 { Some(search::beam_opts(dev, ast, beam as usize)?) } else { None };
     let kernel = full_rewrite(ast, &Renderer::cpu(), opts.or(searched.as_deref()))?;
@@ -215,11 +215,25 @@ fn compile(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>) -> Result<Arc<
     if DEBUG.value() >= 4 {
         println!("{src}");
     }
-    let compiler = dev.compiler.get_or_init(|| ClangCompiler::new().map_err(|e| e.to_string()));
-    let compiler = compiler.as_ref().map_err(|_| Error::NoCompiler)?;
-    let path = compiler.compile(&kernel.name, &src)?;
-    let program = CpuProgram::load(&path, &kernel.name)?;
+    Ok((kernel, src, beam))
+}
+
+/// `dev`'s compiler, found at first use.
+fn compiler(dev: &'static Device) -> Result<&'static ClangCompiler> {
+    dev.compiler.get_or_init(|| ClangCompiler::new().map_err(|e| e.to_string())).as_ref().map_err(|_| Error::NoCompiler)
+}
+
+/// The runner of a prepared kernel compiled to `object`.
+fn load((kernel, _, beam): (LinearKernel, String, i64), object: &[u8]) -> Result<Arc<Runner>> {
+    let program = CpuProgram::load(object, &kernel.name)?;
     Ok(Arc::new(Runner { kernel, program, beam }))
+}
+
+/// Optimizes, renders, compiles and loads `ast` on `dev` (see [`prepare`]).
+fn compile(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>) -> Result<Arc<Runner>> {
+    let prepared = prepare(dev, ast, opts)?;
+    let object = compiler(dev)?.compile(&prepared.0.name, &prepared.1)?;
+    load(prepared, &object)
 }
 
 /// Compiles kernel `ast` with exactly `opts` (bypassing the kernel cache) and runs it once on `bufs` (BUFFER nodes
@@ -259,7 +273,9 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
     if DEBUG.value() >= 1 && !sched.items.is_empty() {
         println!("scheduled {} kernels in {:.2} ms", sched.items.len(), t0.elapsed().as_secs_f64() * 1e3);
     }
-    // compile the kernels not compiled yet, all at once (tinygrad compiles them one by one)
+    // the kernels not compiled yet, all at once: optimized and rendered in parallel, compiled in one batch
+    // (tinygrad compiles them one by one); not under BEAM: each search compiles its candidates in parallel, and
+    // times them on an idle machine
     let missing: Vec<&UOp> = {
         let have = dev.runners.lock();
         let mut m: Vec<&UOp> = sched.items.iter().map(|i| &i.ast).filter(|a| have.get(*a).is_none_or(|r| r.beam != beam_width())).collect();
@@ -267,18 +283,22 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
         m.dedup();
         m
     };
-    // (not under BEAM: each search compiles its candidates in parallel, and times them on an idle machine)
     if missing.len() > 1 && beam_width() < 1 {
         use rayon::prelude::*;
         // the workers see this thread's Context overrides (NOOPT, DEBUG, ...)
         let ctx = crate::helpers::Context::snapshot();
-        missing
+        let prepared = missing
             .par_iter()
             .map(|a| {
                 let _g = ctx.enter();
-                runner(dev, a).map(|_| ())
+                prepare(dev, a, None)
             })
-            .collect::<Result<()>>()?;
+            .collect::<Result<Vec<_>>>()?;
+        let objects = compiler(dev)?.compile_many(&prepared.iter().map(|(k, src, _)| (k.name.as_str(), src.as_str())).collect::<Vec<_>>());
+        for ((a, p), object) in missing.into_iter().zip(prepared).zip(objects) {
+            let r = load(p, &object?)?;
+            dev.runners.lock().insert(a.clone(), r);
+        }
     }
     for item in sched.items {
         let ei = ExecItem { runner: runner(dev, &item.ast)?, bufs: item.bufs, dev };

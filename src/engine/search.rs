@@ -85,8 +85,9 @@ fn compile_batch(
         batch.iter().map(|c| render_candidate(ast, c, cores).filter(|(src, _, n, _)| seen.lock().insert((src.clone(), *n)))).collect();
     let todo: Vec<(usize, &String)> = rendered.iter().enumerate().filter_map(|(i, r)| r.as_ref().map(|r| (i, &r.0))).collect();
     let load = |srcs: &[&String]| -> Option<Vec<CpuProgram>> {
-        let path = cc.compile("beam", &combine(srcs)).ok()?;
-        (0..srcs.len()).map(|i| CpuProgram::load(&path, &format!("c{i}")).ok()).collect()
+        let object = cc.compile("beam", &combine(srcs)).ok()?;
+        let names: Vec<String> = (0..srcs.len()).map(|i| format!("c{i}")).collect();
+        CpuProgram::load_all(&object, &names.iter().map(String::as_str).collect::<Vec<_>>()).ok()
     };
     let srcs: Vec<&String> = todo.iter().map(|t| t.1).collect();
     let together = if srcs.is_empty() { Some(vec![]) } else { load(&srcs) };

@@ -261,7 +261,7 @@ pub fn render(k: &LinearKernel) -> String {
         .collect();
     let bf16 = if uops.iter().any(|u| is_bf16(u.dtype)) { BF16_PRELUDE } else { "" };
     format!(
-        "#include <math.h>\n{HALF}{bf16}{}void {}(void** bufs, const int* vals, int core_start, int core_end) {{\n  (void)vals; (void)core_start; (void)core_end;\n{params}{body}}}\n",
+        "{HALF}{bf16}{}void {}(void** bufs, const int* vals, int core_start, int core_end) {{\n  (void)vals; (void)core_start; (void)core_end;\n{params}{body}}}\n",
         vtypes.concat(),
         k.name
     )
@@ -304,9 +304,9 @@ fn cast(x: &str, from: DType, to: DType, index_64: bool) -> String {
 /// The C expression of an ALU op computing in `dt` over rendered operands.
 fn alu(u: &UOp, dt: DType, a: &[&str], index_64: bool) -> String {
     let f = |name: &str| match dt.scalar {
-        Scalar::Float64 => format!("{name}({})", a[0]),
-        Scalar::Float32 | Scalar::WeakFloat => format!("{name}f({})", a[0]),
-        _ => format!("(({})({name}f((float){})))", ctype(dt, index_64), a[0]),
+        Scalar::Float64 => format!("__builtin_{name}({})", a[0]),
+        Scalar::Float32 | Scalar::WeakFloat => format!("__builtin_{name}f({})", a[0]),
+        _ => format!("(({})(__builtin_{name}f((float){})))", ctype(dt, index_64), a[0]),
     };
     let floor_safe = |u: &UOp| u.src[0].bounds().0 >= 0 && u.src[1].bounds().0 > 0;
     match u.op {
@@ -338,11 +338,11 @@ fn alu(u: &UOp, dt: DType, a: &[&str], index_64: bool) -> String {
         Ops::SIN => f("sin"),
         Ops::TRUNC => f("trunc"),
         Ops::POW => match dt.scalar {
-            Scalar::Float64 => format!("pow({}, {})", a[0], a[1]),
-            Scalar::Float32 | Scalar::WeakFloat => format!("powf({}, {})", a[0], a[1]),
+            Scalar::Float64 => format!("__builtin_pow({}, {})", a[0], a[1]),
+            Scalar::Float32 | Scalar::WeakFloat => format!("__builtin_powf({}, {})", a[0], a[1]),
             // ints in double: exact while the result fits 53 bits
-            _ if !dt.is_float() => format!("(({})pow((double){}, (double){}))", ctype(dt, index_64), a[0], a[1]),
-            _ => format!("(({})powf({}, {}))", ctype(dt, index_64), a[0], a[1]),
+            _ if !dt.is_float() => format!("(({})__builtin_pow((double){}, (double){}))", ctype(dt, index_64), a[0], a[1]),
+            _ => format!("(({})__builtin_powf({}, {}))", ctype(dt, index_64), a[0], a[1]),
         },
         op => panic!("C renderer: no code for {op}"),
     }

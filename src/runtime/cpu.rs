@@ -1,6 +1,7 @@
-//! The CPU device (tinygrad `runtime/ops_cpu.py`): host memory with a free cache, the system C compiler writing a
-//! shared object into a content-addressed disk cache, and kernels loaded with `dlopen` and run on a thread pool.
+//! The CPU device (tinygrad `runtime/ops_cpu.py`): host memory with a free cache, the system C compiler writing
+//! objects into a content-addressed disk cache, kernels linked in-process ([`super::elf`]) and run on a thread pool.
 
+use super::elf::Image;
 use super::{Allocator, Compiler, Program, RawBuffer};
 use crate::error::{Error, Result};
 use crate::helpers::{cache_dir, CACHELEVEL, DEBUG, NUM_CPU_THREADS};
@@ -13,7 +14,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 // **************** allocator ****************
@@ -89,21 +90,34 @@ impl Allocator for CpuAllocator {
 
 // **************** compiler ****************
 
-/// Compiler flags, then `-o out.so -lm`. IEEE semantics but for multiply-adds, which may contract to FMA
-/// (`-ffp-contract=fast`, as tinygrad's MULACC; results differ from unfused ones by at most one rounding); no
-/// `-ffast-math`; signed integers wrap (`-fwrapv`), as constant folding does.
-const FLAGS: [&str; 10] = ["-O2", "-march=native", "-fPIC", "-shared", "-ffp-contract=fast", "-fno-math-errno", "-fwrapv", "-x", "c", "-"];
+/// Compiler flags. IEEE semantics but for multiply-adds, which may contract to FMA (`-ffp-contract=fast`, as
+/// tinygrad's MULACC; results differ from unfused ones by at most one rounding); no `-ffast-math`; signed integers
+/// wrap (`-fwrapv`), as constant folding does.
+const FLAGS: [&str; 6] = ["-O2", "-march=native", "-fPIC", "-ffp-contract=fast", "-fno-math-errno", "-fwrapv"];
 
-/// Compiles C kernels into shared objects with the system C compiler (tinygrad `ClangJITCompiler`, which instead
-/// links in-process). Outputs are cached at `cache_dir()/kernels/<key>.so`, the key being the SHA-256 of the
-/// compiler's identity (its `--version`, and what `-march=native` means to it on this CPU), the flags and the
-/// source.
+/// Whether kernels compile to relocatable objects that [`Image`] links in-process (x86-64 ELF), else to shared
+/// objects that `dlopen` loads.
+const RELOCATABLE: bool = cfg!(all(target_arch = "x86_64", target_os = "linux"));
+
+/// What the compiler makes of one source: a relocatable object, or a shared object linked with libm.
+fn output_flags() -> &'static [&'static str] {
+    if RELOCATABLE {
+        &["-c"]
+    } else {
+        &["-shared", "-lm"]
+    }
+}
+
+/// Compiles C kernels with the system C compiler into x86-64 relocatable objects (shared objects elsewhere), cached
+/// at `cache_dir()/kernels/<key>.o` (tinygrad `ClangJITCompiler`), the key being the SHA-256 of the compiler's
+/// identity (its `--version`, and what `-march=native` means to it on this CPU), the flags and the source.
+/// [`compile_many`](Compiler::compile_many) compiles a batch with one compiler process per core.
 ///
 /// Each cached object ends in an [`ENTRY_TRAILER`]-byte trailer that holds its key and the SHA-256 of the object
-/// bytes (the dynamic loader ignores bytes past the ELF sections). A cached file that is truncated, corrupt or made
-/// for another key is recompiled, with a warning on stderr at `DEBUG>=1`, so a damaged cache never reaches
-/// `dlopen`. Files are written to a name unique to the compile and renamed into place, so concurrent compiles of a
-/// kernel (threads or processes) each succeed and a reader never sees a partial file.
+/// bytes. A cached file that is truncated, corrupt or made for another key is recompiled, with a warning on stderr
+/// at `DEBUG>=1`, so a damaged cache never reaches the loader. Files are written to a name unique to the compile
+/// and renamed into place, so concurrent compiles of a kernel (threads or processes) each succeed and a reader
+/// never sees a partial file.
 #[derive(Debug, Clone)]
 pub struct ClangCompiler {
     cc: String,
@@ -139,7 +153,104 @@ impl ClangCompiler {
 
     /// The cache key of `src`: SHA-256 of the compiler, its identity, the flags and the source.
     fn key(&self, src: &str) -> [u8; 32] {
-        sha256_parts(&[&self.cc, &self.identity, &FLAGS.join(" "), src])
+        sha256_parts(&[&self.cc, &self.identity, &FLAGS.join(" "), &output_flags().join(" "), src])
+    }
+
+    /// Where the object for `src` is cached.
+    fn entry_path(&self, src: &str) -> PathBuf {
+        let hex: String = self.key(src).iter().map(|b| format!("{b:02x}")).collect();
+        cache_dir().join("kernels").join(format!("{hex}.o"))
+    }
+
+    /// The cached object for `src`, if a good one is there (never under CACHELEVEL=0).
+    fn cached(&self, src: &str) -> Option<Vec<u8>> {
+        let path = self.entry_path(src);
+        if CACHELEVEL.value() == 0 {
+            return None;
+        }
+        match std::fs::read(&path) {
+            Ok(mut file) => match entry_problem(&file, &self.key(src)) {
+                None => {
+                    file.truncate(file.len() - ENTRY_TRAILER);
+                    Some(file)
+                }
+                // replaced by an atomic rename when recompiled, so a concurrent reader sees the old file or the new one
+                Some(why) => {
+                    if DEBUG.value() >= 1 {
+                        eprintln!("kernel cache: {} is {why}; recompiling", path.display());
+                    }
+                    None
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                if DEBUG.value() >= 1 {
+                    eprintln!("kernel cache: cannot read {} ({e}); recompiling", path.display());
+                }
+                None
+            }
+        }
+    }
+
+    /// Seals `object` (compiled from `src`) with its trailer and renames it into the cache. `tmp` holds the object
+    /// and is consumed.
+    fn store(&self, src: &str, tmp: &Path) -> Result<Vec<u8>> {
+        let path = self.entry_path(src);
+        let sealed = std::fs::read(tmp).and_then(|object| {
+            std::fs::OpenOptions::new().append(true).open(tmp)?.write_all(&trailer(&self.key(src), &object))?;
+            std::fs::rename(tmp, &path).map(|_| object)
+        });
+        if sealed.is_err() {
+            let _ = std::fs::remove_file(tmp);
+        }
+        sealed.map_err(io_err(&path))
+    }
+
+    /// A path unique to this compile in the kernel cache directory (created), for `what`.
+    fn scratch(&self, what: &str) -> Result<PathBuf> {
+        static TMP_ID: AtomicU64 = AtomicU64::new(0);
+        let dir = cache_dir().join("kernels");
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        Ok(dir.join(format!("{what}.{}.{}.tmp", std::process::id(), TMP_ID.fetch_add(1, Relaxed))))
+    }
+
+    /// The [`Error::Compile`] for kernel `name` from `src`, keeping the source beside the cache entry.
+    fn compile_error(&self, name: &str, src: &str, stderr: &[u8]) -> Error {
+        let source_path = self.entry_path(src).with_extension("c");
+        if let Err(e) = std::fs::write(&source_path, src) {
+            return io_err(&source_path)(e);
+        }
+        Error::Compile {
+            name: name.to_string(),
+            compiler: self.cc.clone(),
+            source_path,
+            stderr: String::from_utf8_lossy(stderr).into_owned(),
+        }
+    }
+
+    /// Compiles the uncached `kernels` with one compiler run, in a scratch directory of files `k{i}.c`. `None` when
+    /// the run fails (some kernel has an error: each is then compiled alone, to name it).
+    fn compile_batch(&self, kernels: &[(&str, &str)]) -> Result<Option<Vec<Vec<u8>>>> {
+        let dir = self.scratch("batch")?;
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        let result = (|| {
+            let files: Vec<String> = (0..kernels.len()).map(|i| format!("k{i}.c")).collect();
+            for (f, (_, src)) in files.iter().zip(kernels) {
+                std::fs::write(dir.join(f), src).map_err(io_err(&dir.join(f)))?;
+            }
+            let out = Command::new(&self.cc).args(FLAGS).arg("-c").args(&files).current_dir(&dir).stdin(Stdio::null()).output();
+            if !out.map_err(io_err(Path::new(&self.cc)))?.status.success() {
+                return Ok(None);
+            }
+            kernels
+                .iter()
+                .enumerate()
+                .map(|(i, (_, src))| self.store(src, &dir.join(format!("k{i}.o"))))
+                .collect::<Result<Vec<_>>>()
+                .map(Some)
+        })();
+        let _ = std::fs::remove_dir_all(&dir);
+        result
     }
 }
 
@@ -202,34 +313,17 @@ fn entry_problem(file: &[u8], key: &[u8; 32]) -> Option<&'static str> {
 }
 
 impl Compiler for ClangCompiler {
-    fn compile(&self, name: &str, src: &str) -> Result<PathBuf> {
-        let dir = cache_dir().join("kernels");
-        let key = self.key(src);
-        let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
-        let so = dir.join(format!("{hex}.so"));
-        if CACHELEVEL.value() > 0 {
-            match std::fs::read(&so) {
-                Ok(file) => match entry_problem(&file, &key) {
-                    None => return Ok(so),
-                    // replaced below by an atomic rename, so a concurrent reader sees the old file or the new one
-                    Some(why) if DEBUG.value() >= 1 => eprintln!("kernel cache: {} is {why}; recompiling", so.display()),
-                    Some(_) => {}
-                },
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) if DEBUG.value() >= 1 => eprintln!("kernel cache: cannot read {} ({e}); recompiling", so.display()),
-                Err(_) => {}
-            }
+    fn compile(&self, name: &str, src: &str) -> Result<Vec<u8>> {
+        if let Some(object) = self.cached(src) {
+            return Ok(object);
         }
-        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-        // a name unique to this compile: concurrent compiles of one kernel each write their own file, then rename
-        static TMP_ID: AtomicU64 = AtomicU64::new(0);
-        let tmp = dir.join(format!("{hex}.{}.{}.tmp", std::process::id(), TMP_ID.fetch_add(1, Relaxed)));
+        let tmp = self.scratch("kernel")?;
         let cc_path = Path::new(&self.cc);
         let mut child = Command::new(cc_path)
             .args(FLAGS)
-            .arg("-o")
+            .args(["-x", "c", "-", "-o"])
             .arg(&tmp)
-            .arg("-lm")
+            .args(output_flags())
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -245,20 +339,47 @@ impl Compiler for ClangCompiler {
         .map_err(io_err(cc_path))?;
         if !out.status.success() {
             let _ = std::fs::remove_file(&tmp);
-            let source_path = dir.join(format!("{hex}.c"));
-            std::fs::write(&source_path, src).map_err(io_err(&source_path))?;
-            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-            return Err(Error::Compile { name: name.to_string(), compiler: self.cc.clone(), source_path, stderr });
+            return Err(self.compile_error(name, src, &out.stderr));
         }
-        let sealed = std::fs::read(&tmp).and_then(|object| {
-            std::fs::OpenOptions::new().append(true).open(&tmp)?.write_all(&trailer(&key, &object))?;
-            std::fs::rename(&tmp, &so)
-        });
-        if sealed.is_err() {
-            let _ = std::fs::remove_file(&tmp);
+        self.store(src, &tmp)
+    }
+
+    /// One compiler process per core (`NUM_CPU_THREADS`), each given a share of the uncached kernels, balanced by
+    /// source length: one process start per share instead of per kernel.
+    fn compile_many(&self, kernels: &[(&str, &str)]) -> Vec<Result<Vec<u8>>> {
+        let mut out: Vec<Option<Result<Vec<u8>>>> = kernels.iter().map(|(_, src)| self.cached(src).map(Ok)).collect();
+        let mut todo: Vec<usize> = (0..kernels.len()).filter(|&i| out[i].is_none()).collect();
+        if !RELOCATABLE || todo.len() < 2 {
+            return kernels.iter().zip(out).map(|((name, src), o)| o.unwrap_or_else(|| self.compile(name, src))).collect();
         }
-        sealed.map_err(io_err(&so))?;
-        Ok(so)
+        // longest first, each to the least loaded share
+        todo.sort_by_key(|&i| std::cmp::Reverse(kernels[i].1.len()));
+        let mut shares: Vec<(usize, Vec<usize>)> = vec![(0, vec![]); threads().min(todo.len())];
+        for i in todo {
+            let s = shares.iter_mut().min_by_key(|s| s.0).expect("at least one share");
+            s.0 += kernels[i].1.len();
+            s.1.push(i);
+        }
+        let done: Vec<(usize, Result<Vec<u8>>)> = shares
+            .par_iter()
+            .with_max_len(1)
+            .flat_map_iter(|(_, idx)| {
+                let batch: Vec<(&str, &str)> = idx.iter().map(|&i| kernels[i]).collect();
+                let objects: Vec<Result<Vec<u8>>> = match self.compile_batch(&batch) {
+                    Ok(Some(objects)) => objects.into_iter().map(Ok).collect(),
+                    Ok(None) => batch.iter().map(|(name, src)| self.compile(name, src)).collect(),
+                    Err(e) => batch
+                        .iter()
+                        .map(|_| Err(Error::Io { path: cache_dir().join("kernels"), source: std::io::Error::other(e.to_string()) }))
+                        .collect(),
+                };
+                idx.clone().into_iter().zip(objects)
+            })
+            .collect();
+        for (i, r) in done {
+            out[i] = Some(r);
+        }
+        out.into_iter().map(|o| o.expect("every kernel compiled")).collect()
     }
 }
 
@@ -304,24 +425,58 @@ impl Launch {
     }
 }
 
-/// A kernel loaded from a shared object (tinygrad `CPUProgram`), callable from any thread.
+/// Where a kernel's code lives: mapped by the in-process linker, or in a `dlopen`ed shared object.
+#[derive(Debug)]
+enum Code {
+    Image(Image),
+    Shared(Library),
+}
+
+/// A kernel loaded from a compiled object (tinygrad `CPUProgram`), callable from any thread.
 #[derive(Debug)]
 pub struct CpuProgram {
     f: KernelFn,
     /// Keeps `f`'s code mapped.
-    _lib: Library,
+    _code: Arc<Code>,
 }
 
 impl CpuProgram {
-    /// `dlopen`s `path` and looks up the kernel `name`. Errors with [`Error::Load`] when either fails.
-    pub fn load(path: &Path, name: &str) -> Result<CpuProgram> {
-        let load_err = |msg: String| Error::Load { path: path.to_path_buf(), msg };
-        // SAFETY: our shared objects come from `ClangCompiler` compiling rendered kernels, which have no
-        // initializers or global state.
-        let lib = unsafe { Library::new(path) }.map_err(|e| load_err(e.to_string()))?;
-        // SAFETY: every kernel is rendered with the `KernelFn` ABI; the pointer is used only while `lib` lives.
-        let f = unsafe { lib.get::<KernelFn>(name.as_bytes()) }.map_err(|e| load_err(format!("no kernel `{name}`: {e}")))?;
-        Ok(CpuProgram { f: *f, _lib: lib })
+    /// Loads `object` (what [`ClangCompiler`] made) and looks up the kernel `name`. Errors with [`Error::Load`] when
+    /// either fails.
+    pub fn load(object: &[u8], name: &str) -> Result<CpuProgram> {
+        Ok(Self::load_all(object, &[name])?.pop().expect("one program per name"))
+    }
+
+    /// Loads `object` once and looks up each kernel of `names` in it.
+    pub fn load_all(object: &[u8], names: &[&str]) -> Result<Vec<CpuProgram>> {
+        let load_err = |msg: String| Error::Load { name: names.join(", "), msg };
+        let code = Arc::new(if object.starts_with(b"\x7fELF") && object.get(16) == Some(&1) {
+            Code::Image(Image::load(object).map_err(load_err)?)
+        } else {
+            // a shared object goes through a file for dlopen, deleted once mapped
+            static N: AtomicU64 = AtomicU64::new(0);
+            let path = std::env::temp_dir().join(format!("tinygrad-{}-{}.so", std::process::id(), N.fetch_add(1, Relaxed)));
+            std::fs::write(&path, object).map_err(io_err(&path))?;
+            // SAFETY: our shared objects come from `ClangCompiler` compiling rendered kernels, which have no
+            // initializers or global state.
+            let lib = unsafe { Library::new(&path) };
+            let _ = std::fs::remove_file(&path);
+            Code::Shared(lib.map_err(|e| load_err(e.to_string()))?)
+        });
+        names
+            .iter()
+            .map(|name| {
+                let f = match &*code {
+                    Code::Image(image) => image.symbol(name).map(|p| p as *const ()),
+                    // SAFETY: only the address is taken here.
+                    Code::Shared(lib) => unsafe { lib.get::<*const ()>(name.as_bytes()) }.ok().map(|s| *s),
+                };
+                let f = f.ok_or_else(|| Error::Load { name: name.to_string(), msg: "the object does not define it".into() })?;
+                // SAFETY: every kernel is rendered with the `KernelFn` ABI; the pointer is used only while `code` lives,
+                // which every program made from it holds.
+                Ok(CpuProgram { f: unsafe { std::mem::transmute::<*const (), KernelFn>(f) }, _code: code.clone() })
+            })
+            .collect()
     }
 }
 
@@ -417,9 +572,9 @@ mod tests {
     #[test]
     fn compile_load_launch() {
         let cc = ClangCompiler::new().unwrap();
-        let so = cc.compile("axpb", &fresh(AXPB)).unwrap();
-        let prog = CpuProgram::load(&so, "axpb").unwrap();
-        std::fs::remove_file(so).unwrap(); // tests leave no fresh kernels behind; the loaded mapping stays valid
+        let src = fresh(AXPB);
+        let prog = CpuProgram::load(&cc.compile("axpb", &src).unwrap(), "axpb").unwrap();
+        std::fs::remove_file(cc.entry_path(&src)).unwrap(); // tests leave no fresh kernels behind
         let a = CpuAllocator::new();
         let n = 1000;
         let input: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 100.0).collect();
@@ -442,7 +597,7 @@ mod tests {
 
     #[test]
     fn ieee_and_libm() {
-        let src = "#include <math.h>\nvoid k(void** bufs, const int* vals, int s, int e) {
+        let src = "float expf(float);\nvoid k(void** bufs, const int* vals, int s, int e) {
   float* o = (float*)bufs[0]; const float* a = (const float*)bufs[1];
   for (int i = s; i < e; i++) { o[2*i] = expf(a[i]); o[2*i+1] = a[i] != a[i] ? 1.0f : 0.0f; }
 }";
@@ -465,15 +620,14 @@ mod tests {
         let cc = ClangCompiler::new().unwrap();
         let src = fresh(AXPB);
         let _g = Context::new(&[(&CACHELEVEL, 2)]);
-        let p1 = cc.compile("axpb", &src).unwrap();
-        let ino = std::fs::metadata(&p1).unwrap().ino();
-        let p2 = cc.compile("axpb", &src).unwrap();
-        assert_eq!((p2.clone(), std::fs::metadata(&p2).unwrap().ino()), (p1.clone(), ino), "not recompiled");
-        let p3 = Context::with(&[(&CACHELEVEL, 0)], || cc.compile("axpb", &src).unwrap());
-        assert_eq!(p3, p1);
-        assert_ne!(std::fs::metadata(&p3).unwrap().ino(), ino, "CACHELEVEL=0 recompiles");
-        assert_eq!(p1.parent().unwrap(), cache_dir().join("kernels"));
-        std::fs::remove_file(p1).unwrap();
+        let (o1, path) = (cc.compile("axpb", &src).unwrap(), cc.entry_path(&src));
+        let ino = std::fs::metadata(&path).unwrap().ino();
+        assert_eq!(cc.compile("axpb", &src).unwrap(), o1);
+        assert_eq!(std::fs::metadata(&path).unwrap().ino(), ino, "not recompiled");
+        assert_eq!(Context::with(&[(&CACHELEVEL, 0)], || cc.compile("axpb", &src).unwrap()), o1);
+        assert_ne!(std::fs::metadata(&path).unwrap().ino(), ino, "CACHELEVEL=0 recompiles");
+        assert_eq!(path.parent().unwrap(), cache_dir().join("kernels"));
+        std::fs::remove_file(path).unwrap();
     }
 
     #[test]
@@ -487,18 +641,61 @@ mod tests {
     #[test]
     fn concurrent_compiles_of_one_kernel() {
         let src = fresh(AXPB);
-        let paths: Vec<PathBuf> = std::thread::scope(|s| {
+        let objects: Vec<Vec<u8>> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..4).map(|_| s.spawn(|| ClangCompiler::new().unwrap().compile("axpb", &src).unwrap())).collect();
             hs.into_iter().map(|h| h.join().unwrap()).collect()
         });
-        assert!(paths.iter().all(|p| *p == paths[0]));
-        CpuProgram::load(&paths[0], "axpb").unwrap();
-        let leftovers = std::fs::read_dir(paths[0].parent().unwrap()).unwrap().filter(|e| {
-            let name = e.as_ref().unwrap().file_name().into_string().unwrap();
-            name.starts_with(paths[0].file_stem().unwrap().to_str().unwrap()) && name.ends_with(".tmp")
-        });
-        assert_eq!(leftovers.count(), 0, "temporary files are renamed into place");
-        std::fs::remove_file(&paths[0]).unwrap();
+        assert!(objects.iter().all(|o| *o == objects[0]));
+        CpuProgram::load(&objects[0], "axpb").unwrap();
+        let path = ClangCompiler::new().unwrap().entry_path(&src);
+        let whole = std::fs::read(&path).unwrap();
+        assert_eq!(&whole[..whole.len() - ENTRY_TRAILER], &objects[0][..], "the cache holds the object, then its trailer");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn a_batch_compiles_each_kernel_once_and_names_the_broken_one() {
+        let cc = ClangCompiler::new().unwrap();
+        let good: Vec<String> = (0..3).map(|i| fresh(&AXPB.replace("2.0f", &format!("{i}.0f")))).collect();
+        let broken = fresh("void broken(void** bufs) { int x = ; }");
+        let cached = cc.compile("axpb", &good[0]).unwrap();
+        let kernels: Vec<(&str, &str)> = vec![("axpb", &good[0]), ("axpb", &good[1]), ("broken", &broken), ("axpb", &good[2])];
+        let objects = cc.compile_many(&kernels);
+        assert_eq!(objects[0].as_ref().unwrap(), &cached);
+        assert!(matches!(&objects[2], Err(Error::Compile { name, .. }) if name == "broken"));
+        let a = CpuAllocator::new();
+        let (out, inp, starts) = (a.alloc(8).unwrap(), a.alloc(8).unwrap(), a.alloc(8).unwrap());
+        a.copyin(&inp, &[1f32, 3.0].iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>());
+        for (i, o) in [0, 1, 3].into_iter().zip([0.0f32, 1.0, 2.0]) {
+            let prog = CpuProgram::load(objects[i].as_ref().unwrap(), "axpb").unwrap();
+            prog.launch(&[out.as_ptr(), inp.as_ptr(), starts.as_ptr()], &[5], 2, false);
+            let mut bytes = vec![0u8; 8];
+            a.copyout(&mut bytes, &out);
+            assert_eq!(f32s(&bytes), [o + 5.0, 3.0 * o + 5.0], "kernel {i} computes its own source");
+        }
+        for src in good.iter().chain([&broken]) {
+            let _ = std::fs::remove_file(cc.entry_path(src));
+            let _ = std::fs::remove_file(cc.entry_path(src).with_extension("c"));
+        }
+    }
+
+    #[test]
+    fn shared_objects_load_too() {
+        let cc = ClangCompiler::new().unwrap();
+        let dir = std::env::temp_dir().join(format!("tinygrad-so-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("k.c"), AXPB).unwrap();
+        let ok = Command::new(cc.cc()).args(FLAGS).args(["-shared", "-o"]).arg(dir.join("k.so")).arg(dir.join("k.c")).status().unwrap();
+        assert!(ok.success());
+        let prog = CpuProgram::load(&std::fs::read(dir.join("k.so")).unwrap(), "axpb").unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let a = CpuAllocator::new();
+        let (out, inp, starts) = (a.alloc(4).unwrap(), a.alloc(4).unwrap(), a.alloc(4).unwrap());
+        a.copyin(&inp, &4f32.to_ne_bytes());
+        prog.launch(&[out.as_ptr(), inp.as_ptr(), starts.as_ptr()], &[1], 1, false);
+        let mut bytes = vec![0u8; 4];
+        a.copyout(&mut bytes, &out);
+        assert_eq!(f32s(&bytes), [9.0]);
     }
 
     #[test]

@@ -3,12 +3,12 @@
 //! launches. One file per device; the runtime knows nothing of tensors or UOps.
 
 pub mod cpu;
+pub mod elf;
 
 pub use cpu::{ClangCompiler, CpuAllocator, CpuProgram};
 
 use crate::error::{Error, Result};
 use std::alloc::Layout;
-use std::path::PathBuf;
 use std::ptr::NonNull;
 use std::time::Duration;
 
@@ -87,9 +87,14 @@ pub trait Allocator: Send + Sync {
 
 /// Source to binary (tinygrad `Compiler`), with a content-addressed disk cache that `CACHELEVEL=0` bypasses.
 pub trait Compiler: Send + Sync {
-    /// Compiles `src`, which defines the kernel `name`, and returns the path of the shared object. Errors:
+    /// Compiles `src`, which defines the kernel `name`, and returns the object's bytes. Errors:
     /// [`Error::Compile`] with the compiler's output, [`Error::Io`] when the cache directory is not writable.
-    fn compile(&self, name: &str, src: &str) -> Result<PathBuf>;
+    fn compile(&self, name: &str, src: &str) -> Result<Vec<u8>>;
+    /// Compiles each `(name, src)` of `kernels`, as [`compile`](Self::compile) would, in whatever batches and
+    /// parallelism the compiler does best (one by one here).
+    fn compile_many(&self, kernels: &[(&str, &str)]) -> Vec<Result<Vec<u8>>> {
+        kernels.iter().map(|(name, src)| self.compile(name, src)).collect()
+    }
 }
 
 /// A loaded kernel (tinygrad `Program`/`CPUProgram`).

@@ -1,4 +1,3 @@
-#include <math.h>
 #if defined(__clang__)
 typedef __fp16 half;
 #else

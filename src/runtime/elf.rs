@@ -1,0 +1,155 @@
+//! An in-process linker for the CPU device (tinygrad `runtime/support/elf.py` with `ClangJITCompiler`'s loader).
+//! In: a relocatable x86-64 ELF object, as `cc -c -fPIC` writes it. Out: its code mapped executable with every
+//! relocation applied, and the addresses of the functions it defines. Functions it calls but does not define
+//! (libm's `expf`, `memcpy`) resolve to this process's definitions through jump stubs placed after the code, so a
+//! kernel needs no linker run and no `dlopen`: that is most of a small kernel's compile time.
+
+use libloading::os::unix::Library;
+use memmap2::{Mmap, MmapMut};
+use object::elf::{
+    R_X86_64_64, R_X86_64_GOTPCREL, R_X86_64_GOTPCRELX, R_X86_64_PC32, R_X86_64_PLT32, R_X86_64_REX_GOTPCRELX, SHF_ALLOC, SHF_WRITE,
+};
+use object::{
+    Architecture, Object, ObjectKind, ObjectSection, ObjectSymbol, RelocationFlags, RelocationTarget, SectionFlags, SectionIndex,
+    SymbolIndex,
+};
+use rustc_hash::FxHashMap;
+use std::sync::LazyLock;
+
+/// An object's sections in executable memory. Valid while it lives; function addresses come from [`Image::symbol`].
+#[derive(Debug)]
+pub struct Image {
+    map: Mmap,
+    /// The defined functions and data, by name: their offset in `map`.
+    symbols: FxHashMap<String, usize>,
+}
+
+/// A jump stub: `jmp *0(%rip)` then the target's 8-byte address, which doubles as its GOT slot.
+const STUB: usize = 16;
+const JMP_RIP: [u8; 6] = [0xff, 0x25, 0, 0, 0, 0];
+
+/// This process's libraries, searched in order for the functions an object calls: everything loaded (libc, and
+/// libm when something linked it), then libm itself.
+static LIBS: LazyLock<Vec<Library>> = LazyLock::new(|| {
+    // SAFETY: libm's initializers are the C library's own, safe to run at any time.
+    let libm = unsafe { Library::new("libm.so.6") }.ok();
+    [Some(Library::this())].into_iter().chain([libm]).flatten().collect()
+});
+
+/// The address of the function or data `name` in this process, if it has one.
+fn process_symbol(name: &str) -> Option<usize> {
+    LIBS.iter().find_map(|lib| {
+        // SAFETY: only the address is taken; nothing is called or read through it here.
+        unsafe { lib.get::<*const u8>(name.as_bytes()) }.ok().map(|s| *s as usize)
+    })
+}
+
+impl Image {
+    /// Maps relocatable object `obj` and applies its relocations. Errors (as text) on anything but an x86-64
+    /// relocatable object, writable data, a relocation kind kernels never need, an offset out of 32-bit reach,
+    /// or a function this process does not define.
+    pub fn load(obj: &[u8]) -> Result<Image, String> {
+        let file = object::File::parse(obj).map_err(|e| format!("not an ELF object: {e}"))?;
+        if file.kind() != ObjectKind::Relocatable || file.architecture() != Architecture::X86_64 {
+            return Err(format!("a {:?} object for {:?}; expected a relocatable x86-64 one", file.kind(), file.architecture()));
+        }
+        // lay the allocated sections out one after another, each at its alignment
+        let (mut at, mut base): (usize, FxHashMap<SectionIndex, usize>) = (0, FxHashMap::default());
+        for s in file.sections() {
+            let SectionFlags::Elf { sh_flags } = s.flags() else { unreachable!("an ELF file has ELF section flags") };
+            if sh_flags & u64::from(SHF_ALLOC) == 0 || s.size() == 0 {
+                continue;
+            }
+            if sh_flags & u64::from(SHF_WRITE) != 0 {
+                return Err(format!("section {} is writable data, which kernels never have", s.name().unwrap_or("?")));
+            }
+            at = at.next_multiple_of(s.align().max(1) as usize);
+            base.insert(s.index(), at);
+            at += s.size() as usize;
+        }
+        // one stub per symbol the object leaves undefined or reaches through the GOT
+        let stubs_at = at.next_multiple_of(STUB);
+        let mut stubs: FxHashMap<SymbolIndex, usize> = FxHashMap::default();
+        let mut map =
+            MmapMut::map_anon(stubs_at + STUB * file.symbols().count() + 1).map_err(|e| format!("mapping memory for code: {e}"))?;
+        for s in file.sections().filter(|s| base.contains_key(&s.index())) {
+            let data = s.data().map_err(|e| e.to_string())?;
+            map[base[&s.index()]..][..data.len()].copy_from_slice(data);
+        }
+        let origin = map.as_ptr() as usize;
+        let address = |idx: SymbolIndex| -> Result<usize, String> {
+            let sym = file.symbol_by_index(idx).map_err(|e| e.to_string())?;
+            match sym.section_index() {
+                Some(sec) => base
+                    .get(&sec)
+                    .map(|b| origin + b + sym.address() as usize)
+                    .ok_or_else(|| format!("symbol {idx:?} is in an unmapped section")),
+                None => {
+                    let name = sym.name().map_err(|e| e.to_string())?;
+                    process_symbol(name).ok_or_else(|| format!("calls `{name}`, which this process does not define"))
+                }
+            }
+        };
+        let mut stub = |map: &mut MmapMut, idx: SymbolIndex| -> Result<usize, String> {
+            let n = stubs.len();
+            if let Some(at) = stubs.get(&idx) {
+                return Ok(origin + at);
+            }
+            let at = stubs_at + n * STUB;
+            map[at..at + 6].copy_from_slice(&JMP_RIP);
+            map[at + 6..at + 14].copy_from_slice(&(address(idx)? as u64).to_le_bytes());
+            stubs.insert(idx, at);
+            Ok(origin + at)
+        };
+        for s in file.sections().filter(|s| base.contains_key(&s.index())) {
+            for (offset, rel) in s.relocations() {
+                let RelocationTarget::Symbol(idx) = rel.target() else {
+                    return Err(format!("relocation {:?} has no symbol", rel.target()));
+                };
+                let (RelocationFlags::Elf { r_type }, false) = (rel.flags(), rel.has_implicit_addend()) else {
+                    return Err("a relocation without an explicit addend".into());
+                };
+                let place = base[&s.index()] + offset as usize;
+                let p = (origin + place) as i64;
+                let undefined = file.symbol_by_index(idx).map_err(|e| e.to_string())?.is_undefined();
+                let pc32 = |target: usize| {
+                    i32::try_from(target as i64 + rel.addend() - p)
+                        .map(i32::to_le_bytes)
+                        .map_err(|_| format!("relocation {r_type} out of 32-bit reach"))
+                };
+                let value = match r_type {
+                    R_X86_64_PC32 | R_X86_64_PLT32 if !undefined => pc32(address(idx)?)?.to_vec(),
+                    R_X86_64_PC32 | R_X86_64_PLT32 => pc32(stub(&mut map, idx)?)?.to_vec(),
+                    R_X86_64_GOTPCREL | R_X86_64_GOTPCRELX | R_X86_64_REX_GOTPCRELX => pc32(stub(&mut map, idx)? + 6)?.to_vec(),
+                    R_X86_64_64 => ((address(idx)? as i64 + rel.addend()) as u64).to_le_bytes().to_vec(),
+                    _ => return Err(format!("relocation type {r_type}, which kernels never need")),
+                };
+                map[place..place + value.len()].copy_from_slice(&value);
+            }
+        }
+        let symbols = file
+            .symbols()
+            .filter_map(|sym| Some((sym.name().ok()?.to_string(), base.get(&sym.section_index()?)? + sym.address() as usize)))
+            .filter(|(name, _)| !name.is_empty())
+            .collect();
+        let map = map.make_exec().map_err(|e| format!("making code executable: {e}"))?;
+        Ok(Image { map, symbols })
+    }
+
+    /// The address of the object's function or data `name`, valid while `self` lives.
+    pub fn symbol(&self, name: &str) -> Option<*const u8> {
+        self.symbols.get(name).map(|&at| self.map[at..].as_ptr())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_what_it_cannot_link() {
+        assert!(Image::load(b"\x7fELF garbage").unwrap_err().starts_with("not an ELF object"));
+        assert!(process_symbol("memcpy").is_some() && process_symbol("expf").is_some());
+        assert_eq!(process_symbol("no_such_function_anywhere"), None);
+    }
+}
