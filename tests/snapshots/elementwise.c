@@ -10,11 +10,11 @@ void E_64_6_16(void** bufs, const int* vals, int core_start, int core_end) {
   float* restrict data0 = (float*)bufs[0];
   const float* restrict data1 = (float*)bufs[1];
   const float* restrict data2 = (float*)bufs[2];
-  for (int ridx0 = core_start; ridx0 < core_end; ridx0++) {
-    for (int ridx1 = 0; ridx1 < 6; ridx1++) {
+  for (long ridx0 = core_start; ridx0 < core_end; ridx0++) {
+    for (long ridx1 = 0; ridx1 < 6; ridx1++) {
       float8 alu0 = ((float8){0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f});
-      int alu1 = ((ridx0*96)+(ridx1*16));
-      int alu2 = (alu1+8);
+      long alu1 = ((ridx0*96)+(ridx1*16));
+      long alu2 = (alu1+8);
       float8 val3 = *((float8*)(&data1[alu1]));
       float8 val4 = *((float8*)(&data2[alu1]));
       float8 alu5 = (val3+val4);

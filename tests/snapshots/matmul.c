@@ -9,8 +9,8 @@ void r_2_8_16_6_64(void** bufs, const int* vals, int core_start, int core_end) {
   float* restrict data0 = (float*)bufs[0];
   const float* restrict data1 = (float*)bufs[1];
   const float* restrict data2 = (float*)bufs[2];
-  for (int ridx1 = core_start; ridx1 < core_end; ridx1++) {
-    for (int ridx0 = 0; ridx0 < 8; ridx0++) {
+  for (long ridx1 = core_start; ridx1 < core_end; ridx1++) {
+    for (long ridx0 = 0; ridx0 < 8; ridx0++) {
       float8 acc0;
       float8 acc1;
       float8 acc2;
@@ -23,9 +23,9 @@ void r_2_8_16_6_64(void** bufs, const int* vals, int core_start, int core_end) {
       float8 acc9;
       float8 acc10;
       float8 acc11;
-      int alu0 = (ridx1*16);
+      long alu0 = (ridx1*16);
       float8 alu1 = ((float8){0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f});
-      int alu2 = (alu0+(ridx0*192));
+      long alu2 = (alu0+(ridx0*192));
       acc0 = alu1;
       acc1 = alu1;
       acc2 = alu1;
@@ -38,9 +38,9 @@ void r_2_8_16_6_64(void** bufs, const int* vals, int core_start, int core_end) {
       acc9 = alu1;
       acc10 = alu1;
       acc11 = alu1;
-      for (int ridx2 = 0; ridx2 < 64; ridx2++) {
-        int alu3 = ((ridx0*384)+ridx2);
-        int alu4 = (alu0+(ridx2*32));
+      for (long ridx2 = 0; ridx2 < 64; ridx2++) {
+        long alu3 = ((ridx0*384)+ridx2);
+        long alu4 = (alu0+(ridx2*32));
         float val5 = data1[alu3];
         float val6 = data1[(alu3+64)];
         float val7 = data1[(alu3+128)];

@@ -9,18 +9,18 @@ void r_13_8_4_24(void** bufs, const int* vals, int core_start, int core_end) {
   float* restrict data0 = (float*)bufs[0];
   const float* restrict data1 = (float*)bufs[1];
   const float* restrict data2 = (float*)bufs[2];
-  for (int ridx0 = core_start; ridx0 < core_end; ridx0++) {
+  for (long ridx0 = core_start; ridx0 < core_end; ridx0++) {
     float8 acc0;
     float8 acc1;
     float8 acc2;
-    int alu0 = (ridx0*19);
+    long alu0 = (ridx0*19);
     float8 alu1 = ((float8){0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f});
-    int alu2 = (alu0+16);
+    long alu2 = (alu0+16);
     acc0 = alu1;
     acc1 = alu1;
     acc2 = alu1;
-    for (int ridx2 = 0; ridx2 < 24; ridx2++) {
-      int alu3 = (ridx2*19);
+    for (long ridx2 = 0; ridx2 < 24; ridx2++) {
+      long alu3 = (ridx2*19);
       float val4 = data1[((ridx0*24)+ridx2)];
       float8 val5 = *((float8*)(&data2[alu3]));
       float8 val6 = *((float8*)(&data2[(alu3+8)]));

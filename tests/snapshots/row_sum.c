@@ -8,10 +8,10 @@ void r_16_32_8(void** bufs, const int* vals, int core_start, int core_end) {
   (void)vals; (void)core_start; (void)core_end;
   float* restrict data0 = (float*)bufs[0];
   const float* restrict data1 = (float*)bufs[1];
-  for (int ridx0 = core_start; ridx0 < core_end; ridx0++) {
+  for (long ridx0 = core_start; ridx0 < core_end; ridx0++) {
     float8 acc0;
     acc0 = ((float8){0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f});
-    for (int ridx3 = 0; ridx3 < 32; ridx3++) {
+    for (long ridx3 = 0; ridx3 < 32; ridx3++) {
       float8 val0 = *((float8*)(&data1[((ridx3*8)+(ridx0*256))]));
       acc0 = (acc0+val0);
     }
