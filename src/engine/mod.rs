@@ -8,7 +8,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::{BEAM, DEBUG, GLOBAL_COUNTERS, NOOPT, NUM_CPU_THREADS};
 use crate::renderer::{cstyle, Renderer};
-use crate::runtime::{Allocator, ClangCompiler, Compiler, CpuAllocator, CpuProgram, Program, RawBuffer};
+use crate::runtime::{Allocator, ClangCompiler, Compiled, Compiler, CpuAllocator, CpuProgram, Program, RawBuffer};
 use crate::schedule::{contiguous_buffer, create_schedule};
 use crate::uop::{Arg, BufferInfo, Ops, UOp};
 mod jit;
@@ -223,9 +223,9 @@ fn compiler(dev: &'static Device) -> Result<&'static ClangCompiler> {
     dev.compiler.get_or_init(|| ClangCompiler::new().map_err(|e| e.to_string())).as_ref().map_err(|_| Error::NoCompiler)
 }
 
-/// The runner of a prepared kernel compiled to `object`.
-fn load((kernel, _, beam): (LinearKernel, String, i64), object: &[u8]) -> Result<Arc<Runner>> {
-    let program = CpuProgram::load(object, &kernel.name)?;
+/// The runner of a prepared kernel, compiled.
+fn load((kernel, _, beam): (LinearKernel, String, i64), compiled: &Compiled) -> Result<Arc<Runner>> {
+    let program = CpuProgram::load(compiled)?;
     Ok(Arc::new(Runner { kernel, program, beam }))
 }
 
@@ -287,6 +287,7 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
         use rayon::prelude::*;
         // the workers see this thread's Context overrides (NOOPT, DEBUG, ...)
         let ctx = crate::helpers::Context::snapshot();
+        let t_prep = Instant::now();
         let prepared = missing
             .par_iter()
             .map(|a| {
@@ -294,7 +295,17 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
                 prepare(dev, a, None)
             })
             .collect::<Result<Vec<_>>>()?;
+        let t1 = Instant::now();
         let objects = compiler(dev)?.compile_many(&prepared.iter().map(|(k, src, _)| (k.name.as_str(), src.as_str())).collect::<Vec<_>>());
+        if DEBUG.value() >= 1 {
+            let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
+            println!(
+                "optimized and rendered {} kernels in {:.2} ms, compiled in {:.2} ms",
+                prepared.len(),
+                ms(t_prep, t1),
+                ms(t1, Instant::now())
+            );
+        }
         for ((a, p), object) in missing.into_iter().zip(prepared).zip(objects) {
             let r = load(p, &object?)?;
             dev.runners.lock().insert(a.clone(), r);

@@ -56,19 +56,9 @@ fn render_candidate(ast: &UOp, c: &Kernel, cores: usize) -> Option<(String, usiz
     Some((cstyle::render(&lk), lk.outer.max(1), cores, lk.ops.max(lk.mem / 4) as f64))
 }
 
-/// One C file defining `srcs[i]` as `c{i}`: each source's lines before its function (includes, typedefs, helpers)
-/// are kept once, at their first appearance.
+/// One C file defining `srcs[i]` as `c{i}` (a kernel's includes and helpers are guarded, so they repeat safely).
 fn combine(srcs: &[&String]) -> String {
-    let (mut seen, mut out) = (FxHashSet::default(), String::new());
-    for (i, src) in srcs.iter().enumerate() {
-        let at = src.find(&format!("void {NAME}(")).expect("a rendered kernel defines its function");
-        for line in src[..at].lines().filter(|l| seen.insert(*l)) {
-            out += line;
-            out.push('\n');
-        }
-        out += &src[at..].replacen(&format!("void {NAME}("), &format!("void c{i}("), 1);
-    }
-    out
+    srcs.iter().enumerate().map(|(i, src)| src.replacen(&format!("void {NAME}("), &format!("void c{i}("), 1)).collect()
 }
 
 /// Compiles a batch of candidates of kernel `ast` for timing, with one compiler run (or one each, when that fails);
@@ -85,7 +75,7 @@ fn compile_batch(
         batch.iter().map(|c| render_candidate(ast, c, cores).filter(|(src, _, n, _)| seen.lock().insert((src.clone(), *n)))).collect();
     let todo: Vec<(usize, &String)> = rendered.iter().enumerate().filter_map(|(i, r)| r.as_ref().map(|r| (i, &r.0))).collect();
     let load = |srcs: &[&String]| -> Option<Vec<CpuProgram>> {
-        let object = cc.compile("beam", &combine(srcs)).ok()?;
+        let object = cc.compile("beam", &combine(srcs)).ok()?.object;
         let names: Vec<String> = (0..srcs.len()).map(|i| format!("c{i}")).collect();
         CpuProgram::load_all(&object, &names.iter().map(String::as_str).collect::<Vec<_>>()).ok()
     };

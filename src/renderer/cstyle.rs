@@ -88,7 +88,9 @@ fn vtype(dt: DType, defs: &mut Vec<String>) -> String {
 }
 
 /// The half type: clang's storage type `__fp16` (arithmetic in float), else C23's `_Float16` (gcc).
-const HALF: &str = "#if defined(__clang__)\ntypedef __fp16 half;\n#else\ntypedef _Float16 half;\n#endif\n";
+/// Guarded, as the bf16 helpers are, so that kernels concatenated into one file (a compile batch) define it once.
+const HALF: &str =
+    "#ifndef TG_HALF\n#define TG_HALF\n#if defined(__clang__)\ntypedef __fp16 half;\n#else\ntypedef _Float16 half;\n#endif\n#endif\n";
 
 /// How deep an inlined expression may nest before it is given a name.
 const MAX_NESTING: usize = 32;
@@ -276,10 +278,12 @@ fn is_bf16(dt: DType) -> bool {
 
 /// float <-> bfloat16 for kernels that touch bf16: a bf16 is the top half of a float32; narrowing rounds to
 /// nearest even and keeps NaN a NaN (tinygrad `cast_float_to_bf16`).
-const BF16_PRELUDE: &str = "static inline float tg_bf2f(unsigned short b) { unsigned int u = (unsigned int)b << 16; float f; \
+const BF16_PRELUDE: &str =
+    "#ifndef TG_BF16\n#define TG_BF16\nstatic inline float tg_bf2f(unsigned short b) { unsigned int u = (unsigned int)b << 16; float f; \
 __builtin_memcpy(&f, &u, 4); return f; }
 static inline unsigned short tg_f2bf(float f) { unsigned int u; __builtin_memcpy(&u, &f, 4);
   u = (-u & 0x7f800000u) ? u + ((u >> 16) & 1u) + 0x7fffu : (u & 0xffffu) ? (u | 0x10000u) : u; return (unsigned short)(u >> 16); }
+#endif
 ";
 
 /// The C conversion of `x` from `from` to `to`. bf16 goes through float (see [`BF16_PRELUDE`]), and so does

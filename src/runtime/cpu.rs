@@ -2,19 +2,20 @@
 //! objects into a content-addressed disk cache, kernels linked in-process ([`super::elf`]) and run on a thread pool.
 
 use super::elf::Image;
-use super::{Allocator, Compiler, Program, RawBuffer};
+use super::{Allocator, Compiled, Compiler, Program, RawBuffer};
 use crate::error::{Error, Result};
 use crate::helpers::{cache_dir, CACHELEVEL, DEBUG, NUM_CPU_THREADS};
 use libloading::Library;
 use parking_lot::Mutex;
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, Weak};
 use std::time::{Duration, Instant};
 
 // **************** allocator ****************
@@ -110,10 +111,12 @@ fn output_flags() -> &'static [&'static str] {
 
 /// Compiles C kernels with the system C compiler into x86-64 relocatable objects (shared objects elsewhere), cached
 /// at `cache_dir()/kernels/<key>.o` (tinygrad `ClangJITCompiler`), the key being the SHA-256 of the compiler's
-/// identity (its `--version`, and what `-march=native` means to it on this CPU), the flags and the source.
-/// [`compile_many`](Compiler::compile_many) compiles a batch with one compiler process per core.
+/// identity (its `--version`, and what `-march=native` means to it on this CPU), the flags and the source. A
+/// kernel's function is renamed to `<name>_<key prefix>` ([`Compiled::entry`]), so kernels of one name can share a
+/// file: [`compile_many`](Compiler::compile_many) compiles a batch as one C file per core, one compiler run each
+/// (a compiler process costs more than most kernels), and caches the object under every kernel's key (hard links).
 ///
-/// Each cached object ends in an [`ENTRY_TRAILER`]-byte trailer that holds its key and the SHA-256 of the object
+/// Each cached object ends in a trailer that holds the keys it was compiled for and the SHA-256 of the object
 /// bytes. A cached file that is truncated, corrupt or made for another key is recompiled, with a warning on stderr
 /// at `DEBUG>=1`, so a damaged cache never reaches the loader. Files are written to a name unique to the compile
 /// and renamed into place, so concurrent compiles of a kernel (threads or processes) each succeed and a reader
@@ -158,8 +161,17 @@ impl ClangCompiler {
 
     /// Where the object for `src` is cached.
     fn entry_path(&self, src: &str) -> PathBuf {
-        let hex: String = self.key(src).iter().map(|b| format!("{b:02x}")).collect();
-        cache_dir().join("kernels").join(format!("{hex}.o"))
+        cache_dir().join("kernels").join(format!("{}.o", hex(&self.key(src))))
+    }
+
+    /// Kernel `name` of `src` compiled to `object`: its function is `<name>_<first 16 hex digits of the key>`.
+    fn compiled(&self, name: &str, src: &str, object: Arc<[u8]>) -> Compiled {
+        Compiled { object, entry: format!("{name}_{}", &hex(&self.key(src))[..16]) }
+    }
+
+    /// `src` with kernel `name`'s function renamed to its entry symbol.
+    fn renamed(&self, name: &str, src: &str) -> String {
+        src.replacen(&format!("void {name}("), &format!("void {}(", self.compiled(name, src, Arc::from([])).entry), 1)
     }
 
     /// The cached object for `src`, if a good one is there (never under CACHELEVEL=0).
@@ -168,42 +180,43 @@ impl ClangCompiler {
         if CACHELEVEL.value() == 0 {
             return None;
         }
-        match std::fs::read(&path) {
-            Ok(mut file) => match entry_problem(&file, &self.key(src)) {
-                None => {
-                    file.truncate(file.len() - ENTRY_TRAILER);
-                    Some(file)
+        let why = match std::fs::read(&path) {
+            Ok(mut file) => match entry_object(&file, &self.key(src)) {
+                Ok(len) => {
+                    file.truncate(len);
+                    return Some(file);
                 }
                 // replaced by an atomic rename when recompiled, so a concurrent reader sees the old file or the new one
-                Some(why) => {
-                    if DEBUG.value() >= 1 {
-                        eprintln!("kernel cache: {} is {why}; recompiling", path.display());
-                    }
-                    None
-                }
+                Err(why) => why.to_string(),
             },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => {
-                if DEBUG.value() >= 1 {
-                    eprintln!("kernel cache: cannot read {} ({e}); recompiling", path.display());
-                }
-                None
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => format!("unreadable ({e})"),
+        };
+        if DEBUG.value() >= 1 {
+            eprintln!("kernel cache: {} is {why}; recompiling", path.display());
         }
+        None
     }
 
-    /// Seals `object` (compiled from `src`) with its trailer and renames it into the cache. `tmp` holds the object
-    /// and is consumed.
-    fn store(&self, src: &str, tmp: &Path) -> Result<Vec<u8>> {
-        let path = self.entry_path(src);
+    /// Seals the object in `tmp` (compiled from `srcs`) with its trailer and renames it into the cache under the
+    /// first source's key, then links it under the others'. `tmp` is consumed.
+    fn store(&self, srcs: &[&str], tmp: &Path) -> Result<Vec<u8>> {
+        let keys: Vec<[u8; 32]> = srcs.iter().map(|s| self.key(s)).collect();
+        let first = self.entry_path(srcs[0]);
         let sealed = std::fs::read(tmp).and_then(|object| {
-            std::fs::OpenOptions::new().append(true).open(tmp)?.write_all(&trailer(&self.key(src), &object))?;
-            std::fs::rename(tmp, &path).map(|_| object)
+            std::fs::OpenOptions::new().append(true).open(tmp)?.write_all(&trailer(&keys, &object))?;
+            std::fs::rename(tmp, &first).map(|_| object)
         });
         if sealed.is_err() {
             let _ = std::fs::remove_file(tmp);
         }
-        sealed.map_err(io_err(&path))
+        let object = sealed.map_err(io_err(&first))?;
+        for src in &srcs[1..] {
+            let (link, path) = (self.scratch("link")?, self.entry_path(src));
+            std::fs::hard_link(&first, &link).or_else(|_| std::fs::copy(&first, &link).map(|_| ())).map_err(io_err(&link))?;
+            std::fs::rename(&link, &path).map_err(io_err(&path))?;
+        }
+        Ok(object)
     }
 
     /// A path unique to this compile in the kernel cache directory (created), for `what`.
@@ -214,44 +227,49 @@ impl ClangCompiler {
         Ok(dir.join(format!("{what}.{}.{}.tmp", std::process::id(), TMP_ID.fetch_add(1, Relaxed))))
     }
 
-    /// The [`Error::Compile`] for kernel `name` from `src`, keeping the source beside the cache entry.
-    fn compile_error(&self, name: &str, src: &str, stderr: &[u8]) -> Error {
-        let source_path = self.entry_path(src).with_extension("c");
-        if let Err(e) = std::fs::write(&source_path, src) {
-            return io_err(&source_path)(e);
+    /// Compiles C source `src` (fed on stdin) into the object file `out`; the compiler's stderr on failure.
+    fn run(&self, src: &str, out: &Path) -> Result<std::result::Result<(), Vec<u8>>> {
+        let cc_path = Path::new(&self.cc);
+        let mut child = Command::new(cc_path)
+            .args(FLAGS)
+            .args(["-x", "c", "-", "-o"])
+            .arg(out)
+            .args(output_flags())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(io_err(cc_path))?;
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        // write from another thread so a compiler that reports errors before reading all input cannot deadlock us;
+        // a write error (the compiler exited early) shows up in its exit status
+        let done = std::thread::scope(|s| {
+            s.spawn(move || stdin.write_all(src.as_bytes()));
+            child.wait_with_output()
+        })
+        .map_err(io_err(cc_path))?;
+        if !done.status.success() {
+            let _ = std::fs::remove_file(out);
+            return Ok(Err(done.stderr));
         }
-        Error::Compile {
-            name: name.to_string(),
-            compiler: self.cc.clone(),
-            source_path,
-            stderr: String::from_utf8_lossy(stderr).into_owned(),
-        }
+        Ok(Ok(()))
     }
 
-    /// Compiles the uncached `kernels` with one compiler run, in a scratch directory of files `k{i}.c`. `None` when
-    /// the run fails (some kernel has an error: each is then compiled alone, to name it).
-    fn compile_batch(&self, kernels: &[(&str, &str)]) -> Result<Option<Vec<Vec<u8>>>> {
-        let dir = self.scratch("batch")?;
-        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-        let result = (|| {
-            let files: Vec<String> = (0..kernels.len()).map(|i| format!("k{i}.c")).collect();
-            for (f, (_, src)) in files.iter().zip(kernels) {
-                std::fs::write(dir.join(f), src).map_err(io_err(&dir.join(f)))?;
-            }
-            let out = Command::new(&self.cc).args(FLAGS).arg("-c").args(&files).current_dir(&dir).stdin(Stdio::null()).output();
-            if !out.map_err(io_err(Path::new(&self.cc)))?.status.success() {
-                return Ok(None);
-            }
-            kernels
-                .iter()
-                .enumerate()
-                .map(|(i, (_, src))| self.store(src, &dir.join(format!("k{i}.o"))))
-                .collect::<Result<Vec<_>>>()
-                .map(Some)
-        })();
-        let _ = std::fs::remove_dir_all(&dir);
-        result
+    /// Compiles the uncached `kernels` as one C file. `None` when that fails (some kernel has an error: each is then
+    /// compiled alone, to name it).
+    fn compile_batch(&self, kernels: &[(&str, &str)]) -> Result<Option<Arc<[u8]>>> {
+        let tu: String = kernels.iter().map(|(name, src)| self.renamed(name, src)).collect();
+        let tmp = self.scratch("batch")?;
+        match self.run(&tu, &tmp)? {
+            Ok(()) => self.store(&kernels.iter().map(|k| k.1).collect::<Vec<_>>(), &tmp).map(|o| Some(o.into())),
+            Err(_) => Ok(None),
+        }
     }
+}
+
+/// Lowercase hex of `bytes`.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The target flags in a compiler driver's `-###` output: gcc's `-m...` (the expanded `-march=native`), clang's
@@ -284,100 +302,93 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
 }
 
 /// Ends every trailer, naming its format.
-const ENTRY_MAGIC: &[u8; 8] = b"TGKCv1\0\0";
-/// Bytes a cache entry adds after the object: the key (32), SHA-256 of the object (32), the object's length
-/// (8, little endian), [`ENTRY_MAGIC`] (8).
-pub const ENTRY_TRAILER: usize = 80;
+const ENTRY_MAGIC: &[u8; 8] = b"TGKCv2\0\0";
+/// Bytes a cache entry's trailer has besides its keys: the key count (8, little endian), SHA-256 of the object
+/// (32), the object's length (8), [`ENTRY_MAGIC`] (8). The keys (32 bytes each) come first.
+const TRAILER_FIXED: usize = 56;
 
-/// The trailer of a cache entry for `object` under `key`.
-fn trailer(key: &[u8; 32], object: &[u8]) -> Vec<u8> {
+/// The trailer of a cache entry for `object`, compiled for `keys`.
+fn trailer(keys: &[[u8; 32]], object: &[u8]) -> Vec<u8> {
     let digest: [u8; 32] = Sha256::digest(object).into();
-    [&key[..], &digest, &(object.len() as u64).to_le_bytes(), ENTRY_MAGIC].concat()
+    [keys.concat().as_slice(), &(keys.len() as u64).to_le_bytes(), &digest, &(object.len() as u64).to_le_bytes(), ENTRY_MAGIC].concat()
 }
 
-/// Why the cache entry `file` is not a good object for `key`, or `None` when it is.
-fn entry_problem(file: &[u8], key: &[u8; 32]) -> Option<&'static str> {
-    let Some(object_len) = file.len().checked_sub(ENTRY_TRAILER) else {
-        return Some("truncated");
+/// The length of the object at the start of cache entry `file` when it is a good one for `key`, else why not.
+fn entry_object(file: &[u8], key: &[u8; 32]) -> std::result::Result<usize, &'static str> {
+    let Some(fixed) = file.len().checked_sub(TRAILER_FIXED) else {
+        return Err("truncated");
     };
-    let (object, tail) = file.split_at(object_len);
-    if &tail[72..] != ENTRY_MAGIC || tail[64..72] != (object_len as u64).to_le_bytes() {
-        Some("truncated or not a tinygrad kernel cache entry")
-    } else if &tail[..32] != key {
-        Some("made for another kernel, compiler or CPU")
-    } else if tail != trailer(key, object) {
-        Some("corrupt (its content hash does not match)")
+    let (head, tail) = file.split_at(fixed);
+    let u64_at = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+    let (nkeys, len) = (u64_at(&tail[..8]), u64_at(&tail[40..48]));
+    let keys_at =
+        usize::try_from(len).ok().filter(|&l| l <= head.len()).and_then(|l| Some((l, usize::try_from(nkeys).ok()?.checked_mul(32)?)));
+    let Some((len, keys_len)) = keys_at.filter(|&(l, k)| &tail[48..] == ENTRY_MAGIC && l.checked_add(k) == Some(head.len())) else {
+        return Err("truncated or not a tinygrad kernel cache entry");
+    };
+    let (object, keys) = head.split_at(len);
+    debug_assert_eq!(keys.len(), keys_len);
+    if !keys.chunks_exact(32).any(|k| k == key) {
+        Err("made for another kernel, compiler or CPU")
+    } else if tail[8..40] != Sha256::digest(object)[..] {
+        Err("corrupt (its content hash does not match)")
     } else {
-        None
+        Ok(len)
     }
 }
 
 impl Compiler for ClangCompiler {
-    fn compile(&self, name: &str, src: &str) -> Result<Vec<u8>> {
+    fn compile(&self, name: &str, src: &str) -> Result<Compiled> {
         if let Some(object) = self.cached(src) {
-            return Ok(object);
+            return Ok(self.compiled(name, src, object.into()));
         }
         let tmp = self.scratch("kernel")?;
-        let cc_path = Path::new(&self.cc);
-        let mut child = Command::new(cc_path)
-            .args(FLAGS)
-            .args(["-x", "c", "-", "-o"])
-            .arg(&tmp)
-            .args(output_flags())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(io_err(cc_path))?;
-        let mut stdin = child.stdin.take().expect("stdin is piped");
-        // write from another thread so a compiler that reports errors before reading all input cannot deadlock us;
-        // a write error (the compiler exited early) shows up in its exit status
-        let out = std::thread::scope(|s| {
-            s.spawn(move || stdin.write_all(src.as_bytes()));
-            child.wait_with_output()
-        })
-        .map_err(io_err(cc_path))?;
-        if !out.status.success() {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(self.compile_error(name, src, &out.stderr));
+        if let Err(stderr) = self.run(&self.renamed(name, src), &tmp)? {
+            let source_path = self.entry_path(src).with_extension("c");
+            std::fs::write(&source_path, src).map_err(io_err(&source_path))?;
+            let stderr = String::from_utf8_lossy(&stderr).into_owned();
+            return Err(Error::Compile { name: name.to_string(), compiler: self.cc.clone(), source_path, stderr });
         }
-        self.store(src, &tmp)
+        let object = self.store(&[src], &tmp)?;
+        Ok(self.compiled(name, src, object.into()))
     }
 
-    /// One compiler process per core (`NUM_CPU_THREADS`), each given a share of the uncached kernels, balanced by
-    /// source length: one process start per share instead of per kernel.
-    fn compile_many(&self, kernels: &[(&str, &str)]) -> Vec<Result<Vec<u8>>> {
-        let mut out: Vec<Option<Result<Vec<u8>>>> = kernels.iter().map(|(_, src)| self.cached(src).map(Ok)).collect();
+    /// One C file of kernels per core (`NUM_CPU_THREADS`), balanced by source length, each compiled by one compiler
+    /// run; a file that fails is compiled kernel by kernel, so each error names its kernel.
+    fn compile_many(&self, kernels: &[(&str, &str)]) -> Vec<Result<Compiled>> {
+        let mut out: Vec<Option<Result<Compiled>>> =
+            kernels.iter().map(|(name, src)| self.cached(src).map(|o| Ok(self.compiled(name, src, o.into())))).collect();
         let mut todo: Vec<usize> = (0..kernels.len()).filter(|&i| out[i].is_none()).collect();
-        if !RELOCATABLE || todo.len() < 2 {
-            return kernels.iter().zip(out).map(|((name, src), o)| o.unwrap_or_else(|| self.compile(name, src))).collect();
-        }
+        // a kernel twice in the list compiles once
+        todo.sort_by_key(|&i| (std::cmp::Reverse(kernels[i].1.len()), kernels[i].1));
+        todo.dedup_by_key(|i| kernels[*i].1);
         // longest first, each to the least loaded share
-        todo.sort_by_key(|&i| std::cmp::Reverse(kernels[i].1.len()));
         let mut shares: Vec<(usize, Vec<usize>)> = vec![(0, vec![]); threads().min(todo.len())];
         for i in todo {
             let s = shares.iter_mut().min_by_key(|s| s.0).expect("at least one share");
             s.0 += kernels[i].1.len();
             s.1.push(i);
         }
-        let done: Vec<(usize, Result<Vec<u8>>)> = shares
+        let ctx = crate::helpers::Context::snapshot();
+        let done: Vec<(usize, Result<Compiled>)> = shares
             .par_iter()
             .with_max_len(1)
             .flat_map_iter(|(_, idx)| {
+                let _g = ctx.enter();
                 let batch: Vec<(&str, &str)> = idx.iter().map(|&i| kernels[i]).collect();
-                let objects: Vec<Result<Vec<u8>>> = match self.compile_batch(&batch) {
-                    Ok(Some(objects)) => objects.into_iter().map(Ok).collect(),
-                    Ok(None) => batch.iter().map(|(name, src)| self.compile(name, src)).collect(),
-                    Err(e) => batch
-                        .iter()
-                        .map(|_| Err(Error::Io { path: cache_dir().join("kernels"), source: std::io::Error::other(e.to_string()) }))
-                        .collect(),
+                let objects: Vec<Result<Compiled>> = match self.compile_batch(&batch) {
+                    Ok(Some(object)) => batch.iter().map(|(name, src)| Ok(self.compiled(name, src, object.clone()))).collect(),
+                    _ => batch.iter().map(|(name, src)| self.compile(name, src)).collect(),
                 };
                 idx.clone().into_iter().zip(objects)
             })
             .collect();
         for (i, r) in done {
             out[i] = Some(r);
+        }
+        let again: Vec<usize> = (0..kernels.len()).filter(|&i| out[i].is_none()).collect();
+        for i in again {
+            out[i] = Some(self.compile(kernels[i].0, kernels[i].1));
         }
         out.into_iter().map(|o| o.expect("every kernel compiled")).collect()
     }
@@ -440,29 +451,46 @@ pub struct CpuProgram {
     _code: Arc<Code>,
 }
 
-impl CpuProgram {
-    /// Loads `object` (what [`ClangCompiler`] made) and looks up the kernel `name`. Errors with [`Error::Load`] when
-    /// either fails.
-    pub fn load(object: &[u8], name: &str) -> Result<CpuProgram> {
-        Ok(Self::load_all(object, &[name])?.pop().expect("one program per name"))
-    }
+/// Loaded objects by content, so the kernels of a compile batch (one object) share one mapping.
+static LOADED: LazyLock<Mutex<FxHashMap<Arc<[u8]>, Weak<Code>>>> = LazyLock::new(Default::default);
 
-    /// Loads `object` once and looks up each kernel of `names` in it.
-    pub fn load_all(object: &[u8], names: &[&str]) -> Result<Vec<CpuProgram>> {
-        let load_err = |msg: String| Error::Load { name: names.join(", "), msg };
+impl Code {
+    /// `object` mapped (an ELF relocatable object) or `dlopen`ed (a shared object), or the mapping already made
+    /// of the same bytes. Errors as text.
+    fn load(object: &Arc<[u8]>) -> std::result::Result<Arc<Code>, String> {
+        if let Some(code) = LOADED.lock().get(object).and_then(Weak::upgrade) {
+            return Ok(code);
+        }
         let code = Arc::new(if object.starts_with(b"\x7fELF") && object.get(16) == Some(&1) {
-            Code::Image(Image::load(object).map_err(load_err)?)
+            Code::Image(Image::load(object)?)
         } else {
             // a shared object goes through a file for dlopen, deleted once mapped
             static N: AtomicU64 = AtomicU64::new(0);
             let path = std::env::temp_dir().join(format!("tinygrad-{}-{}.so", std::process::id(), N.fetch_add(1, Relaxed)));
-            std::fs::write(&path, object).map_err(io_err(&path))?;
+            std::fs::write(&path, object).map_err(|e| format!("writing {}: {e}", path.display()))?;
             // SAFETY: our shared objects come from `ClangCompiler` compiling rendered kernels, which have no
             // initializers or global state.
             let lib = unsafe { Library::new(&path) };
             let _ = std::fs::remove_file(&path);
-            Code::Shared(lib.map_err(|e| load_err(e.to_string()))?)
+            Code::Shared(lib.map_err(|e| e.to_string())?)
         });
+        let mut loaded = LOADED.lock();
+        loaded.retain(|_, w| w.strong_count() > 0);
+        loaded.insert(object.clone(), Arc::downgrade(&code));
+        Ok(code)
+    }
+}
+
+impl CpuProgram {
+    /// Loads the kernel `c` (what [`ClangCompiler`] made). Errors with [`Error::Load`] when the object does not
+    /// load or lacks the kernel's function.
+    pub fn load(c: &Compiled) -> Result<CpuProgram> {
+        Ok(Self::load_all(&c.object, &[&c.entry])?.pop().expect("one program per name"))
+    }
+
+    /// Loads `object` once and looks up each kernel function of `names` in it.
+    pub fn load_all(object: &Arc<[u8]>, names: &[&str]) -> Result<Vec<CpuProgram>> {
+        let code = Code::load(object).map_err(|msg| Error::Load { name: names.join(", "), msg })?;
         names
             .iter()
             .map(|name| {
@@ -573,7 +601,7 @@ mod tests {
     fn compile_load_launch() {
         let cc = ClangCompiler::new().unwrap();
         let src = fresh(AXPB);
-        let prog = CpuProgram::load(&cc.compile("axpb", &src).unwrap(), "axpb").unwrap();
+        let prog = CpuProgram::load(&cc.compile("axpb", &src).unwrap()).unwrap();
         std::fs::remove_file(cc.entry_path(&src)).unwrap(); // tests leave no fresh kernels behind
         let a = CpuAllocator::new();
         let n = 1000;
@@ -592,7 +620,8 @@ mod tests {
             let want: Vec<i32> = (0..n).map(|i| want_starts[i / 250]).collect();
             assert_eq!(i32s(&bytes), want, "chunk starts, parallel={parallel}");
         }
-        assert!(CpuProgram::load(&cc.compile("axpb", AXPB).unwrap(), "nope").is_err_and(|e| matches!(e, Error::Load { .. })));
+        let object = cc.compile("axpb", AXPB).unwrap().object;
+        assert!(CpuProgram::load_all(&object, &["nope"]).is_err_and(|e| matches!(e, Error::Load { .. })));
     }
 
     #[test]
@@ -601,7 +630,7 @@ mod tests {
   float* o = (float*)bufs[0]; const float* a = (const float*)bufs[1];
   for (int i = s; i < e; i++) { o[2*i] = expf(a[i]); o[2*i+1] = a[i] != a[i] ? 1.0f : 0.0f; }
 }";
-        let prog = CpuProgram::load(&ClangCompiler::new().unwrap().compile("k", src).unwrap(), "k").unwrap();
+        let prog = CpuProgram::load(&ClangCompiler::new().unwrap().compile("k", src).unwrap()).unwrap();
         let a = CpuAllocator::new();
         let input = [0.0f32, 1.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY];
         let (o, i) = (a.alloc(40).unwrap(), a.alloc(20).unwrap());
@@ -641,15 +670,16 @@ mod tests {
     #[test]
     fn concurrent_compiles_of_one_kernel() {
         let src = fresh(AXPB);
-        let objects: Vec<Vec<u8>> = std::thread::scope(|s| {
+        let objects: Vec<Compiled> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..4).map(|_| s.spawn(|| ClangCompiler::new().unwrap().compile("axpb", &src).unwrap())).collect();
             hs.into_iter().map(|h| h.join().unwrap()).collect()
         });
         assert!(objects.iter().all(|o| *o == objects[0]));
-        CpuProgram::load(&objects[0], "axpb").unwrap();
+        CpuProgram::load(&objects[0]).unwrap();
         let path = ClangCompiler::new().unwrap().entry_path(&src);
         let whole = std::fs::read(&path).unwrap();
-        assert_eq!(&whole[..whole.len() - ENTRY_TRAILER], &objects[0][..], "the cache holds the object, then its trailer");
+        assert_eq!(&whole[..objects[0].object.len()], &objects[0].object[..], "the cache holds the object, then its trailer");
+        assert_eq!(whole.len(), objects[0].object.len() + 32 + TRAILER_FIXED, "one key");
         std::fs::remove_file(&path).unwrap();
     }
 
@@ -667,7 +697,7 @@ mod tests {
         let (out, inp, starts) = (a.alloc(8).unwrap(), a.alloc(8).unwrap(), a.alloc(8).unwrap());
         a.copyin(&inp, &[1f32, 3.0].iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>());
         for (i, o) in [0, 1, 3].into_iter().zip([0.0f32, 1.0, 2.0]) {
-            let prog = CpuProgram::load(objects[i].as_ref().unwrap(), "axpb").unwrap();
+            let prog = CpuProgram::load(objects[i].as_ref().unwrap()).unwrap();
             prog.launch(&[out.as_ptr(), inp.as_ptr(), starts.as_ptr()], &[5], 2, false);
             let mut bytes = vec![0u8; 8];
             a.copyout(&mut bytes, &out);
@@ -687,7 +717,7 @@ mod tests {
         std::fs::write(dir.join("k.c"), AXPB).unwrap();
         let ok = Command::new(cc.cc()).args(FLAGS).args(["-shared", "-o"]).arg(dir.join("k.so")).arg(dir.join("k.c")).status().unwrap();
         assert!(ok.success());
-        let prog = CpuProgram::load(&std::fs::read(dir.join("k.so")).unwrap(), "axpb").unwrap();
+        let prog = CpuProgram::load(&Compiled { object: std::fs::read(dir.join("k.so")).unwrap().into(), entry: "axpb".into() }).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         let a = CpuAllocator::new();
         let (out, inp, starts) = (a.alloc(4).unwrap(), a.alloc(4).unwrap(), a.alloc(4).unwrap());
@@ -734,16 +764,18 @@ mod tests {
 
     #[test]
     fn entries_are_checked() {
-        let key = sha256_parts(&["k"]);
+        let (key, other) = (sha256_parts(&["k"]), sha256_parts(&["other"]));
         let object = b"an object".to_vec();
-        let good = [object.clone(), trailer(&key, &object)].concat();
-        assert_eq!(entry_problem(&good, &key), None);
-        assert_eq!(entry_problem(&good[..good.len() - 1], &key), Some("truncated or not a tinygrad kernel cache entry"));
-        assert_eq!(entry_problem(&good[..10], &key), Some("truncated"));
-        assert_eq!(entry_problem(&good, &sha256_parts(&["other"])), Some("made for another kernel, compiler or CPU"));
+        let good = [object.clone(), trailer(&[other, key], &object)].concat();
+        assert_eq!(entry_object(&good, &key), Ok(object.len()));
+        assert_eq!(entry_object(&good, &other), Ok(object.len()), "a batch's object serves each of its keys");
+        assert_eq!(entry_object(&good[..good.len() - 1], &key), Err("truncated or not a tinygrad kernel cache entry"));
+        assert_eq!(entry_object(&good[1..], &key), Err("truncated or not a tinygrad kernel cache entry"));
+        assert_eq!(entry_object(&good[..10], &key), Err("truncated"));
+        assert_eq!(entry_object(&good, &sha256_parts(&["third"])), Err("made for another kernel, compiler or CPU"));
         let mut flipped = good.clone();
         flipped[3] ^= 1;
-        assert_eq!(entry_problem(&flipped, &key), Some("corrupt (its content hash does not match)"));
-        assert_eq!(entry_problem(&object, &key), Some("truncated"));
+        assert_eq!(entry_object(&flipped, &key), Err("corrupt (its content hash does not match)"));
+        assert_eq!(entry_object(&object, &key), Err("truncated"));
     }
 }

@@ -85,14 +85,23 @@ pub trait Allocator: Send + Sync {
     fn copyout(&self, dst: &mut [u8], src: &RawBuffer);
 }
 
+/// A compiled kernel: the object's bytes and the name of the kernel's function in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compiled {
+    /// The object (for the CPU, an ELF relocatable object or a shared object); it may hold other kernels too.
+    pub object: std::sync::Arc<[u8]>,
+    /// The kernel's function in `object`.
+    pub entry: String,
+}
+
 /// Source to binary (tinygrad `Compiler`), with a content-addressed disk cache that `CACHELEVEL=0` bypasses.
 pub trait Compiler: Send + Sync {
-    /// Compiles `src`, which defines the kernel `name`, and returns the object's bytes. Errors:
+    /// Compiles `src`, which defines the kernel `name`, and returns the object. Errors:
     /// [`Error::Compile`] with the compiler's output, [`Error::Io`] when the cache directory is not writable.
-    fn compile(&self, name: &str, src: &str) -> Result<Vec<u8>>;
+    fn compile(&self, name: &str, src: &str) -> Result<Compiled>;
     /// Compiles each `(name, src)` of `kernels`, as [`compile`](Self::compile) would, in whatever batches and
     /// parallelism the compiler does best (one by one here).
-    fn compile_many(&self, kernels: &[(&str, &str)]) -> Vec<Result<Vec<u8>>> {
+    fn compile_many(&self, kernels: &[(&str, &str)]) -> Vec<Result<Compiled>> {
         kernels.iter().map(|(name, src)| self.compile(name, src)).collect()
     }
 }

@@ -1,7 +1,10 @@
+#ifndef TG_HALF
+#define TG_HALF
 #if defined(__clang__)
 typedef __fp16 half;
 #else
 typedef _Float16 half;
+#endif
 #endif
 typedef float float8 __attribute__((vector_size(32), aligned(4)));
 typedef int int8 __attribute__((vector_size(32), aligned(4)));

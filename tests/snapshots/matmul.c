@@ -1,7 +1,10 @@
+#ifndef TG_HALF
+#define TG_HALF
 #if defined(__clang__)
 typedef __fp16 half;
 #else
 typedef _Float16 half;
+#endif
 #endif
 typedef float float8 __attribute__((vector_size(32), aligned(4)));
 void r_2_8_16_6_64(void** bufs, const int* vals, int core_start, int core_end) {
