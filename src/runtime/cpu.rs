@@ -451,8 +451,11 @@ pub struct CpuProgram {
     _code: Arc<Code>,
 }
 
+/// Objects by content, each with its loaded code while a program holds it.
+type Loaded = FxHashMap<Arc<[u8]>, Weak<Code>>;
+
 /// Loaded objects by content, so the kernels of a compile batch (one object) share one mapping.
-static LOADED: LazyLock<Mutex<FxHashMap<Arc<[u8]>, Weak<Code>>>> = LazyLock::new(Default::default);
+static LOADED: LazyLock<Mutex<Loaded>> = LazyLock::new(Default::default);
 
 impl Code {
     /// `object` mapped (an ELF relocatable object) or `dlopen`ed (a shared object), or the mapping already made
