@@ -96,6 +96,11 @@ impl Allocator for CpuAllocator {
 /// wrap (`-fwrapv`), as constant folding does.
 const FLAGS: [&str; 6] = ["-O2", "-march=native", "-fPIC", "-ffp-contract=fast", "-fno-math-errno", "-fwrapv"];
 
+/// gcc's extra flags. gcc 12's SLP vectorizer miscompiles, with AVX-512 mask registers, a vector built lane by
+/// lane from `cond ? v[i] : 0.0f` selects on one scalar `cond` (lanes after the first come out 0), which is how a
+/// gated load of a vector renders; the kernels are vectorized explicitly, so the SLP pass has little left to do.
+const GCC_FLAGS: [&str; 1] = ["-fno-tree-slp-vectorize"];
+
 /// Whether kernels compile to relocatable objects that [`Image`] links in-process (x86-64 ELF), else to shared
 /// objects that `dlopen` loads.
 const RELOCATABLE: bool = cfg!(all(target_arch = "x86_64", target_os = "linux"));
@@ -126,6 +131,8 @@ pub struct ClangCompiler {
     cc: String,
     /// What makes this compiler's output differ from another's: its version and its `-march=native` expansion.
     identity: String,
+    /// [`FLAGS`], and [`GCC_FLAGS`] when the compiler is gcc.
+    flags: Vec<&'static str>,
 }
 
 impl ClangCompiler {
@@ -146,7 +153,9 @@ impl ClangCompiler {
         // its target cpu and features
         let native = run(&["-###", "-march=native", "-x", "c", "-c", "/dev/null", "-o", "/dev/null"]).map(|o| o.stderr).unwrap_or_default();
         let identity = format!("{}\n{}", String::from_utf8_lossy(&version.stdout), target_flags(&String::from_utf8_lossy(&native)));
-        Ok(ClangCompiler { cc: cc.to_string(), identity })
+        let gcc = !identity.contains("clang") && identity.contains("Free Software Foundation");
+        let flags = FLAGS.iter().chain(if gcc { &GCC_FLAGS[..] } else { &[] }).copied().collect();
+        Ok(ClangCompiler { cc: cc.to_string(), identity, flags })
     }
 
     /// The compiler command in use.
@@ -154,9 +163,14 @@ impl ClangCompiler {
         &self.cc
     }
 
+    /// The flags it compiles with (but the output's).
+    pub fn flags(&self) -> &[&'static str] {
+        &self.flags
+    }
+
     /// The cache key of `src`: SHA-256 of the compiler, its identity, the flags and the source.
     fn key(&self, src: &str) -> [u8; 32] {
-        sha256_parts(&[&self.cc, &self.identity, &FLAGS.join(" "), &output_flags().join(" "), src])
+        sha256_parts(&[&self.cc, &self.identity, &self.flags.join(" "), &output_flags().join(" "), src])
     }
 
     /// Where the object for `src` is cached.
@@ -231,7 +245,7 @@ impl ClangCompiler {
     fn run(&self, src: &str, out: &Path) -> Result<std::result::Result<(), Vec<u8>>> {
         let cc_path = Path::new(&self.cc);
         let mut child = Command::new(cc_path)
-            .args(FLAGS)
+            .args(&self.flags)
             .args(["-x", "c", "-", "-o"])
             .arg(out)
             .args(output_flags())
@@ -647,6 +661,44 @@ mod tests {
         assert_eq!([got[1], got[3], got[5], got[7], got[9]], [0.0, 0.0, 1.0, 0.0, 0.0], "NaN != NaN only for NaN");
     }
 
+    /// gcc 12 with AVX-512 zeroed lanes of this pattern (see [`GCC_FLAGS`]): every compiler on `PATH` must get it
+    /// right.
+    #[test]
+    fn gated_lanes_of_a_vector_with_every_compiler() {
+        let lanes: Vec<String> = (0..16).map(|l| format!("c ? w[{l}] : 0.0f")).collect();
+        let src = format!(
+            "typedef float float16 __attribute__((vector_size(64), aligned(4)));
+void k(void** bufs, const int* vals, int s, int e) {{
+  float* restrict o = (float*)bufs[0]; const float* restrict in = (const float*)bufs[1];
+  for (long j = s; j < e; j++) {{
+    float16 acc = {{0}};
+    for (long r = 0; r < 9; r++) {{
+      int a = (int)r * 10 - 9; a = a < 0 ? 0 : a;
+      _Bool c = (a / 18) == (int)j;
+      float16 w = *((float16*)(&in[r * 16])) * 0.5f;
+      acc = acc + (float16){{{}}};
+    }}
+    for (int l = 0; l < 16; l++) o[j * 16 + l] = acc[l];
+  }}
+}}",
+            lanes.join(", ")
+        );
+        let input: Vec<f32> = (0..144).map(|i| i as f32).collect();
+        let want: Vec<f32> = (0..80)
+            .map(|i| (0..9).filter(|r| (10 * r - 9).max(0) / 18 == i / 16).map(|r| 0.5 * input[(r * 16 + i % 16) as usize]).sum())
+            .collect();
+        let a = CpuAllocator::new();
+        for cc in ["clang", "gcc"].into_iter().filter_map(|cc| ClangCompiler::with_cc(cc).ok()) {
+            let prog = CpuProgram::load(&cc.compile("k", &src).unwrap()).unwrap();
+            let (o, i) = (a.alloc(80 * 4).unwrap(), a.alloc(144 * 4).unwrap());
+            a.copyin(&i, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>());
+            prog.launch(&[o.as_ptr(), i.as_ptr()], &[], 5, false);
+            let mut bytes = vec![0u8; 80 * 4];
+            a.copyout(&mut bytes, &o);
+            assert_eq!(f32s(&bytes), want, "{}", cc.cc());
+        }
+    }
+
     #[test]
     fn second_compile_hits_disk_cache() {
         let cc = ClangCompiler::new().unwrap();
@@ -718,7 +770,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tinygrad-so-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("k.c"), AXPB).unwrap();
-        let ok = Command::new(cc.cc()).args(FLAGS).args(["-shared", "-o"]).arg(dir.join("k.so")).arg(dir.join("k.c")).status().unwrap();
+        let ok =
+            Command::new(cc.cc()).args(cc.flags()).args(["-shared", "-o"]).arg(dir.join("k.so")).arg(dir.join("k.c")).status().unwrap();
         assert!(ok.success());
         let prog = CpuProgram::load(&Compiled { object: std::fs::read(dir.join("k.so")).unwrap().into(), entry: "axpb".into() }).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
