@@ -559,11 +559,12 @@ impl Tensor {
             None => out,
         }
     }
-    /// The right operand of a large CPU matmul with `m` rows on the left, copied into panels of 16 columns (one
-    /// 64-byte cache line of floats; 8 when only 8 divide the columns), each panel's `K` rows contiguous (a `(K, N)`
-    /// matrix stored as `(N/16, K, 16)`) and viewed back as `(K, N)`: same values, but the matmul kernel then walks
-    /// its register tile's columns through one stream instead of one page per row (what BLAS packing does;
-    /// tinygrad has no packing). Columns that neither divides are padded with zeros to a multiple of 16, and the
+    /// The right operand of a large CPU matmul with `m` rows on the left, copied into panels of `P` columns (two
+    /// vector registers of floats: 16 with AVX2, 32 with AVX-512; `P/2` when only that divides the columns), each
+    /// panel's `K` rows contiguous (a `(K, N)` matrix stored as `(N/P, K, P)`) and viewed back as `(K, N)`: same
+    /// values, but the matmul kernel then walks its register tile's columns through one stream instead of one page
+    /// per row (what BLAS packing does; tinygrad has no packing). Columns that neither divides are padded with
+    /// zeros to a multiple of `P`, and the
     /// original column count is returned so the caller drops the extra outputs. Small or non-float32 operands, and
     /// other devices, are returned as they are.
     fn packed_for_matmul(&self, m: usize) -> (Tensor, Option<usize>) {
@@ -573,7 +574,9 @@ impl Tensor {
         if dw < 2 || k < 128 || n < 128 || m < 64 || self.dtype() != dtypes::FLOAT32 || self.device() != "CPU" {
             return (self.clone(), None);
         }
-        let panel = if n.is_multiple_of(8) && !n.is_multiple_of(16) { 8 } else { 16 };
+        // the register tile's columns: two vector registers of floats
+        let wide = 2 * crate::renderer::Renderer::cpu().vector_bytes / 4;
+        let panel = if n.is_multiple_of(wide / 2) && !n.is_multiple_of(wide) { wide / 2 } else { wide };
         let np = n.next_multiple_of(panel);
         let w = if np == n { self.clone() } else { self.pad(&[vec![(0, 0); dw - 1], vec![(0, (np - n) as i64)]].concat()) };
         let nb = dw - 2;

@@ -39,7 +39,7 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
     let outs: Vec<UOp> = k.upcastable_dims().into_iter().map(|i| rngs[i].clone()).collect();
     // the vector axis: the store walks it with unit stride and no load in a reduction is known to stride along it
     let gathers = |r: &UOp| loads.iter().any(|l| st(&l.src[0], r).is_some_and(|s| s != 0 && s != 1));
-    let widths = |n: usize, most: usize| [16, 8, 4, 2].into_iter().find(move |&w| w <= most && n.is_multiple_of(w) && w * item <= 64);
+    let widths = |n: usize, most: usize| [32, 16, 8, 4, 2].into_iter().find(move |&w| w <= most && n.is_multiple_of(w) && w * item <= 128);
     let pad_pays = |n: usize| n >= 2 * lanes || (!reduces.is_empty() && 4 * (n.next_multiple_of(lanes) - n) <= n.next_multiple_of(lanes));
     let vectorizable = |r: &UOp| range_size(r) >= 2 * lanes || widths(range_size(r), 2 * lanes).is_some() || pad_pays(range_size(r));
     // else (in a reduction) an output axis a load walks with unit stride: its vector is stored lane by lane
