@@ -5,6 +5,7 @@
 use tinygrad::codegen::full_rewrite;
 use tinygrad::renderer::{cstyle, Renderer};
 use tinygrad::schedule::create_schedule;
+use tinygrad::uop::Ops;
 use tinygrad::Tensor;
 
 fn input(shape: &[usize]) -> Tensor {
@@ -13,8 +14,16 @@ fn input(shape: &[usize]) -> Tensor {
 }
 
 fn check(name: &str, t: &Tensor) {
-    let ren =
-        Renderer { device: "CPU", has_local: false, has_shared: false, threads: 2, vector_bytes: 32, vector_registers: 16, overread: 64 };
+    let ren = Renderer {
+        device: "CPU",
+        has_local: false,
+        has_shared: false,
+        threads: 2,
+        vector_bytes: 32,
+        vector_registers: 16,
+        overread: 64,
+        decomposed: &[Ops::EXP2],
+    };
     let sched = create_schedule(&[t.uop()], "CPU");
     let src: String =
         sched.items.iter().map(|it| cstyle::render(&full_rewrite(&it.ast, &ren, None).unwrap())).collect::<Vec<_>>().join("\n");

@@ -225,3 +225,48 @@ fn lerp_and_signs() {
     check(&Tensor::from([1.0f32, 2.0, 3.0]).masked_fill(&Tensor::from([true, false, true]), -1.0), dtypes::FLOAT32, &[-1.0, 2.0, -1.0]);
     check(&Tensor::from([1.0f32, 2.0]).logaddexp(Tensor::from([1.0f32, 100.0])), dtypes::FLOAT32, &[1.0 + 2f64.ln(), 100.0]);
 }
+
+/// Distance in units in the last place between two finite float32s of one sign, or 0 when both are the same NaN
+/// or infinity.
+fn ulps(a: f32, b: f32) -> u32 {
+    if a == b || (a.is_nan() && b.is_nan()) {
+        return 0;
+    }
+    (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs().min(u32::MAX as u64) as u32
+}
+
+/// EXP2 on the CPU is a polynomial (tinygrad's xexp2): within 1 ulp of the exact result (2 where the result is
+/// subnormal), 0 and inf beyond the float range, NaN for NaN; the same in vector kernels (4096 elements) and in
+/// scalar ones (a few elements).
+#[test]
+fn exp2_within_an_ulp_in_vectors_and_in_lanes() {
+    let special = [
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+        -0.0,
+        0.5,
+        -0.5,
+        1.0,
+        127.99,
+        128.0,
+        129.0,
+        -126.0,
+        -149.0,
+        -150.0,
+        -151.0,
+        1e9,
+        -1e9,
+    ];
+    let sweep = (0..4096 - special.len()).map(|i| -160.0 + 300.0 * i as f32 / 4096.0 + 1e-3);
+    let xs: Vec<f32> = special.iter().copied().chain(sweep).collect();
+    for n in [xs.len(), 5, special.len()] {
+        let got: Vec<f32> = Tensor::from_slice(&xs[..n], [n]).exp2().to_vec::<f32>().unwrap();
+        for (x, g) in xs.iter().zip(&got) {
+            let want = (*x as f64).exp2() as f32;
+            let most = if want.abs() < f32::MIN_POSITIVE { 2 } else { 1 };
+            assert!(ulps(*g, want) <= most, "exp2({x}) with {n} elements: got {g}, want {want}");
+        }
+    }
+}

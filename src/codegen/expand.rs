@@ -25,9 +25,10 @@ fn vector_dtype(dt: DType) -> bool {
         && matches!(dt.scalar, Scalar::Float32 | Scalar::Float64 | Scalar::Int32 | Scalar::UInt32 | Scalar::Int64 | Scalar::UInt64)
 }
 
-/// Ops C vector types compute lane-wise (with the scalar operators; MAX as a bit select on a comparison mask).
+/// Ops C vector types compute lane-wise (with the scalar operators; MAX as a bit select on a comparison mask;
+/// shifts of integers).
 fn vector_op(op: Ops) -> bool {
-    matches!(op, Ops::ADD | Ops::SUB | Ops::MUL | Ops::FDIV | Ops::NEG | Ops::MULACC | Ops::RECIPROCAL | Ops::MAX)
+    matches!(op, Ops::ADD | Ops::SUB | Ops::MUL | Ops::FDIV | Ops::NEG | Ops::MULACC | Ops::RECIPROCAL | Ops::MAX | Ops::SHL | Ops::SHR)
 }
 
 /// `sink` with its lane axes expanded; vectors are at most `max_vector_bytes` wide.
@@ -260,12 +261,15 @@ fn vectorize(sink: &UOp, v: &UOp) -> UOp {
                     (true, _) => reduce(fold((0..w).map(|k| lane(&vec, &u.src[0], k)).collect())),
                 }
             }
-            Ops::CAST if vector_dtype(u.dtype) && vector_dtype(u.src[0].dtype) && u.dtype.itemsize() == u.src[0].dtype.itemsize() => {
-                UOp::new(Ops::CAST, u.dtype.vec(w as u16), [broadcast(&vec[&u.src[0]])], Arg::None)
+            Ops::CAST | Ops::BITCAST
+                if vector_dtype(u.dtype) && vector_dtype(u.src[0].dtype) && u.dtype.itemsize() == u.src[0].dtype.itemsize() =>
+            {
+                UOp::new(u.op, u.dtype.vec(w as u16), [broadcast(&vec[&u.src[0]])], Arg::None)
             }
             op if vector_op(op) && vector_dtype(u.dtype) && u.src.iter().all(|s| s.dtype == u.dtype) => {
-                // C broadcasts a scalar operand of arithmetic; MAX's bit select needs both as vectors
-                let src: Vec<UOp> = u.src.iter().map(|s| if op == Ops::MAX { broadcast(&vec[s]) } else { vec[s].clone() }).collect();
+                // C broadcasts a scalar operand of arithmetic; MAX's bit select and shifts need both as vectors
+                let both = matches!(op, Ops::MAX | Ops::SHL | Ops::SHR);
+                let src: Vec<UOp> = u.src.iter().map(|s| if both { broadcast(&vec[s]) } else { vec[s].clone() }).collect();
                 u.replace(op, u.dtype.vec(w as u16), src, u.arg.clone(), u.tag)
             }
             _ => lanes_of(&vec, u),

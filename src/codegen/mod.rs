@@ -1,9 +1,10 @@
 //! Codegen. In: a kernel AST from the scheduler (a SINK of STOREs over typed RANGEs). Out: a [`LinearKernel`]:
 //! the UOps in the order a renderer prints them, with loops opened (RANGE) and closed (END). Passes, one line
 //! each in [`full_rewrite`]: simplify index math, collapse one-hot sums into gathers, apply opts (given, BEAM-searched or hand-coded), order reduce
-//! loops, expand lane axes into vectors, lower reductions to accumulators, linearize. Follows tinygrad
+//! loops, decompose transcendentals, expand lane axes into vectors, lower reductions to accumulators, linearize. Follows tinygrad
 //! `codegen/__init__.py` (`full_rewrite_to_sink`, `linearize`).
 
+mod decompositions;
 mod expand;
 mod linearize;
 mod lower;
@@ -61,6 +62,8 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
     spec::verify(&sink, &spec::KERNEL_SPEC, "opts");
     let sink = opt::order_reduce_loops(&sink);
     spec::verify(&sink, &spec::KERNEL_SPEC, "order reduce loops");
+    let sink = decompositions::decompose(&sink, ren);
+    spec::verify(&sink, &spec::KERNEL_SPEC, "decompositions");
     let sink = expand::expand(&sink, ren.vector_bytes.max(16));
     spec::verify(&sink, &spec::KERNEL_SPEC, "expand");
     let sink = lower::lower_reduces(&sink);

@@ -201,6 +201,8 @@ pub fn render(k: &LinearKernel) -> String {
             }
             Ops::CAST if u.dtype.count > 1 => format!("__builtin_convertvector({}, {})", s(0), vtype(u.dtype, &mut vtypes)),
             Ops::CAST => cast(&s(0), u.src[0].dtype, u.dtype, index_64),
+            // a GNU vector cast between vectors of one size reinterprets the bits
+            Ops::BITCAST if u.dtype.count > 1 => format!("(({})({}))", vtype(u.dtype, &mut vtypes), s(0)),
             Ops::BITCAST => {
                 format!("({{{} __x = {}; {} __y; __builtin_memcpy(&__y, &__x, sizeof(__y)); __y;}})", ty(u.src[0].dtype), s(0), ty(u.dtype))
             }

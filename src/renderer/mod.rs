@@ -29,6 +29,10 @@ pub struct Renderer {
     /// Bytes past a buffer's end that a kernel may read, whose values it discards (the allocator's guarantee:
     /// [`crate::runtime::OVERREAD`] on the CPU); lets loads in padded lanes go unmasked.
     pub overread: usize,
+    /// Float32 ops computed by a polynomial in cheaper ops rather than called from a library (tinygrad: the ops
+    /// missing from a renderer's `code_for_op`, which `TRANSCENDENTAL` decomposes): on the CPU, EXP2, so it
+    /// vectorizes.
+    pub decomposed: &'static [crate::uop::Ops],
 }
 
 impl Renderer {
@@ -45,6 +49,7 @@ impl Renderer {
             vector_bytes: VECTORS.0,
             vector_registers: VECTORS.1,
             overread: CPU_OVERREAD,
+            decomposed: &[crate::uop::Ops::EXP2],
         }
     }
 }
