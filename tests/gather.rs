@@ -121,3 +121,15 @@ fn indexing_kernels_do_not_loop_over_rows() {
     let t = e.forward(&Tensor::empty([2, 16], dtypes::INT32));
     assert!(max_iterations(&t) <= t.numel() as i128, "the embedding loops over the vocabulary");
 }
+
+#[test]
+fn a_big_sum_of_gathered_rows_still_splits() {
+    // the one-hot sum of the gather is left whole, but the sum over the gathered batch is split in two kernels
+    // (SPLIT_REDUCEOP), as a weight gradient summed over a gathered batch is in beautiful_mnist
+    let x: Vec<f32> = (0..1000 * 64).map(|i| (i % 17) as f32 - 8.0).collect();
+    let idx = ints(512, 0, 1000, 7);
+    let t = Tensor::from_slice(&x, [1000, 64]).getitem(&[Tensor::from_slice(&idx, [512]).into()]).sum(..);
+    let kernels = create_schedule(&[t.uop()], "CPU").items.len();
+    assert_eq!(kernels, 3, "the gather, then the sum over its 32768 values in two kernels");
+    assert_eq!(t.item::<f32>().unwrap(), rows(&x, 64, &idx).iter().sum::<f32>());
+}

@@ -448,8 +448,9 @@ impl Tensor {
         if crate::helpers::SPLIT_REDUCEOP.value() == 0 || self.numel() / out.max(1) < 32768 {
             return None;
         }
-        // a sum over an arange compare is indexing, which codegen turns into a gather when it sees it whole
-        if self.uop().toposort().iter().any(|u| u.op == Ops::RANGE && u.src.is_empty()) {
+        // a sum over an arange compare is indexing, which codegen turns into a gather when it sees it whole (an
+        // arange under another reduction, such as a gathered input's, is that reduction's business)
+        if reaches_arange(&self.uop()) {
             return None;
         }
         let (a, d) =
@@ -624,4 +625,18 @@ impl std::ops::Neg for Tensor {
     fn neg(self) -> Tensor {
         Tensor::neg(&self)
     }
+}
+
+/// Whether an arange (a RANGE with no sources) feeds `u` other than through a reduction.
+fn reaches_arange(u: &UOp) -> bool {
+    let (mut seen, mut stack) = (rustc_hash::FxHashSet::default(), vec![u.clone()]);
+    while let Some(x) = stack.pop() {
+        if x.op == Ops::RANGE && x.src.is_empty() {
+            return true;
+        }
+        if x.op != Ops::REDUCE_AXIS && seen.insert(x.clone()) {
+            stack.extend(x.src.iter().cloned());
+        }
+    }
+    false
 }
