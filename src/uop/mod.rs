@@ -165,8 +165,9 @@ pub struct UOpInner {
     hash: u64,
     minmax: OnceLock<(ConstValue, ConstValue)>,
     shape: OnceLock<Option<Box<[usize]>>>,
-    /// Id of a context-free matcher this node is a fixed point of (0: none), so rewrites skip it.
-    fixed: std::sync::atomic::AtomicU32,
+    /// The context-free matchers this node is a fixed point of, a bit per matcher id below 64, so rewrites skip
+    /// it (one node meets several matchers in turn: symbolic, then reduce collapse, then symbolic again).
+    fixed: std::sync::atomic::AtomicU64,
 }
 
 /// A handle to an immutable, hash-consed IR node (tinygrad `UOp`).

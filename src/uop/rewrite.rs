@@ -25,7 +25,7 @@ pub fn graph_rewrite<C>(sink: &UOp, pm: &PatternMatcher<C>, ctx: &mut C, name: &
         replace: FxHashMap::default(),
         in_progress: FxHashSet::default(),
         last_rule: None,
-        memo: size_of::<C>() == 0,
+        memo: size_of::<C>() == 0 && pm.id < 64,
     }
     .run(sink)
 }
@@ -44,7 +44,7 @@ pub fn graph_rewrite_top_down<C>(sink: &UOp, pm: &PatternMatcher<C>, ctx: &mut C
         replace: FxHashMap::default(),
         in_progress: FxHashSet::default(),
         last_rule: None,
-        memo: size_of::<C>() == 0,
+        memo: size_of::<C>() == 0 && pm.id < 64,
     }
     .run(sink)
 }
@@ -60,7 +60,7 @@ struct Rewriter<'a, C> {
     in_progress: FxHashSet<UOp>,
     last_rule: Option<usize>,
     /// Whether fixed points may be recorded on nodes for later rewrites with the same matcher: only when the
-    /// context is zero-sized, as then no rule can depend on context state.
+    /// context is zero-sized, as then no rule can depend on context state, and the matcher has a bit (id < 64).
     memo: bool,
 }
 
@@ -94,7 +94,7 @@ impl<C> Rewriter<'_, C> {
             }
             match stage {
                 Stage::Visit => {
-                    if self.memo && cur.fixed.load(Relaxed) == self.pm.id {
+                    if self.memo && cur.fixed.load(Relaxed) >> self.pm.id & 1 != 0 {
                         self.finish(n, cur);
                         continue;
                     }
@@ -157,7 +157,7 @@ impl<C> Rewriter<'_, C> {
 
     fn finish(&mut self, n: UOp, fin: UOp) {
         if self.memo {
-            fin.fixed.store(self.pm.id, Relaxed);
+            fin.fixed.fetch_or(1 << self.pm.id, Relaxed);
         }
         self.replace.insert(fin.clone(), fin.clone());
         self.replace.insert(n, fin);

@@ -124,9 +124,13 @@ impl UPat {
         self
     }
     /// Sources in any order.
+    ///
+    /// # Panics
+    /// With more than 4 sources (24 orders to try).
     #[track_caller]
     pub fn src_any_order(mut self, src: impl Into<Vec<UPat>>) -> UPat {
         let src: Vec<UPat> = src.into();
+        assert!(src.len() <= 4, "UPat::src_any_order: {} sources, at most 4", src.len());
         let perms = permutations(src.len());
         self.src = SrcPat::Permute(src.into(), perms.into());
         self
@@ -212,14 +216,12 @@ impl UPat {
                 }
             }
             SrcPat::Permute(ps, perms) if u.src.len() == ps.len() => perms.iter().find_map(|perm| {
-                let srcs: Vec<&UOp> = perm.iter().map(|&i| &u.src[i]).collect();
-                match_seq_ref(ps, &srcs, b, k)
+                let mut srcs: [&UOp; 4] = [u; 4];
+                perm.iter().zip(srcs.iter_mut()).for_each(|(&i, s)| *s = &u.src[i]);
+                match_seq_ref(ps, &srcs[..ps.len()], b, k)
             }),
             SrcPat::Permute(..) => None,
-            SrcPat::Repeat(p) => {
-                let ps: Vec<UPat> = vec![(**p).clone(); u.src.len()];
-                match_seq(&ps, &u.src, b, k)
-            }
+            SrcPat::Repeat(p) => match_repeat(p, &u.src, b, k),
         };
         if ret.is_none() {
             b.truncate(mark);
@@ -237,6 +239,13 @@ fn match_seq(ps: &[UPat], us: &[UOp], b: &mut Binds, k: &mut Cont) -> Option<UOp
     match ps.split_first() {
         None => k(b),
         Some((p, rest)) => p.match_with(&us[0], b, &mut |b| match_seq(rest, &us[1..], b, k)),
+    }
+}
+
+fn match_repeat(p: &UPat, us: &[UOp], b: &mut Binds, k: &mut Cont) -> Option<UOp> {
+    match us.split_first() {
+        None => k(b),
+        Some((u, rest)) => p.match_with(u, b, &mut |b| match_repeat(p, rest, b, k)),
     }
 }
 
@@ -374,19 +383,30 @@ impl<C> PatternMatcher<C> {
     }
     /// The first rule's rewrite of `u` that differs from `u`, and that rule's index.
     pub fn rewrite_with_rule(&self, u: &UOp, ctx: &mut C) -> Option<(UOp, usize)> {
-        let mut b: Binds = Vec::with_capacity(8);
-        for &i in &self.pdict[u.op as usize] {
+        thread_local! {
+            /// A bindings buffer kept between calls (a rule that rewrites in turn finds it taken, and makes its own).
+            static BINDS: std::cell::Cell<Binds> = const { std::cell::Cell::new(Vec::new()) };
+        }
+        let rules = &self.pdict[u.op as usize];
+        if rules.is_empty() {
+            return None;
+        }
+        let mut b = BINDS.take();
+        let mut out = None;
+        for &i in rules {
             let rule = &self.rules[i as usize];
             b.clear();
-            let hit = rule.pat.match_with(u, &mut b, &mut |b| (rule.f)(&Bindings(b), ctx).filter(|n| n != u));
-            if let Some(n) = hit {
+            if let Some(n) = rule.pat.match_with(u, &mut b, &mut |b| (rule.f)(&Bindings(b), ctx).filter(|n| n != u)) {
                 if crate::helpers::TRACK_MATCH_STATS.value() > 0 {
                     rule.hits.fetch_add(1, Relaxed);
                 }
-                return Some((n, i as usize));
+                out = Some((n, i as usize));
+                break;
             }
         }
-        None
+        b.clear();
+        BINDS.set(b);
+        out
     }
     /// The first rule's rewrite of `u`, or `None` when no rule applies.
     pub fn rewrite(&self, u: &UOp, ctx: &mut C) -> Option<UOp> {
