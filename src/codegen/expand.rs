@@ -266,6 +266,12 @@ fn vectorize(sink: &UOp, v: &UOp) -> UOp {
             {
                 UOp::new(u.op, u.dtype.vec(w as u16), [broadcast(&vec[&u.src[0]])], Arg::None)
             }
+            // a select on a condition the same in every lane picks whole vectors (C's `?:` on vector operands); per
+            // lane, gcc 12's SLP vectorizer miscompiles it on AVX-512 (all lanes but the first come out 0)
+            Ops::WHERE if vector_dtype(u.dtype) && !dep.contains(&u.src[0]) && u.src[1..].iter().all(|s| s.dtype == u.dtype) => {
+                let src = [vec[&u.src[0]].clone(), broadcast(&vec[&u.src[1]]), broadcast(&vec[&u.src[2]])];
+                u.replace(Ops::WHERE, u.dtype.vec(w as u16), src, u.arg.clone(), u.tag)
+            }
             op if vector_op(op) && vector_dtype(u.dtype) && u.src.iter().all(|s| s.dtype == u.dtype) => {
                 // C broadcasts a scalar operand of arithmetic; MAX's bit select and shifts need both as vectors
                 let both = matches!(op, Ops::MAX | Ops::SHL | Ops::SHR);

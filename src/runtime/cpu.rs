@@ -96,11 +96,6 @@ impl Allocator for CpuAllocator {
 /// wrap (`-fwrapv`), as constant folding does.
 const FLAGS: [&str; 6] = ["-O2", "-march=native", "-fPIC", "-ffp-contract=fast", "-fno-math-errno", "-fwrapv"];
 
-/// gcc's extra flags. gcc 12's SLP vectorizer miscompiles, with AVX-512 mask registers, a vector built lane by
-/// lane from `cond ? v[i] : 0.0f` selects on one scalar `cond` (lanes after the first come out 0), which is how a
-/// gated load of a vector renders; the kernels are vectorized explicitly, so the SLP pass has little left to do.
-const GCC_FLAGS: [&str; 1] = ["-fno-tree-slp-vectorize"];
-
 /// x86-64's extra flags: kernels' vectors are as wide as the widest registers, and clang, which otherwise prefers
 /// 256-bit registers on AVX-512 machines, splits each 512-bit vector in two and spills a matmul tile's accumulators
 /// (a 1024 matmul 157 -> 300 GFLOP/s).
@@ -136,7 +131,7 @@ pub struct ClangCompiler {
     cc: String,
     /// What makes this compiler's output differ from another's: its version and its `-march=native` expansion.
     identity: String,
-    /// [`FLAGS`], [`X86_FLAGS`] on x86-64, and [`GCC_FLAGS`] when the compiler is gcc.
+    /// [`FLAGS`], and [`X86_FLAGS`] on x86-64.
     flags: Vec<&'static str>,
 }
 
@@ -158,9 +153,8 @@ impl ClangCompiler {
         // its target cpu and features
         let native = run(&["-###", "-march=native", "-x", "c", "-c", "/dev/null", "-o", "/dev/null"]).map(|o| o.stderr).unwrap_or_default();
         let identity = format!("{}\n{}", String::from_utf8_lossy(&version.stdout), target_flags(&String::from_utf8_lossy(&native)));
-        let gcc = !identity.contains("clang") && identity.contains("Free Software Foundation");
         let x86 = if cfg!(target_arch = "x86_64") { &X86_FLAGS[..] } else { &[] };
-        let flags = FLAGS.iter().chain(x86).chain(if gcc { &GCC_FLAGS[..] } else { &[] }).copied().collect();
+        let flags = FLAGS.iter().chain(x86).copied().collect();
         Ok(ClangCompiler { cc: cc.to_string(), identity, flags })
     }
 
@@ -667,35 +661,32 @@ mod tests {
         assert_eq!([got[1], got[3], got[5], got[7], got[9]], [0.0, 0.0, 1.0, 0.0, 0.0], "NaN != NaN only for NaN");
     }
 
-    /// gcc 12 with AVX-512 zeroed lanes of this pattern (see [`GCC_FLAGS`]): every compiler on `PATH` must get it
-    /// right.
+    /// A vector selected whole on a scalar condition, as the renderer emits a select the same in every lane (gcc 12
+    /// on AVX-512 zeroes all lanes but the first of the per-lane form `(float16){c ? w[0] : 0.0f, ...}`): every
+    /// compiler on `PATH` must get it right.
     #[test]
-    fn gated_lanes_of_a_vector_with_every_compiler() {
-        let lanes: Vec<String> = (0..16).map(|l| format!("c ? w[{l}] : 0.0f")).collect();
-        let src = format!(
-            "typedef float float16 __attribute__((vector_size(64), aligned(4)));
-void k(void** bufs, const int* vals, int s, int e) {{
+    fn vectors_selected_on_a_scalar_with_every_compiler() {
+        let src = "typedef float float16 __attribute__((vector_size(64), aligned(4)));
+void k(void** bufs, const int* vals, int s, int e) {
   float* restrict o = (float*)bufs[0]; const float* restrict in = (const float*)bufs[1];
-  for (long j = s; j < e; j++) {{
-    float16 acc = {{0}};
-    for (long r = 0; r < 9; r++) {{
+  for (long j = s; j < e; j++) {
+    float16 acc = {0};
+    for (long r = 0; r < 9; r++) {
       int a = (int)r * 10 - 9; a = a < 0 ? 0 : a;
       _Bool c = (a / 18) == (int)j;
       float16 w = *((float16*)(&in[r * 16])) * 0.5f;
-      acc = acc + (float16){{{}}};
-    }}
+      acc = acc + (c ? w : (float16){0});
+    }
     for (int l = 0; l < 16; l++) o[j * 16 + l] = acc[l];
-  }}
-}}",
-            lanes.join(", ")
-        );
+  }
+}";
         let input: Vec<f32> = (0..144).map(|i| i as f32).collect();
         let want: Vec<f32> = (0..80)
             .map(|i| (0..9).filter(|r| (10 * r - 9).max(0) / 18 == i / 16).map(|r| 0.5 * input[(r * 16 + i % 16) as usize]).sum())
             .collect();
         let a = CpuAllocator::new();
         for cc in ["clang", "gcc"].into_iter().filter_map(|cc| ClangCompiler::with_cc(cc).ok()) {
-            let prog = CpuProgram::load(&cc.compile("k", &src).unwrap()).unwrap();
+            let prog = CpuProgram::load(&cc.compile("k", src).unwrap()).unwrap();
             let (o, i) = (a.alloc(80 * 4).unwrap(), a.alloc(144 * 4).unwrap());
             a.copyin(&i, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>());
             prog.launch(&[o.as_ptr(), i.as_ptr()], &[], 5, false);
