@@ -189,7 +189,7 @@ impl UPat {
 
     /// Matches `u`, pushing bindings to `b`; for each complete match calls `k`, returning its first `Some`.
     /// On failure `b` is restored.
-    fn match_with(&self, u: &UOp, b: &mut Vec<(&'static str, UOp)>, k: &mut Cont) -> Option<UOp> {
+    fn match_with<'a>(&self, u: &'a UOp, b: &mut Binds<'a>, k: &mut Cont<'a, '_>) -> Option<UOp> {
         if self.ops.is_some_and(|o| !o.contains(u.op))
             || (self.dtypes != 0 && self.dtypes >> u.dtype.scalar as u32 & 1 == 0)
             || self.arg.as_ref().is_some_and(|a| *a != u.arg)
@@ -197,12 +197,12 @@ impl UPat {
         {
             return None;
         }
-        let mark = b.len();
+        let mark = b.len;
         if let Some(name) = self.name {
-            match b.iter().find(|(n, _)| *n == name) {
-                Some((_, prev)) if prev != u => return None,
+            match b.get(name) {
+                Some(prev) if prev != u => return None,
                 Some(_) => {}
-                None => b.push((name, u.clone())),
+                None => b.push(name, u),
             }
         }
         let ret = match &self.src {
@@ -224,32 +224,55 @@ impl UPat {
             SrcPat::Repeat(p) => match_repeat(p, &u.src, b, k),
         };
         if ret.is_none() {
-            b.truncate(mark);
+            b.len = mark;
         }
         ret
     }
 }
 
-/// The bindings of a match in progress.
-type Binds = Vec<(&'static str, UOp)>;
-/// What to do with each complete match (the rest of the match, then the rewrite function).
-type Cont<'a> = dyn FnMut(&mut Binds) -> Option<UOp> + 'a;
+/// Most names one pattern binds.
+const MAX_BINDS: usize = 16;
 
-fn match_seq(ps: &[UPat], us: &[UOp], b: &mut Binds, k: &mut Cont) -> Option<UOp> {
+/// The bindings of a match in progress, by reference and on the stack (cloning each bound node was half of
+/// matching: an atomic increment, then a decrement on every failed match).
+struct Binds<'a> {
+    names: [&'static str; MAX_BINDS],
+    nodes: [Option<&'a UOp>; MAX_BINDS],
+    len: usize,
+}
+
+impl<'a> Binds<'a> {
+    fn new() -> Self {
+        Binds { names: [""; MAX_BINDS], nodes: [None; MAX_BINDS], len: 0 }
+    }
+    fn get(&self, name: &str) -> Option<&'a UOp> {
+        (0..self.len).find(|&i| self.names[i] == name).and_then(|i| self.nodes[i])
+    }
+    fn push(&mut self, name: &'static str, u: &'a UOp) {
+        assert!(self.len < MAX_BINDS, "UPat: a pattern binds more than {MAX_BINDS} names");
+        (self.names[self.len], self.nodes[self.len]) = (name, Some(u));
+        self.len += 1;
+    }
+}
+
+/// What to do with each complete match (the rest of the match, then the rewrite function).
+type Cont<'a, 'k> = dyn FnMut(&mut Binds<'a>) -> Option<UOp> + 'k;
+
+fn match_seq<'a>(ps: &[UPat], us: &'a [UOp], b: &mut Binds<'a>, k: &mut Cont<'a, '_>) -> Option<UOp> {
     match ps.split_first() {
         None => k(b),
         Some((p, rest)) => p.match_with(&us[0], b, &mut |b| match_seq(rest, &us[1..], b, k)),
     }
 }
 
-fn match_repeat(p: &UPat, us: &[UOp], b: &mut Binds, k: &mut Cont) -> Option<UOp> {
+fn match_repeat<'a>(p: &UPat, us: &'a [UOp], b: &mut Binds<'a>, k: &mut Cont<'a, '_>) -> Option<UOp> {
     match us.split_first() {
         None => k(b),
         Some((u, rest)) => p.match_with(u, b, &mut |b| match_repeat(p, rest, b, k)),
     }
 }
 
-fn match_seq_ref(ps: &[UPat], us: &[&UOp], b: &mut Binds, k: &mut Cont) -> Option<UOp> {
+fn match_seq_ref<'a>(ps: &[UPat], us: &[&'a UOp], b: &mut Binds<'a>, k: &mut Cont<'a, '_>) -> Option<UOp> {
     match ps.split_first() {
         None => k(b),
         Some((p, rest)) => p.match_with(us[0], b, &mut |b| match_seq_ref(rest, &us[1..], b, k)),
@@ -286,9 +309,9 @@ macro_rules! upat_binops {
 upat_binops!(Add add ADD, Mul mul MUL, Div div FLOORDIV, Rem rem FLOORMOD, BitAnd bitand AND, BitOr bitor OR, BitXor bitxor XOR, Shr shr SHR, Shl shl SHL);
 
 /// The nodes a match bound, by name: `b["x"]`.
-pub struct Bindings<'a>(&'a [(&'static str, UOp)]);
+pub struct Bindings<'a, 'b>(&'b Binds<'a>);
 
-impl std::ops::Index<&str> for Bindings<'_> {
+impl std::ops::Index<&str> for Bindings<'_, '_> {
     type Output = UOp;
     /// # Panics
     /// If the pattern bound no such name (a bug in the rule).
@@ -296,10 +319,10 @@ impl std::ops::Index<&str> for Bindings<'_> {
         self.get(name).unwrap_or_else(|| panic!("pattern bound no {name:?}"))
     }
 }
-impl Bindings<'_> {
+impl Bindings<'_, '_> {
     /// The node bound to `name`, if any.
     pub fn get(&self, name: &str) -> Option<&UOp> {
-        self.0.iter().find(|(n, _)| *n == name).map(|(_, u)| u)
+        self.0.get(name)
     }
 }
 
@@ -383,30 +406,16 @@ impl<C> PatternMatcher<C> {
     }
     /// The first rule's rewrite of `u` that differs from `u`, and that rule's index.
     pub fn rewrite_with_rule(&self, u: &UOp, ctx: &mut C) -> Option<(UOp, usize)> {
-        thread_local! {
-            /// A bindings buffer kept between calls (a rule that rewrites in turn finds it taken, and makes its own).
-            static BINDS: std::cell::Cell<Binds> = const { std::cell::Cell::new(Vec::new()) };
-        }
-        let rules = &self.pdict[u.op as usize];
-        if rules.is_empty() {
-            return None;
-        }
-        let mut b = BINDS.take();
-        let mut out = None;
-        for &i in rules {
+        for &i in &self.pdict[u.op as usize] {
             let rule = &self.rules[i as usize];
-            b.clear();
-            if let Some(n) = rule.pat.match_with(u, &mut b, &mut |b| (rule.f)(&Bindings(b), ctx).filter(|n| n != u)) {
+            if let Some(n) = rule.pat.match_with(u, &mut Binds::new(), &mut |b| (rule.f)(&Bindings(b), ctx).filter(|n| n != u)) {
                 if crate::helpers::TRACK_MATCH_STATS.value() > 0 {
                     rule.hits.fetch_add(1, Relaxed);
                 }
-                out = Some((n, i as usize));
-                break;
+                return Some((n, i as usize));
             }
         }
-        b.clear();
-        BINDS.set(b);
-        out
+        None
     }
     /// The first rule's rewrite of `u`, or `None` when no rule applies.
     pub fn rewrite(&self, u: &UOp, ctx: &mut C) -> Option<UOp> {
