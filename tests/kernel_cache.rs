@@ -132,9 +132,13 @@ fn flipped_bytes_are_rebuilt() {
 #[test]
 fn objects_of_other_kernels_are_rebuilt() {
     heals("foreign", "made for another kernel, compiler or CPU", |objs| {
-        // each file gets the next one's (valid) entry, as a cache copied from another machine might hold
-        for (i, (path, _)) in objs.iter().enumerate() {
-            std::fs::write(path, &objs[(i + 1) % objs.len()].1).unwrap();
+        // each file gets another kernel's (valid) entry, as a cache copied from another machine might hold: the
+        // next one that differs (kernels compiled in one batch share one object, hard-linked under their keys), in
+        // a new file
+        for (i, (path, bytes)) in objs.iter().enumerate() {
+            let other = (1..objs.len()).map(|d| &objs[(i + d) % objs.len()].1).find(|o| *o != bytes).expect("two objects differ");
+            std::fs::remove_file(path).unwrap();
+            std::fs::write(path, other).unwrap();
         }
     });
 }
