@@ -76,7 +76,7 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
 /// The [`Kernel`] that opts for `ast` apply to: `ast` simplified, with no opts yet. Opt axes count in its
 /// [`Kernel::rngs`].
 pub fn kernel(ast: &UOp, ren: &Renderer) -> Kernel {
-    Kernel::new(&simplify::reduce_collapse(&graph_rewrite(ast, &SYMBOLIC, &mut (), "simplify")), ren)
+    Kernel::new(&simplify::simplify_and_collapse(ast), ren)
 }
 
 /// ALU ops of non-index dtype (and reduce updates), each weighted by the iterations of the loops it sits in:

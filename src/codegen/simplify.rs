@@ -22,9 +22,13 @@ pub static PM_REDUCE_COLLAPSE: LazyLock<PatternMatcher> = LazyLock::new(|| {
     }
 });
 
-/// `ast` with its one-hot reductions collapsed into gathers, simplified.
-pub fn reduce_collapse(ast: &UOp) -> UOp {
-    crate::uop::graph_rewrite(ast, &PM_REDUCE_COLLAPSE, &mut (), "reduce collapse")
+/// The symbolic rules and the collapse rules in one table, so a kernel AST is simplified and collapsed in one pass
+/// (its fixed points are symbolic's too).
+static SYMBOLIC_AND_COLLAPSE: LazyLock<PatternMatcher> = LazyLock::new(|| &*crate::uop::symbolic::SYMBOLIC + &*PM_REDUCE_COLLAPSE);
+
+/// `ast` simplified, with its one-hot reductions collapsed into gathers.
+pub fn simplify_and_collapse(ast: &UOp) -> UOp {
+    crate::uop::graph_rewrite(ast, &SYMBOLIC_AND_COLLAPSE, &mut (), "simplify and reduce collapse")
 }
 
 /// `red` (a sum of `cond ? v : 0` over its ranges) without the first range `r` that a term `r == e` of the

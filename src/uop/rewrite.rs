@@ -157,7 +157,7 @@ impl<C> Rewriter<'_, C> {
 
     fn finish(&mut self, n: UOp, fin: UOp) {
         if self.memo {
-            fin.fixed.fetch_or(1 << self.pm.id, Relaxed);
+            fin.fixed.fetch_or(self.pm.fixes, Relaxed);
         }
         self.replace.insert(fin.clone(), fin.clone());
         self.replace.insert(n, fin);

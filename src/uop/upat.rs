@@ -377,6 +377,9 @@ impl<C> Rule<C> {
 pub struct PatternMatcher<C = ()> {
     /// Unique per matcher: marks the nodes that are its fixed points.
     pub(super) id: u32,
+    /// The matchers a fixed point of this one is a fixed point of, a bit per id below 64: its own, and those it
+    /// was combined from with `+` (when no rule of `a + b` applies anywhere, none of `a`'s does).
+    pub(super) fixes: u64,
     rules: Vec<Rule<C>>,
     /// For each op, the indices of the rules whose root can match it, in table order.
     pdict: Vec<Vec<u32>>,
@@ -398,7 +401,8 @@ impl<C> PatternMatcher<C> {
             }
         }
         static NEXT_ID: AtomicU32 = AtomicU32::new(1);
-        PatternMatcher { id: NEXT_ID.fetch_add(1, Relaxed), rules, pdict }
+        let id = NEXT_ID.fetch_add(1, Relaxed);
+        PatternMatcher { id, fixes: 1u64.checked_shl(id).unwrap_or(0), rules, pdict }
     }
     /// The rules, in order.
     pub fn rules(&self) -> &[Rule<C>] {
@@ -427,13 +431,18 @@ impl<C> std::ops::Add for PatternMatcher<C> {
     type Output = PatternMatcher<C>;
     /// The rules of `self`, then those of `o`.
     fn add(self, o: PatternMatcher<C>) -> PatternMatcher<C> {
-        PatternMatcher::new(self.rules.into_iter().chain(o.rules).collect())
+        let fixes = self.fixes | o.fixes;
+        let mut pm = PatternMatcher::new(self.rules.into_iter().chain(o.rules).collect());
+        pm.fixes |= fixes;
+        pm
     }
 }
 impl<C> std::ops::Add<&PatternMatcher<C>> for &PatternMatcher<C> {
     type Output = PatternMatcher<C>;
     fn add(self, o: &PatternMatcher<C>) -> PatternMatcher<C> {
-        PatternMatcher::new(self.rules.iter().chain(&o.rules).cloned().collect())
+        let mut pm = PatternMatcher::new(self.rules.iter().chain(&o.rules).cloned().collect());
+        pm.fixes |= self.fixes | o.fixes;
+        pm
     }
 }
 
