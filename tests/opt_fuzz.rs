@@ -1,8 +1,10 @@
 //! Opts never change results (tinygrad `test/external/fuzz_linearizer.py`): every kernel of a set of workloads
 //! (matmuls of prime sizes, a convolution with both gradients, reductions over each axis, broadcasts, softmax)
 //! runs with random legal opt sequences drawn from BEAM's action list, each result checked against the same
-//! kernel run with no opts. Also: illegal opts are refused with a `KernelOptError`.
+//! kernel run with no opts. Also: the hand-coded opts on a conv weight gradient (their gathered-vector tile) against
+//! no opts, and illegal opts are refused with a `KernelOptError`.
 
+use tinygrad::codegen::opt::heuristic::hand_coded_optimizations;
 use tinygrad::codegen::opt::search::get_kernel_actions;
 use tinygrad::codegen::{kernel, Opt, OptOps};
 use tinygrad::engine::{copyout, run_with_opts};
@@ -136,4 +138,27 @@ fn illegal_opts_are_errors() {
     k2.apply_opt(Opt::new(OptOps::Upcast, 2, 4)).unwrap();
     k2.apply_opt(Opt::new(OptOps::Unroll, 0, 4)).unwrap();
     assert_eq!(k2.name(false), "r_2_4_4_4_3_4");
+}
+
+#[test]
+fn hand_coded_tiles_of_a_conv_weight_gradient() {
+    // beautiful_mnist's shape, smaller: relu(x + bias) into a 5x5 conv, whose weight gradient sums 20-wide rows
+    // over a long reduction (the hand-coded opts gather full vectors along input channels, rows along outputs)
+    let (x, b, w) = (input(&[4, 32, 24, 24], 12), input(&[32], 13), input(&[32, 32, 5, 5], 14));
+    w.requires_grad_(true);
+    let out = (&x + &b.reshape([1, 32, 1, 1])).relu().conv2d(&w, Conv2dOpts::default());
+    (&out * &out).sum(..).backward();
+    let grad = w.grad().unwrap();
+    let sched = create_schedule(&[grad.uop()], "CPU");
+    let ren = Renderer::cpu();
+    for item in &sched.items {
+        run_with_opts(&item.ast, &item.bufs, &[]).unwrap();
+        let want = values(&copyout(&item.bufs[0]).unwrap(), true);
+        let opts = hand_coded_optimizations(&kernel(&item.ast, &ren));
+        run_with_opts(&item.ast, &item.bufs, &opts).unwrap();
+        let got = values(&copyout(&item.bufs[0]).unwrap(), true);
+        for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!((g - w).abs() <= 1e-4 * w.abs().max(1.0), "{opts:?}: element {j} is {g}, want {w}");
+        }
+    }
 }

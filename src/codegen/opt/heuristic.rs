@@ -120,7 +120,34 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
                     .map(|i| rngs[i].clone())
                     .rev()
                     .find(|r| loads.iter().any(|l| st(&l.src[0], r) == Some(1)));
-                if let Some((r, w)) = red.and_then(|r| Some((widths(range_size(&r), lanes)?, r)).map(|(w, r)| (r, w))) {
+                let red = red.and_then(|r| Some((widths(range_size(&r), lanes)?, r)).map(|(w, r)| (r, w)));
+                // those vectors a quarter register or less, over a long reduction (a conv weight gradient summing
+                // 20-wide rows): an outer-product tile of full vectors instead, gathered along an output axis that a
+                // small load walks with unit stride (so it is the vector axis), rows along one the other operand
+                // ignores (what BEAM finds for beautiful_mnist's conv weight gradients: 3x faster)
+                let long = k.unrollable_dims().iter().map(|&i| range_size(&rngs[i])).product::<usize>() >= 1024;
+                let narrow = lanes >= 8 && red.as_ref().is_none_or(|(_, w)| 4 * w <= lanes);
+                // (the operands: loads that move with the reduction, not a bias broadcast over it)
+                let reduce_rngs: Vec<UOp> = k.unrollable_dims().iter().map(|&i| rngs[i].clone()).collect();
+                let big: Vec<&UOp> = loads.iter().filter(|l| reduce_rngs.iter().any(|r| !ignores(l, r))).collect();
+                let vec_rows = outs
+                    .iter()
+                    .filter(|b| range_size(b).is_multiple_of(lanes) && loads.iter().any(|l| st(&l.src[0], b) == Some(1)))
+                    .find_map(|b| {
+                        let a = outs.iter().find(|a| {
+                            *a != b
+                                && range_size(a).is_multiple_of(8)
+                                && big.iter().any(|l| ignores(l, a) && !ignores(l, b))
+                                && big.iter().any(|l| ignores(l, b) && !ignores(l, a))
+                        })?;
+                        Some((b.clone(), a.clone()))
+                    });
+                if let Some((b, a)) = vec_rows.filter(|_| long && narrow) {
+                    let rows = [16, 8].into_iter().find(|r| range_size(&a).is_multiple_of(*r)).unwrap_or(8);
+                    try_apply(&mut k, OptOps::Upcast, b.axis().0, lanes);
+                    try_apply(&mut k, OptOps::Upcast, a.axis().0, rows);
+                    vaxis = Some(b);
+                } else if let Some((r, w)) = red {
                     if let Some(a) = k.unrollable_dims().iter().position(|&i| k.rngs()[i] == r) {
                         if k.apply_opt(Opt::new(OptOps::Unroll, a, w)).is_ok() {
                             tile(&mut k, None, 1);
