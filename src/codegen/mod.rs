@@ -62,7 +62,8 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
     spec::verify(&sink, &spec::KERNEL_SPEC, "opts");
     let sink = opt::order_reduce_loops(&sink);
     spec::verify(&sink, &spec::KERNEL_SPEC, "order reduce loops");
-    let sink = decompositions::decompose(&sink, ren);
+    // (opts add no transcendentals: the AST before them says whether there is anything to decompose)
+    let sink = if topo.iter().any(|u| ren.decomposed.contains(&u.op)) { decompositions::decompose(&sink, ren) } else { sink };
     spec::verify(&sink, &spec::KERNEL_SPEC, "decompositions");
     let sink = expand::expand(&sink, ren.vector_bytes.max(16));
     spec::verify(&sink, &spec::KERNEL_SPEC, "expand");

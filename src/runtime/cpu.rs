@@ -101,6 +101,10 @@ const FLAGS: [&str; 6] = ["-O2", "-march=native", "-fPIC", "-ffp-contract=fast",
 /// (a 1024 matmul 157 -> 300 GFLOP/s).
 const X86_FLAGS: [&str; 1] = ["-mprefer-vector-width=512"];
 
+/// What kernels compile with: [`FLAGS`], and [`X86_FLAGS`] on x86-64.
+static COMPILE_FLAGS: LazyLock<Vec<&'static str>> =
+    LazyLock::new(|| FLAGS.iter().chain(if cfg!(target_arch = "x86_64") { &X86_FLAGS[..] } else { &[] }).copied().collect());
+
 /// Whether kernels compile to relocatable objects that [`Image`] links in-process (x86-64 ELF), else to shared
 /// objects that `dlopen` loads.
 const RELOCATABLE: bool = cfg!(all(target_arch = "x86_64", target_os = "linux"));
@@ -131,8 +135,6 @@ pub struct ClangCompiler {
     cc: String,
     /// What makes this compiler's output differ from another's: its version and its `-march=native` expansion.
     identity: String,
-    /// [`FLAGS`], and [`X86_FLAGS`] on x86-64.
-    flags: Vec<&'static str>,
 }
 
 impl ClangCompiler {
@@ -153,9 +155,7 @@ impl ClangCompiler {
         // its target cpu and features
         let native = run(&["-###", "-march=native", "-x", "c", "-c", "/dev/null", "-o", "/dev/null"]).map(|o| o.stderr).unwrap_or_default();
         let identity = format!("{}\n{}", String::from_utf8_lossy(&version.stdout), target_flags(&String::from_utf8_lossy(&native)));
-        let x86 = if cfg!(target_arch = "x86_64") { &X86_FLAGS[..] } else { &[] };
-        let flags = FLAGS.iter().chain(x86).copied().collect();
-        Ok(ClangCompiler { cc: cc.to_string(), identity, flags })
+        Ok(ClangCompiler { cc: cc.to_string(), identity })
     }
 
     /// The compiler command in use.
@@ -163,14 +163,9 @@ impl ClangCompiler {
         &self.cc
     }
 
-    /// The flags it compiles with (but the output's).
-    pub fn flags(&self) -> &[&'static str] {
-        &self.flags
-    }
-
     /// The cache key of `src`: SHA-256 of the compiler, its identity, the flags and the source.
     fn key(&self, src: &str) -> [u8; 32] {
-        sha256_parts(&[&self.cc, &self.identity, &self.flags.join(" "), &output_flags().join(" "), src])
+        sha256_parts(&[&self.cc, &self.identity, &COMPILE_FLAGS.join(" "), &output_flags().join(" "), src])
     }
 
     /// Where the object for `src` is cached.
@@ -245,7 +240,7 @@ impl ClangCompiler {
     fn run(&self, src: &str, out: &Path) -> Result<std::result::Result<(), Vec<u8>>> {
         let cc_path = Path::new(&self.cc);
         let mut child = Command::new(cc_path)
-            .args(&self.flags)
+            .args(COMPILE_FLAGS.iter())
             .args(["-x", "c", "-", "-o"])
             .arg(out)
             .args(output_flags())
@@ -767,8 +762,13 @@ void k(void** bufs, const int* vals, int s, int e) {
         let dir = std::env::temp_dir().join(format!("tinygrad-so-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("k.c"), AXPB).unwrap();
-        let ok =
-            Command::new(cc.cc()).args(cc.flags()).args(["-shared", "-o"]).arg(dir.join("k.so")).arg(dir.join("k.c")).status().unwrap();
+        let ok = Command::new(cc.cc())
+            .args(COMPILE_FLAGS.iter())
+            .args(["-shared", "-o"])
+            .arg(dir.join("k.so"))
+            .arg(dir.join("k.c"))
+            .status()
+            .unwrap();
         assert!(ok.success());
         let prog = CpuProgram::load(&Compiled { object: std::fs::read(dir.join("k.so")).unwrap().into(), entry: "axpb".into() }).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();

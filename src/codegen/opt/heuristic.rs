@@ -125,10 +125,10 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
                 // 20-wide rows): an outer-product tile of full vectors instead, gathered along an output axis that a
                 // small load walks with unit stride (so it is the vector axis), rows along one the other operand
                 // ignores (what BEAM finds for beautiful_mnist's conv weight gradients: 3x faster)
-                let long = k.unrollable_dims().iter().map(|&i| range_size(&rngs[i])).product::<usize>() >= 1024;
+                let reduce_rngs: Vec<UOp> = k.unrollable_dims().iter().map(|&i| rngs[i].clone()).collect();
+                let long = reduce_rngs.iter().map(range_size).product::<usize>() >= 1024;
                 let narrow = lanes >= 8 && red.as_ref().is_none_or(|(_, w)| 4 * w <= lanes);
                 // (the operands: loads that move with the reduction, not a bias broadcast over it)
-                let reduce_rngs: Vec<UOp> = k.unrollable_dims().iter().map(|&i| rngs[i].clone()).collect();
                 let big: Vec<&UOp> = loads.iter().filter(|l| reduce_rngs.iter().any(|r| !ignores(l, r))).collect();
                 let vec_rows = outs
                     .iter()
