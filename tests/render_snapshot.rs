@@ -22,7 +22,7 @@ fn check(name: &str, t: &Tensor) {
         vector_bytes: 32,
         vector_registers: 16,
         overread: 64,
-        decomposed: &[Ops::EXP2],
+        decomposed: &[Ops::EXP2, Ops::THREEFRY],
     };
     let sched = create_schedule(&[t.uop()], "CPU");
     let src: String =

@@ -1,28 +1,48 @@
-//! Decompositions: transcendental ops the renderer lacks become polynomials in ops it has. In: a kernel AST. Out:
-//! the same AST where each float32 op in [`Renderer::decomposed`] is computed from ADD, MUL, MAX, casts, shifts
-//! and bitcasts, which vectorize (a libm call computes one lane at a time, and spills a kernel's vector registers
-//! around each call). Follows tinygrad `uop/decompositions.py` (`xexp2`, `ldexp2k`, `pow2if`), which its CPU
-//! renderer uses for EXP2 too; the coefficients are SLEEF's.
+//! Decompositions: ops the renderer lacks become ops it has. In: a kernel AST. Out: the same AST where each op in
+//! [`Renderer::decomposed`] is computed from ADD, MUL, MAX, bit ops, casts and bitcasts, which vectorize (a libm
+//! call computes one lane at a time, and spills a kernel's vector registers around each call): float32 EXP2 as a
+//! polynomial, THREEFRY (the random-bits hash) as its 20 rounds of uint32 adds, rotations and xors. Runs after the
+//! opts, so that scheduling, simplification and optimization see a random kernel's hash as one node, not hundreds.
+//! Follows tinygrad `uop/decompositions.py` (`xexp2`, `ldexp2k`, `pow2if`, `threefry2x32`), which its CPU
+//! renderer uses too; the exp2 coefficients are SLEEF's.
 
 use crate::dtype::{dtypes, Scalar};
 use crate::pm;
 use crate::renderer::Renderer;
-use crate::uop::{graph_rewrite, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{graph_rewrite, var, Ops, PatternMatcher, UOp, UPat};
 use std::sync::LazyLock;
 
-/// EXP2 of float32 as [`xexp2`].
-static PM_EXP2: LazyLock<PatternMatcher> = LazyLock::new(|| {
-    pm! {
-        UPat::ops(Ops::EXP2).named("e") => |e| (e.dtype.scalar == Scalar::Float32 && e.dtype.count == 1).then(|| xexp2(&e.src[0])),
+/// Each op a renderer may lack, as the ops it has: float32 EXP2 as [`xexp2`], uint64 THREEFRY as
+/// [`threefry2x32`]. The context is the renderer's [`Renderer::decomposed`] list: only those ops are rewritten.
+static PM_DECOMP: LazyLock<PatternMatcher<&'static [Ops]>> = LazyLock::new(|| {
+    pm! { ops: &'static [Ops];
+        UPat::ops(Ops::EXP2).named("e") => |e| (ops.contains(&Ops::EXP2) && e.dtype.scalar == Scalar::Float32 && e.dtype.count == 1).then(|| xexp2(&e.src[0])),
+        UPat::ops(Ops::THREEFRY).src([var("x"), var("key")]) => |x, key| ops.contains(&Ops::THREEFRY).then(|| threefry2x32(x, key)),
     }
 });
 
-/// `ast` with the float32 ops that `ren` lacks decomposed.
+/// `ast` with the ops that `ren` lacks decomposed.
 pub fn decompose(ast: &UOp, ren: &Renderer) -> UOp {
-    if !ren.decomposed.contains(&Ops::EXP2) {
-        return ast.clone();
+    graph_rewrite(ast, &PM_DECOMP, &mut { ren.decomposed }, "decompositions")
+}
+
+/// Threefry-2x32 with 20 rounds (tinygrad `threefry2x32`) of the uint64 `x` (two words, low first) under the uint64
+/// `key`, in uint32 ops; the two result words packed back into a uint64.
+fn threefry2x32(x: &UOp, key: &UOp) -> UOp {
+    const ROTATIONS: [[i64; 4]; 2] = [[13, 15, 26, 6], [17, 29, 16, 24]];
+    let words = |v: &UOp| [(v & 0xffff_ffffi64).cast(dtypes::UINT32), (v.shr(32i64) & 0xffff_ffffi64).cast(dtypes::UINT32)];
+    let ([x0, x1], [k0, k1]) = (words(x), words(key));
+    let ks = [k1.clone(), &(&k0 ^ &k1) ^ 0x1BD1_1BDAi64, k0];
+    let mut xr = [&x0 + &ks[2], &x1 + &ks[0]];
+    for i in 0..5 {
+        for r in ROTATIONS[i % 2] {
+            let sum = &xr[0] + &xr[1];
+            let rot = &xr[1].shl(r) + &xr[1].shr(32 - r);
+            xr = [sum.clone(), &sum ^ &rot];
+        }
+        xr = [&xr[0] + &ks[i % 3], &(&xr[1] + &ks[(i + 1) % 3]) + (i as i64 + 1)];
     }
-    graph_rewrite(ast, &PM_EXP2, &mut (), "decompositions")
+    &xr[1].cast(dtypes::UINT64).shl(32i64) | &xr[0].cast(dtypes::UINT64)
 }
 
 /// `2^e` as a float32 for `e` in `[-126, 127]`, built from its exponent bits (tinygrad `pow2if`).

@@ -29,9 +29,9 @@ pub struct Renderer {
     /// Bytes past a buffer's end that a kernel may read, whose values it discards (the allocator's guarantee:
     /// [`crate::runtime::OVERREAD`] on the CPU); lets loads in padded lanes go unmasked.
     pub overread: usize,
-    /// Float32 ops computed by a polynomial in cheaper ops rather than called from a library (tinygrad: the ops
-    /// missing from a renderer's `code_for_op`, which `TRANSCENDENTAL` decomposes): on the CPU, EXP2, so it
-    /// vectorizes.
+    /// Ops the renderer has no code for, which codegen builds from ops it has (tinygrad: the ops missing from a
+    /// renderer's `code_for_op`, which its decompositions rewrite): on the CPU, float32 EXP2 (a polynomial, so it
+    /// vectorizes) and THREEFRY.
     pub decomposed: &'static [crate::uop::Ops],
 }
 
@@ -49,7 +49,7 @@ impl Renderer {
             vector_bytes: VECTORS.0,
             vector_registers: VECTORS.1,
             overread: CPU_OVERREAD,
-            decomposed: &[crate::uop::Ops::EXP2],
+            decomposed: &[crate::uop::Ops::EXP2, crate::uop::Ops::THREEFRY],
         }
     }
 }

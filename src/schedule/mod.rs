@@ -285,9 +285,6 @@ fn order_reads_before_assigns(order: &[UOp], mut items: Vec<ScheduleItem>, bufs:
     copies.into_iter().chain(out.into_iter().map(|i| slots[i].take().expect("each kernel once"))).collect()
 }
 
-/// For an EXPAND that broadcasts a small tensor computed with transcendental ops (sqrt, exp, log, sin,
-/// reciprocal: BatchNorm's `invstd`, say) at least 16 times: that computation, which is then worth its own
-/// kernel rather than being redone for every element it is broadcast to.
 /// The most ALU ops on one path through a fused kernel. C compilers slow down superlinearly on long expression
 /// chains; a chain cut every `MAX_FUSED_DEPTH` ops becomes kernels that are alike, so they compile once.
 const MAX_FUSED_DEPTH: usize = 1024;
@@ -313,6 +310,11 @@ fn deep_cuts(roots: &[UOp]) -> Vec<UOp> {
     cuts
 }
 
+/// For an EXPAND that broadcasts a small tensor computed with transcendental ops (sqrt, exp, log, sin,
+/// reciprocal: BatchNorm's `invstd`, say) at least 16 times: that computation, which is then worth its own
+/// kernel rather than being redone for every element it is broadcast to. The search stops at reductions: one
+/// reached through a broadcast gets its own kernel anyway, so what it reads is never redone per element (and
+/// the answer must not depend on whether the scheduler has marked that reduction yet).
 fn costly_broadcast(expand: &UOp, realized: &FxHashSet<UOp>) -> Option<UOp> {
     let mut base = &expand.src[0];
     while GroupOp::MOVEMENT.contains(base.op) {
@@ -328,7 +330,7 @@ fn costly_broadcast(expand: &UOp, realized: &FxHashSet<UOp>) -> Option<UOp> {
         if costly.contains(u.op) {
             return Some(base.clone());
         }
-        if u.op != Ops::BUFFER && !realized.contains(u) && seen.insert(u) {
+        if !matches!(u.op, Ops::BUFFER | Ops::REDUCE_AXIS) && !realized.contains(u) && seen.insert(u) {
             stack.extend(u.src.iter());
         }
     }

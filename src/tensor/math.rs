@@ -19,7 +19,7 @@ impl Tensor {
         Tensor::from_uop(UOp::const_(self.dtype(), v))
     }
     /// `op` on `self` and `y` after broadcasting and promotion, for ops defined on ints and bools only.
-    fn int_binop(&self, op: Ops, y: impl IntoOperand, name: &str) -> Tensor {
+    pub(super) fn int_binop(&self, op: Ops, y: impl IntoOperand, name: &str) -> Tensor {
         let (a, b) = self.broadcasted(y, name);
         assert!(!a.dtype().is_float(), "{name}: needs int or bool operands, got {} and {}", self.dtype(), b.dtype());
         Tensor::from_uop(a.uop().alu(op, &[&b.uop()]))

@@ -5,6 +5,7 @@
 use super::{Index, IntoShape, Tensor};
 use crate::dtype::{dtypes, DType};
 use crate::engine;
+use crate::uop::Ops;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
@@ -66,26 +67,17 @@ fn u32_buffer(data: &[u32], device: &str) -> Tensor {
     Tensor::from_uop(engine::buffer_from_bytes(&bytes, dtypes::UINT32, data.len(), device))
 }
 
-/// Threefry-2x32 with 20 rounds (tinygrad's `threefry2x32` decomposition) of the words `x` under the key `k`,
-/// elementwise on uint32 tensors; `[low, high]` words of the result.
-fn threefry2x32(x: [Tensor; 2], k: [Tensor; 2]) -> [Tensor; 2] {
-    const ROTATIONS: [[i64; 4]; 2] = [[13, 15, 26, 6], [17, 29, 16, 24]];
-    let ks = [k[1].clone(), k[0].bitwise_xor(&k[1]).bitwise_xor(0x1BD11BDA), k[0].clone()];
-    let mut x = [x[0].add(&ks[2]), x[1].add(&ks[0])];
-    for i in 0..5 {
-        for r in ROTATIONS[i % 2] {
-            let sum = x[0].add(&x[1]);
-            let rot = x[1].lshift(r).add(x[1].rshift(32 - r));
-            x = [sum.clone(), sum.bitwise_xor(rot)];
-        }
-        x = [x[0].add(&ks[i % 3]), x[1].add(&ks[(i + 1) % 3]).add(i as i64 + 1)];
-    }
-    x
-}
-
-/// tinygrad `_threefry_random_bits`: the low words of every result, then the high words.
+/// tinygrad `_threefry_random_bits`: each pair of counts packed into a uint64 `counts1 << 32 | counts0` and hashed
+/// by one THREEFRY op (Threefry-2x32, 20 rounds) under the uint64 key `key[1] << 32 | key[0]`; the low words of
+/// every result, then the high words. THREEFRY stays one node through scheduling and optimization: codegen
+/// decomposes it into uint32 ops where the renderer lacks it.
 fn threefry_random_bits(key: &Tensor, counts0: &Tensor, counts1: &Tensor) -> Tensor {
-    let [lo, hi] = threefry2x32([counts0.clone(), counts1.clone()], [key.getitem(&[Index::Int(0)]), key.getitem(&[Index::Int(1)])]);
+    let wide = |t: &Tensor| t.cast(dtypes::UINT64);
+    let x = wide(counts1).lshift(32).bitwise_or(wide(counts0));
+    let word = |i| wide(&key.getitem(&[Index::Int(i)]));
+    let bits = x.int_binop(Ops::THREEFRY, word(1).lshift(32).bitwise_or(word(0)), "threefry");
+    let lo = bits.bitwise_and(0xffff_ffffi64).cast(dtypes::UINT32);
+    let hi = bits.rshift(32).bitwise_and(0xffff_ffffi64).cast(dtypes::UINT32);
     lo.cat(&[&hi], 0)
 }
 

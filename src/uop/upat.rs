@@ -349,9 +349,40 @@ impl IntoRewrite for Option<UOp> {
 
 type RewriteFn<C> = dyn Fn(&Bindings, &mut C) -> Option<UOp> + Send + Sync;
 
+/// What a node's sources must hold for a pattern to have a chance (tinygrad's `early_reject`): checked before
+/// matching, on a mask of the sources' ops, so most failing rules cost a few instructions.
+#[derive(Clone, Copy, Default)]
+struct Reject {
+    /// Sources: exactly this many, or (with `any_len`) at least this many.
+    nsrc: u8,
+    any_len: bool,
+    /// Op sets of which each must meet the sources' ops (one per source pattern that names ops, at most 4; 0:
+    /// none).
+    need: [u128; 4],
+}
+
+impl Reject {
+    fn of(p: &UPat) -> Reject {
+        let (ps, any_len): (&[UPat], bool) = match &p.src {
+            SrcPat::Any | SrcPat::Repeat(_) => (&[], true),
+            SrcPat::Exact(ps, any_len) => (ps, *any_len),
+            SrcPat::Permute(ps, _) => (ps, false),
+        };
+        let mut need = [0; 4];
+        ps.iter().filter_map(|s| s.ops).take(4).zip(&mut need).for_each(|(o, n)| *n = o.0);
+        Reject { nsrc: ps.len() as u8, any_len, need }
+    }
+    #[inline]
+    fn rejects(&self, nsrc: usize, srcmask: u128) -> bool {
+        (if self.any_len { nsrc < self.nsrc as usize } else { nsrc != self.nsrc as usize })
+            || self.need.iter().any(|&n| n != 0 && n & srcmask == 0)
+    }
+}
+
 /// One rule: a pattern, the function that rewrites its matches, and where it was written.
 pub struct Rule<C> {
     pat: UPat,
+    reject: Reject,
     f: Arc<RewriteFn<C>>,
     /// Where the rule was written: named by runaway-rewrite panics and by SPEC=1 when a spec rule rejects a node.
     pub location: &'static Location<'static>,
@@ -361,14 +392,14 @@ pub struct Rule<C> {
 
 impl<C> Clone for Rule<C> {
     fn clone(&self) -> Self {
-        Rule { pat: self.pat.clone(), f: self.f.clone(), location: self.location, hits: self.hits.clone() }
+        Rule { pat: self.pat.clone(), reject: self.reject, f: self.f.clone(), location: self.location, hits: self.hits.clone() }
     }
 }
 
 impl<C> Rule<C> {
     /// A rule; its location is where `pat` was built (see the [`pm!`](crate::pm) macro).
     pub fn new(pat: UPat, f: impl Fn(&Bindings, &mut C) -> Option<UOp> + Send + Sync + 'static) -> Rule<C> {
-        Rule { location: pat.loc, pat, f: Arc::new(f), hits: Arc::default() }
+        Rule { location: pat.loc, reject: Reject::of(&pat), pat, f: Arc::new(f), hits: Arc::default() }
     }
 }
 
@@ -410,8 +441,12 @@ impl<C> PatternMatcher<C> {
     }
     /// The first rule's rewrite of `u` that differs from `u`, and that rule's index.
     pub fn rewrite_with_rule(&self, u: &UOp, ctx: &mut C) -> Option<(UOp, usize)> {
+        let srcmask = u.src.iter().fold(0u128, |m, s| m | 1 << s.op as u8);
         for &i in &self.pdict[u.op as usize] {
             let rule = &self.rules[i as usize];
+            if rule.reject.rejects(u.src.len(), srcmask) {
+                continue;
+            }
             if let Some(n) = rule.pat.match_with(u, &mut Binds::new(), &mut |b| (rule.f)(&Bindings(b), ctx).filter(|n| n != u)) {
                 if crate::helpers::TRACK_MATCH_STATS.value() > 0 {
                     rule.hits.fetch_add(1, Relaxed);
@@ -456,6 +491,7 @@ impl PatternMatcher<()> {
                 let f = r.f.clone();
                 Rule {
                     pat: r.pat.clone(),
+                    reject: r.reject,
                     f: Arc::new(move |b: &Bindings, _: &mut C| f(b, &mut ())),
                     location: r.location,
                     hits: r.hits.clone(),
