@@ -67,7 +67,7 @@ fn fuzz(name: &str, roots: &[Tensor], seed: u64, trials: usize) {
                 assert!(
                     ok,
                     "{name} kernel {i} ({}) with opts {opts:?} (seed {seed}, trial {t}): element {j} is {g}, want {w}",
-                    k.name(false)
+                    k.names().0
                 );
             }
         }
@@ -137,7 +137,7 @@ fn illegal_opts_are_errors() {
     assert_eq!(k2.apply_opt(Opt::new(OptOps::Thread, 1, 2)).unwrap_err().msg, "already threaded");
     k2.apply_opt(Opt::new(OptOps::Upcast, 2, 4)).unwrap();
     k2.apply_opt(Opt::new(OptOps::Unroll, 0, 4)).unwrap();
-    assert_eq!(k2.name(false), "r_2_4_4_4_3_4");
+    assert_eq!(k2.names().0, "r_2_4_4_4_3_4");
 }
 
 #[test]

@@ -56,7 +56,7 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
     for o in opts {
         k.apply_opt(o)?;
     }
-    let (name, display_name) = (k.name(false), k.name(true));
+    let (name, display_name) = k.names();
     let outer = k.rngs().iter().find(|r| r.axis().1 == AxisType::Thread).map_or(0, range_size);
     let sink = if k.applied_opts.is_empty() { k.ast.clone() } else { graph_rewrite(&k.ast, &SYMBOLIC, &mut (), "simplify opts") };
     spec::verify(&sink, &spec::KERNEL_SPEC, "opts");

@@ -101,22 +101,21 @@ pub fn render(k: &LinearKernel) -> String {
     // index math in `long`, as wide as a pointer, even where `int` holds it: an `int` index is sign-extended at
     // every address, which LLVM's loop analyses (SCEV) take 3-4x longer over in tiled kernels
     let index_64 = true;
-    let mut uses: FxHashMap<&UOp, usize> = FxHashMap::default();
+    let at: FxHashMap<&UOp, usize> = uops.iter().enumerate().map(|(i, u)| (u, i)).collect();
+    // per uop: its C expression or name, how often it is used, how deep its inlined expression nests
+    let mut r: Vec<String> = vec![String::new(); uops.len()];
+    let mut uses: Vec<usize> = vec![0; uops.len()];
+    let mut nesting: Vec<usize> = vec![0; uops.len()];
     // MAX prints its operands twice: count them as used twice so they get a name
-    uops.iter()
-        .flat_map(|u| u.src.iter().map(move |s| (s, if u.op == Ops::MAX { 2 } else { 1 })))
-        .for_each(|(s, k)| *uses.entry(s).or_default() += k);
-    let mut r: FxHashMap<&UOp, String> = FxHashMap::default();
-    let mut nesting: FxHashMap<&UOp, usize> = FxHashMap::default();
+    uops.iter().for_each(|u| u.src.iter().for_each(|s| uses[at[s]] += if u.op == Ops::MAX { 2 } else { 1 }));
     let mut globals: Vec<(i64, DType)> = Vec::new();
     let mut vtypes: Vec<String> = Vec::new();
     let (mut body, mut depth, mut n) = (String::new(), 1usize, 0usize);
-    let line = |body: &mut String, depth: usize, s: &str| {
-        let _ = writeln!(body, "{}{s}", "  ".repeat(depth));
-    };
-    for u in uops {
+    let indent = |body: &mut String, depth: usize| (0..depth).for_each(|_| body.push_str("  "));
+    for (i, u) in uops.iter().enumerate() {
         let ty = |dt: DType| ctype(dt, index_64);
-        let s = |i: usize| r[&u.src[i]].clone();
+        let src: Vec<usize> = u.src.iter().map(|x| at[x]).collect();
+        let s = |j: usize| r[src[j]].as_str();
         let expr = match u.op {
             Ops::DEFINE_GLOBAL => {
                 let Arg::Int(slot) = u.arg else { unreachable!() };
@@ -126,65 +125,66 @@ pub fn render(k: &LinearKernel) -> String {
             Ops::CONST => literal(u.const_value().unwrap(), u.dtype, index_64),
             Ops::RANGE => {
                 let (id, kind) = u.axis();
-                let (start, end): (String, String) =
-                    if kind == AxisType::Thread { ("core_start".into(), "core_end".into()) } else { ("0".into(), s(0)) };
-                line(&mut body, depth, &format!("for ({} ridx{id} = {start}; ridx{id} < {end}; ridx{id}++) {{", ty(u.dtype)));
+                let (start, end) = if kind == AxisType::Thread { ("core_start", "core_end") } else { ("0", s(0)) };
+                indent(&mut body, depth);
+                let _ = writeln!(body, "for ({} ridx{id} = {start}; ridx{id} < {end}; ridx{id}++) {{", ty(u.dtype));
                 depth += 1;
                 format!("ridx{id}")
             }
             Ops::END => {
                 for _ in u.src.iter().filter(|s| s.op == Ops::RANGE) {
                     depth -= 1;
-                    line(&mut body, depth, "}");
+                    indent(&mut body, depth);
+                    body.push_str("}\n");
                 }
                 continue;
             }
             Ops::DEFINE_REG => {
                 let Arg::Int(id) = u.arg else { unreachable!() };
                 let t = if u.dtype.count > 1 { vtype(u.dtype.base(), &mut vtypes) } else { ty(u.dtype.base()).to_string() };
-                line(&mut body, depth, &format!("{t} acc{id};"));
+                indent(&mut body, depth);
+                let _ = writeln!(body, "{t} acc{id};");
                 format!("acc{id}")
             }
-            Ops::INDEX if u.src[0].op == Ops::DEFINE_REG => s(0),
+            Ops::INDEX if u.src[0].op == Ops::DEFINE_REG => s(0).to_string(),
             Ops::INDEX => format!("{}[{}]", s(0), s(1)),
             // a register is read where it is used, never copied (the copy would go stale)
             Ops::LOAD if u.src[0].src[0].op == Ops::DEFINE_REG => {
-                r.insert(u, s(0));
-                continue;
-            }
-            Ops::LOAD if u.dtype.count > 1 => {
-                let name = format!("val{n}");
-                n += 1;
-                let vt = vtype(u.dtype, &mut vtypes);
-                let e = match u.src[0].src.get(2) {
-                    Some(g) => format!("({}?*(({vt}*)(&{})):(({vt}){{0}}))", r[g], s(0)),
-                    None => format!("*(({vt}*)(&{}))", s(0)),
-                };
-                line(&mut body, depth, &format!("{vt} {name} = {e};"));
-                r.insert(u, name);
+                r[i] = s(0).to_string();
                 continue;
             }
             Ops::LOAD => {
-                let idx = &u.src[0];
-                let e = if idx.src.len() > 2 {
-                    format!("({}?{}:{})", r[&idx.src[2]], s(0), literal(ConstValue::Int(0), u.dtype, index_64))
-                } else {
-                    s(0)
-                };
                 let name = format!("val{n}");
                 n += 1;
-                line(&mut body, depth, &format!("{} {name} = {e};", ty(u.dtype)));
-                r.insert(u, name);
+                indent(&mut body, depth);
+                let gate = u.src[0].src.get(2).map(|g| r[at[g]].as_str());
+                if u.dtype.count > 1 {
+                    let vt = vtype(u.dtype, &mut vtypes);
+                    let _ = match gate {
+                        Some(g) => writeln!(body, "{vt} {name} = ({g}?*(({vt}*)(&{})):(({vt}){{0}}));", s(0)),
+                        None => writeln!(body, "{vt} {name} = *(({vt}*)(&{}));", s(0)),
+                    };
+                } else {
+                    let _ = match gate {
+                        Some(g) => {
+                            writeln!(body, "{} {name} = ({g}?{}:{});", ty(u.dtype), s(0), literal(ConstValue::Int(0), u.dtype, index_64))
+                        }
+                        None => writeln!(body, "{} {name} = {};", ty(u.dtype), s(0)),
+                    };
+                }
+                r[i] = name;
                 continue;
             }
             Ops::STORE => {
-                let dst = if u.src[1].dtype.count > 1 && u.src[0].src[0].op != Ops::DEFINE_REG {
-                    format!("*(({}*)(&{}))", vtype(u.src[1].dtype, &mut vtypes), s(0))
+                indent(&mut body, depth);
+                if let Some(g) = u.src[0].src.get(2) {
+                    let _ = write!(body, "if ({}) ", r[at[g]]);
+                }
+                let _ = if u.src[1].dtype.count > 1 && u.src[0].src[0].op != Ops::DEFINE_REG {
+                    writeln!(body, "*(({}*)(&{})) = {};", vtype(u.src[1].dtype, &mut vtypes), s(0), s(1))
                 } else {
-                    s(0)
+                    writeln!(body, "{} = {};", s(0), s(1))
                 };
-                let gate = u.src[0].src.get(2).map_or(String::new(), |g| format!("if ({}) ", r[g]));
-                line(&mut body, depth, &format!("{gate}{dst} = {};", s(1)));
                 continue;
             }
             Ops::GEP => format!(
@@ -196,11 +196,15 @@ pub fn render(k: &LinearKernel) -> String {
                 }
             ),
             Ops::VECTORIZE => {
-                let vt = vtype(u.dtype, &mut vtypes);
-                format!("(({vt}){{{}}})", u.src.iter().map(|x| r[x].as_str()).collect::<Vec<_>>().join(", "))
+                let mut e = format!("(({}){{", vtype(u.dtype, &mut vtypes));
+                for j in 0..src.len() {
+                    e.push_str(if j == 0 { "" } else { ", " });
+                    e.push_str(s(j));
+                }
+                e + "})"
             }
             Ops::CAST if u.dtype.count > 1 => format!("__builtin_convertvector({}, {})", s(0), vtype(u.dtype, &mut vtypes)),
-            Ops::CAST => cast(&s(0), u.src[0].dtype, u.dtype, index_64),
+            Ops::CAST => cast(s(0), u.src[0].dtype, u.dtype, index_64),
             // a GNU vector cast between vectors of one size reinterprets the bits
             Ops::BITCAST if u.dtype.count > 1 => format!("(({})({}))", vtype(u.dtype, &mut vtypes), s(0)),
             Ops::BITCAST => {
@@ -208,8 +212,12 @@ pub fn render(k: &LinearKernel) -> String {
             }
             // bf16 math happens in float: operands widen, the result narrows (a WHERE only selects bits)
             op if GroupOp::ALU.contains(op) && op != Ops::WHERE && (is_bf16(u.dtype) || u.src.iter().any(|x| is_bf16(x.dtype))) => {
-                let a: Vec<String> =
-                    u.src.iter().map(|x| if is_bf16(x.dtype) { format!("tg_bf2f({})", r[x]) } else { r[x].clone() }).collect();
+                let a: Vec<String> = u
+                    .src
+                    .iter()
+                    .enumerate()
+                    .map(|(j, x)| if is_bf16(x.dtype) { format!("tg_bf2f({})", s(j)) } else { s(j).to_string() })
+                    .collect();
                 let e = alu(
                     u,
                     if is_bf16(u.dtype) { dtypes::FLOAT32 } else { u.dtype },
@@ -228,24 +236,25 @@ pub fn render(k: &LinearKernel) -> String {
                 let (a, b) = (s(0), s(1));
                 format!("((({vt})((({mt})({a}<{b})&({mt}){b})|(~({mt})({a}<{b})&({mt}){a}))))")
             }
-            op if GroupOp::ALU.contains(op) => alu(u, u.dtype, &u.src.iter().map(|x| r[x].as_str()).collect::<Vec<_>>(), index_64),
+            op if GroupOp::ALU.contains(op) => alu(u, u.dtype, &(0..src.len()).map(s).collect::<Vec<_>>(), index_64),
             Ops::SINK | Ops::NOOP => continue,
             op => panic!("C renderer: can't render {op}"),
         };
         // an expression nested deeper than MAX_NESTING gets a name: compilers cap bracket nesting, and a long chain
         // inlined whole would be copied once per level
-        let nest = 1 + u.src.iter().map(|x| nesting.get(x).copied().unwrap_or(0)).max().unwrap_or(0);
+        let nest = 1 + src.iter().map(|&j| nesting[j]).max().unwrap_or(0);
         let inline = matches!(u.op, Ops::CONST | Ops::DEFINE_GLOBAL | Ops::RANGE | Ops::DEFINE_REG | Ops::INDEX)
-            || (uses.get(u).copied().unwrap_or(0) <= 1 && u.op != Ops::WHERE && nest <= MAX_NESTING);
+            || (uses[i] <= 1 && u.op != Ops::WHERE && nest <= MAX_NESTING);
         if inline {
-            nesting.insert(u, nest);
-            r.insert(u, expr);
+            nesting[i] = nest;
+            r[i] = expr;
         } else {
             let name = format!("alu{n}");
             n += 1;
             let t = if u.dtype.count > 1 { vtype(u.dtype, &mut vtypes) } else { ty(u.dtype).to_string() };
-            line(&mut body, depth, &format!("{t} {name} = {expr};"));
-            r.insert(u, name);
+            indent(&mut body, depth);
+            let _ = writeln!(body, "{t} {name} = {expr};");
+            r[i] = name;
         }
     }
     globals.sort_by_key(|g| g.0);

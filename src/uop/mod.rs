@@ -416,16 +416,15 @@ impl UOp {
     /// This graph with each key of `map` replaced by its value (tinygrad `substitute`), rebuilt bottom-up
     /// without recursion; nodes below no key are shared, not copied.
     pub fn substitute(&self, map: &rustc_hash::FxHashMap<UOp, UOp>) -> UOp {
+        // only nodes above a key are rebuilt (and remembered); the rest are themselves
         let mut new: rustc_hash::FxHashMap<UOp, UOp> = map.clone();
         for u in self.toposort() {
-            if new.contains_key(&u) {
-                continue;
+            if !new.contains_key(&u) && u.src.iter().any(|s| new.contains_key(s)) {
+                let n = u.with_src(u.src.iter().map(|s| new.get(s).unwrap_or(s).clone()).collect::<Vec<_>>());
+                new.insert(u, n);
             }
-            let src: Vec<UOp> = u.src.iter().map(|s| new.get(s).cloned().unwrap_or_else(|| s.clone())).collect();
-            let n = u.with_src(src);
-            new.insert(u, n);
         }
-        new[self].clone()
+        new.get(self).unwrap_or(self).clone()
     }
     /// The DEFINE_VARs this graph depends on, sorted by name (tinygrad `variables`).
     pub fn variables(&self) -> Vec<UOp> {

@@ -17,17 +17,7 @@ const MAX_CHAIN: u32 = 1000;
 /// If the rules never settle: a rewrite produces a node that contains the node being rewritten, or one node
 /// is rewritten more than 1000 times in a row. The message names the pass and the last rule that fired.
 pub fn graph_rewrite<C>(sink: &UOp, pm: &PatternMatcher<C>, ctx: &mut C, name: &str) -> UOp {
-    Rewriter {
-        pm,
-        ctx,
-        name,
-        top_down: false,
-        replace: FxHashMap::default(),
-        in_progress: FxHashSet::default(),
-        last_rule: None,
-        memo: size_of::<C>() == 0 && pm.id < 64,
-    }
-    .run(sink)
+    rewrite_with(sink, pm, ctx, name, false)
 }
 
 /// Rewrites `sink` with `pm`, each node to a fixed point before its sources are visited (tinygrad's
@@ -36,17 +26,31 @@ pub fn graph_rewrite<C>(sink: &UOp, pm: &PatternMatcher<C>, ctx: &mut C, name: &
 /// # Panics
 /// As [`graph_rewrite`].
 pub fn graph_rewrite_top_down<C>(sink: &UOp, pm: &PatternMatcher<C>, ctx: &mut C, name: &str) -> UOp {
-    Rewriter {
-        pm,
-        ctx,
-        name,
-        top_down: true,
-        replace: FxHashMap::default(),
-        in_progress: FxHashSet::default(),
-        last_rule: None,
-        memo: size_of::<C>() == 0 && pm.id < 64,
+    rewrite_with(sink, pm, ctx, name, true)
+}
+
+/// The tables of a rewrite (`replace`, `in_progress`), kept per thread between rewrites so that their memory is
+/// allocated once, not grown anew by every pass.
+type Tables = (FxHashMap<UOp, UOp>, FxHashSet<UOp>);
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Vec<Tables>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn rewrite_with<C>(sink: &UOp, pm: &PatternMatcher<C>, ctx: &mut C, name: &str, top_down: bool) -> UOp {
+    // (a rewrite function may itself rewrite: each nesting level takes its own tables)
+    let (replace, in_progress) = SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_default();
+    let memo = size_of::<C>() == 0 && pm.id < 64;
+    let mut rw = Rewriter { pm, ctx, name, top_down, replace, in_progress, last_rule: None, memo };
+    let out = rw.run(sink);
+    let (mut replace, mut in_progress) = (rw.replace, rw.in_progress);
+    // tables that grew huge are dropped rather than kept
+    if replace.capacity() <= 1 << 16 {
+        replace.clear();
+        in_progress.clear();
+        let _ = SPARE.try_with(|s| s.borrow_mut().push((replace, in_progress)));
     }
-    .run(sink)
+    out
 }
 
 struct Rewriter<'a, C> {
@@ -85,7 +89,7 @@ impl<C> Rewriter<'_, C> {
         Some(n)
     }
 
-    fn run(mut self, root: &UOp) -> UOp {
+    fn run(&mut self, root: &UOp) -> UOp {
         // (original, stage, current form, rewrites so far in this chain)
         let mut stack = vec![(root.clone(), Stage::Visit, root.clone(), 0u32)];
         while let Some((n, stage, mut cur, depth)) = stack.pop() {
@@ -116,16 +120,21 @@ impl<C> Rewriter<'_, C> {
                         continue;
                     }
                     self.in_progress.insert(n.clone());
-                    let srcs: Vec<UOp> = cur.src.iter().filter(|s| !self.replace.contains_key(*s)).cloned().collect();
-                    stack.push((n, Stage::Rebuild, cur, depth));
-                    stack.extend(srcs.into_iter().rev().map(|s| (s.clone(), Stage::Visit, s, 0)));
+                    stack.push((n, Stage::Rebuild, cur.clone(), depth));
+                    for s in cur.src.iter().rev().filter(|s| !self.replace.contains_key(*s)) {
+                        stack.push((s.clone(), Stage::Visit, s.clone(), 0));
+                    }
                 }
                 Stage::Rebuild => {
-                    let Some(new_src) = cur.src.iter().map(|s| self.replace.get(s).cloned()).collect::<Option<Vec<UOp>>>() else {
-                        self.runaway("a node is its own source");
-                    };
-                    let next = if *new_src != *cur.src {
-                        Some(cur.with_src(new_src))
+                    let mut same = true;
+                    for s in cur.src.iter() {
+                        match self.replace.get(s) {
+                            Some(f) => same &= f == s,
+                            None => self.runaway("a node is its own source"),
+                        }
+                    }
+                    let next = if !same {
+                        Some(cur.with_src(cur.src.iter().map(|s| self.replace[s].clone()).collect::<Vec<_>>()))
                     } else if self.top_down {
                         None
                     } else {
@@ -159,7 +168,9 @@ impl<C> Rewriter<'_, C> {
         if self.memo {
             fin.fixed.fetch_or(self.pm.fixes, Relaxed);
         }
-        self.replace.insert(fin.clone(), fin.clone());
+        if n != fin {
+            self.replace.insert(fin.clone(), fin.clone());
+        }
         self.replace.insert(n, fin);
     }
 }

@@ -238,21 +238,24 @@ impl Kernel {
         self.rngs().iter().filter(|r| matches!(r.axis().1, AxisType::Upcast | AxisType::Unroll)).map(range_size).product()
     }
 
-    /// The name tinygrad gives the kernel: `r_` (with reductions) or `E_`, then each axis's size in axis order;
-    /// colored by axis kind when `color` (as tinygrad's DEBUG output), else a plain C identifier.
-    pub fn name(&self, color: bool) -> String {
+    /// The names tinygrad gives the kernel: `r_` (with reductions) or `E_`, then each axis's size in axis order; a
+    /// plain C identifier, and the same colored by axis kind (as tinygrad's DEBUG output).
+    pub fn names(&self) -> (String, String) {
         let rngs = self.rngs();
-        let has_reduce = self.ast.toposort().iter().any(|u| u.op == Ops::REDUCE);
-        let mut name = String::from(if has_reduce { "r" } else { "E" });
+        let kind = if self.ast.toposort().iter().any(|u| u.op == Ops::REDUCE) { "r" } else { "E" };
+        let (mut plain, mut colored) = (String::from(kind), String::from(kind));
         for r in &rngs {
             let s = range_size(r).to_string();
-            name.push('_');
-            name.push_str(&if color { crate::helpers::colored(&s, r.axis().1.color()) } else { s });
+            colored.push('_');
+            colored.push_str(&crate::helpers::colored(&s, r.axis().1.color()));
+            plain.push('_');
+            plain.push_str(&s);
         }
         if rngs.is_empty() {
-            name.push_str("_1");
+            plain.push_str("_1");
+            colored.push_str("_1");
         }
-        name
+        (plain, colored)
     }
 
     fn check(&self, opt: Opt, ok: bool, msg: &str) -> Result<(), KernelOptError> {

@@ -107,7 +107,7 @@ fn time_str(s: f64) -> String {
 /// `k`'s name (colored) and opts, for DEBUG output.
 fn describe(k: &Kernel) -> String {
     let opts: Vec<String> = k.applied_opts.iter().map(|o| o.to_string()).collect();
-    format!("{} [{}]", k.name(true), opts.join(", "))
+    format!("{} [{}]", k.names().1, opts.join(", "))
 }
 
 /// A compiled candidate and its time in seconds.
@@ -167,7 +167,7 @@ pub fn beam_search<C: Send>(
         let cands: Vec<Kernel> = (0..threads).flat_map(|i| cands.iter().skip(i).step_by(threads)).cloned().collect();
         let bar = if show { indicatif::ProgressBar::new(2 * n as u64) } else { indicatif::ProgressBar::hidden() };
         bar.set_style(indicatif::ProgressStyle::with_template("BEAM {msg} {bar:30} {pos}/{len} {elapsed}").expect("valid template"));
-        bar.set_message(format!("{} round {round}", k.name(false)));
+        bar.set_message(format!("{} round {round}", k.names().0));
         let compile_batch = |b: &[Kernel]| {
             let p = compile(b);
             assert_eq!(p.len(), b.len(), "beam_search: compile returns one entry per kernel");
