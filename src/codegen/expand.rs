@@ -19,6 +19,20 @@ fn sub(u: &UOp, r: &UOp, k: usize) -> UOp {
     u.substitute(&[(r.clone(), r.const_like(k as i64))].into_iter().collect())
 }
 
+/// `u` with range `r` replaced by each of `0..n`, in one walk: the nodes above `r` are copied `n` times, the
+/// rest shared.
+fn sub_all(u: &UOp, r: &UOp, n: usize) -> Vec<UOp> {
+    let mut copies: FxHashMap<UOp, Vec<UOp>> = FxHashMap::default();
+    copies.insert(r.clone(), (0..n).map(|k| r.const_like(k as i64)).collect());
+    for x in u.toposort() {
+        if !copies.contains_key(&x) && x.src.iter().any(|s| copies.contains_key(s)) {
+            let c = (0..n).map(|k| x.with_src(x.src.iter().map(|s| copies.get(s).map_or(s, |c| &c[k]).clone()).collect::<Vec<_>>()));
+            copies.insert(x.clone(), c.collect());
+        }
+    }
+    copies.remove(u).unwrap_or_else(|| vec![u.clone(); n])
+}
+
 /// Whether C vector types hold `dt` and C vector arithmetic works on it.
 fn vector_dtype(dt: DType) -> bool {
     dt.count == 1
@@ -44,14 +58,17 @@ pub fn expand(sink: &UOp, max_vector_bytes: usize) -> UOp {
     // UNROLL axes other than the vector axis: a reduction's value becomes the combination of its copies
     let mut map: FxHashMap<UOp, UOp> = FxHashMap::default();
     for u in &topo {
-        let src: Vec<UOp> = u.src.iter().map(|s| map.get(s).cloned().unwrap_or_else(|| s.clone())).collect();
-        let mut nu = u.with_src(src);
+        // (only reductions and what is above them change)
+        if u.op != Ops::REDUCE && !u.src.iter().any(|s| map.contains_key(s)) {
+            continue;
+        }
+        let mut nu = u.with_src(u.src.iter().map(|s| map.get(s).unwrap_or(s).clone()).collect::<Vec<_>>());
         if u.op == Ops::REDUCE {
             let Arg::Op(op) = u.arg else { unreachable!() };
             let (mut val, mut ranges) = (nu.src[0].clone(), Vec::new());
             for r in nu.src[1..].iter() {
                 if is_lane(r) && Some(r) != v.as_ref() {
-                    val = (1..range_size(r)).fold(sub(&val, r, 0), |acc, k| acc.alu(op, &[&sub(&val, r, k)]));
+                    val = sub_all(&val, r, range_size(r)).into_iter().reduce(|acc, x| acc.alu(op, &[&x])).expect("a range of 0 lanes");
                 } else {
                     ranges.push(r.clone());
                 }
@@ -61,9 +78,10 @@ pub fn expand(sink: &UOp, max_vector_bytes: usize) -> UOp {
         map.insert(u.clone(), nu);
     }
     // UPCAST axes other than the vector axis: copies of the stores
-    let mut stores: Vec<UOp> = map[sink].src.to_vec();
+    let mut stores: Vec<UOp> = map.get(sink).unwrap_or(sink).src.to_vec();
     for r in lanes.iter().filter(|r| r.axis().1 == AxisType::Upcast && Some(*r) != v.as_ref()) {
-        stores = stores.iter().flat_map(|s| (0..range_size(r)).map(move |k| sub(s, r, k))).collect();
+        let copies = sub_all(&UOp::sink(stores.clone()), r, range_size(r));
+        stores = (0..stores.len()).flat_map(|i| copies.iter().map(move |c| c.src[i].clone())).collect();
     }
     let sink = graph_rewrite(&UOp::sink(stores), &SYMBOLIC, &mut (), "expand");
     let sink = match v {

@@ -16,13 +16,18 @@ fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
     ranges.sort_by_key(|r| (r.axis().1.order(), r.axis().0));
     assert!(ranges.len() <= 64, "linearize: more than 64 loops");
     let bit = |r: &UOp| 1u64 << ranges.iter().position(|x| *x == r).unwrap();
+    // nodes by position in `topo`: the tables below are indexed by it
+    let at: FxHashMap<&UOp, usize> = topo.iter().enumerate().map(|(i, u)| (u, i)).collect();
     // the loops each node must sit in
-    let mut need: FxHashMap<&UOp, u64> = FxHashMap::default();
+    let mut need: Vec<u64> = vec![0; topo.len()];
     let mut closed_somewhere = 0u64;
     // the sets of loops each END closes
     let mut ends: Vec<u64> = Vec::new();
-    for u in topo {
-        let mut m = u.src.iter().fold(0, |m, s| m | need[s]);
+    // each node's users, and how many distinct sources each still waits for
+    let (mut users, mut waiting): (Vec<Vec<usize>>, Vec<usize>) = (vec![Vec::new(); topo.len()], vec![0; topo.len()]);
+    for (i, u) in topo.iter().enumerate() {
+        let mut srcs: Vec<usize> = u.src.iter().map(|s| at[s]).collect();
+        let mut m = srcs.iter().fold(0, |m, &s| m | need[s]);
         if u.op == Ops::RANGE {
             m |= bit(u);
         }
@@ -32,16 +37,12 @@ fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
             ends.push(c);
             m &= !c;
         }
-        need.insert(u, m);
-    }
-    let mut users: FxHashMap<&UOp, Vec<&UOp>> = FxHashMap::default();
-    let mut waiting: FxHashMap<&UOp, usize> = FxHashMap::default();
-    for u in topo {
-        let mut srcs: Vec<&UOp> = u.src.iter().collect();
+        need[i] = m;
         srcs.dedup();
-        waiting.insert(u, srcs.len());
-        srcs.iter().for_each(|s| users.entry(s).or_default().push(u));
+        waiting[i] = srcs.len();
+        srcs.iter().for_each(|&s| users[s].push(i));
     }
+    let need = |u: &UOp| need[at[u]];
     let (mut out, mut open): (Vec<UOp>, Vec<&UOp>) = (Vec::with_capacity(topo.len()), Vec::new());
     let mut ready: Vec<&UOp> = topo.iter().filter(|u| u.src.is_empty()).collect();
     let mut emit = |u: &'a UOp, out: &mut Vec<UOp>, ready: &mut Vec<&'a UOp>| {
@@ -49,11 +50,10 @@ fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
             ready.remove(i);
         }
         out.push(u.clone());
-        for &c in users.get(u).map(|v| v.as_slice()).unwrap_or(&[]) {
-            let w = waiting.get_mut(c).unwrap();
-            *w -= 1;
-            if *w == 0 {
-                ready.push(c);
+        for &c in &users[at[u]] {
+            waiting[c] -= 1;
+            if waiting[c] == 0 {
+                ready.push(&topo[c]);
             }
         }
     };
@@ -72,7 +72,7 @@ fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
     loop {
         let om = open_mask(&open);
         // 1. anything that fits in the open loops (RANGEs open only explicitly)
-        if let Some(i) = ready.iter().position(|u| u.op != Ops::RANGE && u.op != Ops::END && need[*u] & !om == 0) {
+        if let Some(i) = ready.iter().position(|u| u.op != Ops::RANGE && u.op != Ops::END && need(u) & !om == 0) {
             emit(ready[i], &mut out, &mut ready);
             continue;
         }
@@ -91,8 +91,8 @@ fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
             break;
         }
         let group = |m: u64| ends.iter().filter(|g| *g & m != 0).fold(m, |a, g| a | g);
-        let Some(u) = ready.iter().min_by_key(|u| ((group(need[**u] & !om)).count_ones(), u.op != Ops::RANGE)).copied() else { break };
-        let missing = group(if u.op == Ops::RANGE { bit(u) } else { need[u] & !om });
+        let Some(u) = ready.iter().min_by_key(|u| ((group(need(u) & !om)).count_ones(), u.op != Ops::RANGE)).copied() else { break };
+        let missing = group(if u.op == Ops::RANGE { bit(u) } else { need(u) & !om });
         for r in ranges.iter().copied().filter(|r| missing & bit(r) != 0).collect::<Vec<_>>() {
             assert!(ready.contains(&r), "linearize: loop bound not ready");
             emit(r, &mut out, &mut ready);
