@@ -44,6 +44,7 @@ fn rule(ret: &UOp, g: &Tensor) -> Vec<Option<Tensor>> {
         Ops::WHERE => vec![None, Some(t(0).where_(g, 0.0)), Some(t(0).where_(0.0, g))],
         Ops::CMPLT | Ops::CMPNE | Ops::CMPEQ | Ops::DETACH | Ops::BITCAST => vec![None; ret.src.len()],
         Ops::CONTIGUOUS => vec![Some(g.clone())],
+        Ops::COPY => vec![Some(g.to(&t(0).device()))],
         Ops::CONTIGUOUS_BACKWARD => vec![Some(g.contiguous())],
         Ops::RESHAPE => vec![Some(g.reshape(src_shape()))],
         Ops::PERMUTE => {

@@ -116,7 +116,7 @@ pub fn check_env() -> Result<()> {
         getenv_int(var.key, lo, lo, hi)?;
     }
     let dev = getenv_str("DEV", "");
-    if !dev.is_empty() && !DEVICES.iter().any(|d| d.eq_ignore_ascii_case(&dev)) {
+    if !dev.is_empty() && !DEVICES.contains(&canonicalize_device(&dev).as_str()) {
         return Err(env_err("DEV", &dev, format!("unknown device; this build has {} (or unset DEV for CPU)", DEVICES.join(", "))));
     }
     match std::env::var("CC") {
@@ -125,6 +125,8 @@ pub fn check_env() -> Result<()> {
                 env_err("CC", &cc, format!("`{cc} --version` does not run; set CC to a working C compiler (clang or gcc) or unset it"))
             })?;
         }
+        // (the interpreter needs no compiler)
+        _ if canonicalize_device(&dev) == "PYTHON" => {}
         _ => {
             crate::runtime::cpu::ClangCompiler::new()?;
         }
@@ -271,8 +273,28 @@ static CONTEXT_VARS: [(&ContextVar, i64, i64); 12] = [
     (&SPLIT_REDUCEOP, 0, 1),
 ];
 
-/// The devices `DEV` may name (any case); "" means the default, CPU.
-pub const DEVICES: [&str; 2] = ["CPU", "CLANG"];
+/// The devices `DEV` may name (any case, an optional `:0`; `CLANG` is the CPU's old name); "" means the default,
+/// CPU. `PYTHON` is the interpreter of linear UOps (tinygrad's PYTHON device).
+pub const DEVICES: [&str; 3] = ["CPU", "CLANG", "PYTHON"];
+
+/// A device name in canonical form (tinygrad `Device.canonicalize`): the name before any `:` upper-cased, and a
+/// trailing `:0` dropped (`cpu:0` -> `CPU`, `cl:1` -> `CL:1`).
+pub fn canonicalize_device(name: &str) -> String {
+    let (base, rest) = name.split_at(name.find(':').unwrap_or(name.len()));
+    let d = base.to_uppercase() + rest;
+    d.strip_suffix(":0").map_or(d.clone(), str::to_string)
+}
+
+/// The device tensors are created on when none is given: `DEV` canonicalized, else `CPU` (tinygrad
+/// `Device.DEFAULT`).
+pub fn default_device() -> String {
+    let d = dev();
+    if d.is_empty() {
+        "CPU".into()
+    } else {
+        canonicalize_device(&d)
+    }
+}
 
 static DEV_GLOBAL: LazyLock<RwLock<String>> = LazyLock::new(|| RwLock::new(getenv_str("DEV", "")));
 

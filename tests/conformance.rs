@@ -1,6 +1,6 @@
 //! Runs the conformance runner over ../shared/conformance/ops (TINYGRAD_CONFORMANCE_DIR overrides), with the default
-//! opts and with none (NOOPT=1), checking every graph against the spec (SPEC=1): every case, forward and gradients, must
-//! pass; the failure lists the failing cases.
+//! opts and with none (NOOPT=1), on the CPU and on the interpreter (DEV=PYTHON), checking every graph against the spec
+//! (SPEC=1): every case, forward and gradients, must pass; the failure lists the failing cases.
 
 #[path = "../examples/conformance/dispatch.rs"]
 mod dispatch;
@@ -18,7 +18,7 @@ fn run(what: &str) {
     let dir = std::env::var("TINYGRAD_CONFORMANCE_DIR")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/conformance/ops").into());
     let (passed, failed) = runner::run_dir(std::path::Path::new(&dir));
-    println!("{what}: {passed} passed, {} failed", failed.len());
+    println!("{what} on {}: {passed} passed, {} failed", tinygrad::helpers::default_device(), failed.len());
     assert!(passed > 0, "no cases found in {dir}");
     let lines: Vec<&str> = failed.iter().map(|s| s.lines().next().unwrap_or("")).collect();
     assert!(failed.is_empty(), "{} failing cases:\n{}", failed.len(), lines.join("\n"));
@@ -32,4 +32,16 @@ fn conformance_cases_pass() {
 #[test]
 fn conformance_cases_pass_without_opts() {
     tinygrad::helpers::Context::with(&[(&tinygrad::helpers::NOOPT, 1)], || run("NOOPT=1"));
+}
+
+#[test]
+fn conformance_cases_pass_on_the_interpreter() {
+    let _dev = tinygrad::helpers::Context::new(&[]).dev("PYTHON");
+    run("default opts");
+}
+
+#[test]
+fn conformance_cases_pass_on_the_interpreter_without_opts() {
+    let _dev = tinygrad::helpers::Context::new(&[(&tinygrad::helpers::NOOPT, 1)]).dev("PYTHON");
+    run("NOOPT=1");
 }

@@ -3,7 +3,7 @@
 //! shows up here as a diff to read; `UPDATE_SNAPSHOTS=1 cargo test --test render_snapshot` rewrites them.
 
 use tinygrad::codegen::full_rewrite;
-use tinygrad::renderer::{cstyle, Renderer};
+use tinygrad::renderer::{cstyle, Language, Renderer};
 use tinygrad::schedule::create_schedule;
 use tinygrad::uop::Ops;
 use tinygrad::Tensor;
@@ -16,6 +16,7 @@ fn input(shape: &[usize]) -> Tensor {
 fn check(name: &str, t: &Tensor) {
     let ren = Renderer {
         device: "CPU",
+        language: Language::C,
         has_local: false,
         has_shared: false,
         threads: 2,

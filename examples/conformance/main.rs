@@ -1,5 +1,6 @@
 //! `cargo run --release --example conformance -- DIR`: runs every case file in DIR (tinygrad's op vectors,
-//! format in ../shared/conformance/README.md), prints one line per failure and ends with `N passed, M failed`.
+//! format in ../shared/conformance/README.md) on the default device (`DEV`), prints which device ran, one line per
+//! failure, and ends with `N passed, M failed`.
 
 mod dispatch;
 mod dispatch_math;
@@ -16,6 +17,7 @@ fn main() {
         eprintln!("error: {e}");
         std::process::exit(2);
     }
+    println!("device: {}", tinygrad::helpers::default_device());
     let (passed, failed) = runner::run_dir(std::path::Path::new(&dir));
     failed.iter().for_each(|f| println!("{f}"));
     println!("{passed} passed, {} failed", failed.len());

@@ -28,7 +28,10 @@ pub fn lower_reduces(sink: &UOp) -> UOp {
             let zero =
                 if r.dtype.count > 1 { UOp::new(Ops::VECTORIZE, r.dtype, vec![zero; r.dtype.count as usize], Arg::None) } else { zero };
             let init = UOp::new(Ops::STORE, dtypes::VOID, [idx.clone(), zero], Arg::None);
-            let cur = UOp::new(Ops::LOAD, r.dtype, [idx.clone(), init], Arg::None);
+            // the running value is read inside the loops (its ranges among its sources), so the update is placed
+            // there even when the reduced value does not depend on them (a count: a sum of ones)
+            let cur =
+                UOp::new(Ops::LOAD, r.dtype, [idx.clone(), init].into_iter().chain(ranges.iter().cloned()).collect::<Vec<_>>(), Arg::None);
             let src: Vec<UOp> = [idx.clone(), cur.alu(op, &[&r.src[0]])].into_iter().chain(ranges.iter().cloned()).collect();
             updates.push(UOp::new(Ops::STORE, dtypes::VOID, src, Arg::None));
             accs.push(idx);

@@ -6,9 +6,8 @@
 use crate::codegen::{full_rewrite, LinearKernel, Opt};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::helpers::{BEAM, DEBUG, GLOBAL_COUNTERS, NOOPT, NUM_CPU_THREADS};
-use crate::renderer::{cstyle, Renderer};
-use crate::runtime::{Allocator, ClangCompiler, Compiled, Compiler, CpuAllocator, CpuProgram, Program, RawBuffer};
+use crate::helpers::{canonicalize_device, BEAM, DEBUG, DEVICES, GLOBAL_COUNTERS, NOOPT};
+use crate::runtime::{self, Compiled, Program, RawBuffer};
 use crate::schedule::{contiguous_buffer, create_schedule};
 use crate::uop::{Arg, BufferInfo, Ops, UOp};
 mod jit;
@@ -19,25 +18,32 @@ pub use jit::TinyJit;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 pub use search::beam_search;
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
-/// A device: memory, a compiler, and the programs compiled for it (tinygrad `Compiled`).
+/// A device as realize uses it: the runtime's [`runtime::Device`] and the kernels compiled for it so far
+/// (tinygrad `Device[name]`).
 struct Device {
     name: &'static str,
-    allocator: CpuAllocator,
-    compiler: OnceLock<std::result::Result<ClangCompiler, String>>,
+    rt: &'static dyn runtime::Device,
     runners: Mutex<FxHashMap<UOp, Arc<Runner>>>,
 }
 
-static CPU: LazyLock<Device> =
-    LazyLock::new(|| Device { name: "CPU", allocator: CpuAllocator::new(), compiler: OnceLock::new(), runners: Mutex::default() });
-
+/// The device named `name` (any case, `:0` optional: see [`canonicalize_device`]), opened on first use.
+///
+/// # Errors
+/// [`Error::Device`] for a name that is not one of [`DEVICES`].
 fn device(name: &str) -> Result<&'static Device> {
-    match name {
-        "CPU" | "CLANG" => Ok(&CPU),
-        d => Err(Error::Device { device: d.into(), msg: "unknown device; this build has CPU (set DEV=CPU)".into() }),
-    }
+    static OPEN: LazyLock<[Device; 2]> = LazyLock::new(|| {
+        let open = |rt: &'static dyn runtime::Device| Device { name: rt.name(), rt, runners: Mutex::default() };
+        [open(runtime::cpu::device()), open(runtime::python::device())]
+    });
+    let canonical = canonicalize_device(name);
+    let canonical = if canonical == "CLANG" { "CPU".to_string() } else { canonical };
+    OPEN.iter().find(|d| d.name == canonical).ok_or_else(|| Error::Device {
+        device: name.into(),
+        msg: format!("unknown device; this build has {} (set DEV to one of them)", DEVICES.join(", ")),
+    })
 }
 
 /// Device memory held by a BUFFER node's [`BufferInfo`]; returned to its device's allocator cache on drop.
@@ -52,7 +58,7 @@ impl Drop for Mem {
     fn drop(&mut self) {
         if let Some(raw) = self.raw.take() {
             GLOBAL_COUNTERS.add_mem_used(-(raw.size() as i64));
-            self.dev.allocator.free(raw);
+            self.dev.rt.allocator().free(raw);
         }
     }
 }
@@ -71,10 +77,10 @@ fn mem(buf: &UOp) -> Result<*mut u8> {
         let mut init = b.init.lock();
         if b.mem.get().is_none() {
             let dev = device(&b.device)?;
-            let raw = dev.allocator.alloc(b.size * buf.dtype.itemsize())?;
+            let raw = dev.rt.allocator().alloc(b.size * buf.dtype.itemsize())?;
             GLOBAL_COUNTERS.add_mem_used(raw.size() as i64);
             if let Some(bytes) = init.take() {
-                dev.allocator.copyin(&raw, &bytes);
+                dev.rt.allocator().copyin(&raw, &bytes);
             }
             let _ = b.mem.set(Box::new(Mem { raw: Some(raw), dev, lock: Default::default() }));
         }
@@ -118,7 +124,7 @@ pub fn copyout(u: &UOp) -> Result<Vec<u8>> {
     let raw = m.raw.as_ref().expect("memory is held until drop");
     let _read = m.lock.read();
     let mut out = vec![0u8; raw.size()];
-    m.dev.allocator.copyout(&mut out, raw);
+    m.dev.rt.allocator().copyout(&mut out, raw);
     Ok(out)
 }
 
@@ -148,8 +154,7 @@ impl ExecItem {
             }
         }
         let k = &self.runner.kernel;
-        let parallel = parallel_launch(k);
-        let tm = self.runner.program.launch(&ptrs, &[], k.outer, parallel);
+        let tm = self.runner.program.launch(&ptrs, &[], [k.outer.max(1), 1, 1], [1, 1, 1])?;
         GLOBAL_COUNTERS.add_kernel(k.ops, k.mem, tm.as_nanos() as u64);
         if DEBUG.value() >= 2 {
             let s = tm.as_secs_f64();
@@ -170,15 +175,10 @@ impl ExecItem {
     }
 }
 
-/// Whether launches of `k` split its THREAD axis over the cores: it has one, and is big enough to pay for it.
-fn parallel_launch(k: &LinearKernel) -> bool {
-    k.outer > 1 && k.ops.max(k.mem / 4) >= 1 << 15 && NUM_CPU_THREADS.value() > 1
-}
-
 /// A compiled kernel and what DEBUG prints about it.
 struct Runner {
     kernel: LinearKernel,
-    program: CpuProgram,
+    program: Box<dyn Program>,
     /// The BEAM width its opts were searched with (0: not searched).
     beam: i64,
 }
@@ -206,9 +206,10 @@ fn runner(dev: &'static Device, ast: &UOp) -> Result<Arc<Runner>> {
 /// kernel, its source and the BEAM width it was searched with.
 fn prepare(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>) -> Result<(LinearKernel, String, i64)> {
     let beam = if opts.is_none() { beam_width() } else { 0 };
-    let searched = if beam >= 1 { Some(search::beam_opts(dev, ast, beam as usize)?) } else { None };
-    let kernel = full_rewrite(ast, &Renderer::cpu(), opts.or(searched.as_deref()))?;
-    let src = cstyle::render(&kernel);
+    let ren = dev.rt.renderer();
+    let searched = if beam >= 1 { Some(search::beam_opts(&ren, ast, beam as usize)?) } else { None };
+    let kernel = full_rewrite(ast, &ren, opts.or(searched.as_deref()))?;
+    let src = ren.render(&kernel);
     if DEBUG.value() >= 3 {
         println!("{}: opts [{}]", kernel.display_name, kernel.opts.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", "));
     }
@@ -218,22 +219,17 @@ fn prepare(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>) -> Result<(Lin
     Ok((kernel, src, beam))
 }
 
-/// `dev`'s compiler, found at first use.
-fn compiler(dev: &'static Device) -> Result<&'static ClangCompiler> {
-    dev.compiler.get_or_init(|| ClangCompiler::new().map_err(|e| e.to_string())).as_ref().map_err(|_| Error::NoCompiler)
-}
-
-/// The runner of a prepared kernel, compiled.
-fn load((kernel, _, beam): (LinearKernel, String, i64), compiled: &Compiled) -> Result<Arc<Runner>> {
-    let program = CpuProgram::load(compiled)?;
+/// The runner of a prepared kernel, compiled for `dev`.
+fn load(dev: &Device, (kernel, _, beam): (LinearKernel, String, i64), compiled: &Compiled) -> Result<Arc<Runner>> {
+    let program = dev.rt.load(&kernel, compiled)?;
     Ok(Arc::new(Runner { kernel, program, beam }))
 }
 
 /// Optimizes, renders, compiles and loads `ast` on `dev` (see [`prepare`]).
 fn compile(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>) -> Result<Arc<Runner>> {
     let prepared = prepare(dev, ast, opts)?;
-    let object = compiler(dev)?.compile(&prepared.0.name, &prepared.1)?;
-    load(prepared, &object)
+    let object = dev.rt.compiler()?.compile(&prepared.0.name, &prepared.1)?;
+    load(dev, prepared, &object)
 }
 
 /// Compiles kernel `ast` with exactly `opts` (bypassing the kernel cache) and runs it once on `bufs` (BUFFER nodes
@@ -251,6 +247,66 @@ pub fn run_with_opts(ast: &UOp, bufs: &[UOp], opts: &[Opt]) -> Result<std::time:
     ei.run()
 }
 
+/// `roots` with their COPYs (`topo` is their graph) replaced, innermost first, by buffers on the COPYs' devices
+/// holding their sources' values: each source realized on its own device, copied out to the host and into the new
+/// buffer (tinygrad's `BufferCopy`, through the host).
+fn resolve_copies(roots: &[UOp], topo: &[UOp]) -> Result<Vec<UOp>> {
+    let mut done: FxHashMap<UOp, UOp> = FxHashMap::default();
+    for copy in topo.iter().filter(|u| u.op == Ops::COPY) {
+        let src = copy.src[0].substitute(&done);
+        let src = if contiguous_buffer(&src).is_some() { src } else { UOp::new(Ops::CONTIGUOUS, src.dtype, [src], Arg::None) };
+        let view = realize(&[src])?.pop().expect("one root, one view");
+        let Arg::Str(to) = &copy.arg else { panic!("COPY without a device: {:?}", copy.arg) };
+        let shape = copy.shape().expect("a COPY has its source's shape").to_vec();
+        let buf = buffer_from_bytes(&copyout(&view)?, copy.dtype, shape.iter().product(), to);
+        done.insert(copy.clone(), crate::schedule::buffer_view(&buf, &shape));
+    }
+    Ok(UOp::sink(roots.to_vec()).substitute(&done).src.to_vec())
+}
+
+/// Compiles the kernels of `asts` that `dev` has not compiled yet, all at once: optimized and rendered in parallel,
+/// compiled in one batch (tinygrad compiles them one by one). Not under BEAM: each search compiles its candidates in
+/// parallel, and times them on an idle machine (realize compiles those one by one as it reaches them).
+fn compile_missing(dev: &'static Device, asts: &[&UOp]) -> Result<()> {
+    let missing: Vec<&UOp> = {
+        let have = dev.runners.lock();
+        let mut m: Vec<&UOp> = asts.iter().copied().filter(|a| have.get(*a).is_none_or(|r| r.beam != beam_width())).collect();
+        m.sort_by_key(|a| a.key());
+        m.dedup();
+        m
+    };
+    if missing.len() <= 1 || beam_width() >= 1 {
+        return Ok(());
+    }
+    use rayon::prelude::*;
+    // the workers see this thread's Context overrides (NOOPT, DEBUG, ...)
+    let ctx = crate::helpers::Context::snapshot();
+    let t_prep = Instant::now();
+    let prepared = missing
+        .par_iter()
+        .map(|a| {
+            let _g = ctx.enter();
+            prepare(dev, a, None)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let t1 = Instant::now();
+    let objects = dev.rt.compiler()?.compile_many(&prepared.iter().map(|(k, src, _)| (k.name.as_str(), src.as_str())).collect::<Vec<_>>());
+    if DEBUG.value() >= 1 {
+        let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
+        println!(
+            "optimized and rendered {} kernels in {:.2} ms, compiled in {:.2} ms",
+            prepared.len(),
+            ms(t_prep, t1),
+            ms(t1, Instant::now())
+        );
+    }
+    for ((a, p), object) in missing.into_iter().zip(prepared).zip(objects) {
+        let r = load(dev, p, &object?)?;
+        dev.runners.lock().insert(a.clone(), r);
+    }
+    Ok(())
+}
+
 /// Runs the kernels that compute `roots` and returns, for each, the buffer view it now is (tinygrad
 /// `realize`/`run_schedule`). Intermediate buffers are freed after their last use, so their memory is reused
 /// by later kernels through the allocator's cache.
@@ -259,59 +315,32 @@ pub fn run_with_opts(ast: &UOp, bufs: &[UOp], opts: &[Opt]) -> Result<std::time:
 /// If a kernel fails to compile or a device fails.
 pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
     let t0 = Instant::now();
-    let device_name = roots
-        .iter()
-        .find_map(|r| {
-            r.toposort().iter().find_map(|u| match &u.arg {
-                Arg::Buffer(b) => Some(b.device.to_string()),
-                _ => None,
-            })
-        })
-        .unwrap_or_else(crate::tensor::default_device);
-    let dev = device(&device_name)?;
-    let sched = create_schedule(roots, dev.name);
+    let topo = UOp::sink(roots.to_vec()).toposort();
+    if topo.iter().any(|u| u.op == Ops::COPY) {
+        return realize(&resolve_copies(roots, &topo)?);
+    }
+    let device_name = topo.iter().find_map(|u| if let Arg::Buffer(b) = &u.arg { Some(b.device.to_string()) } else { None });
+    let device_name = device_name.unwrap_or_else(crate::helpers::default_device);
+    let sched = create_schedule(roots, device(&device_name)?.name);
     if DEBUG.value() >= 1 && !sched.items.is_empty() {
         println!("scheduled {} kernels in {:.2} ms", sched.items.len(), t0.elapsed().as_secs_f64() * 1e3);
     }
-    // the kernels not compiled yet, all at once: optimized and rendered in parallel, compiled in one batch
-    // (tinygrad compiles them one by one); not under BEAM: each search compiles its candidates in parallel, and
-    // times them on an idle machine
-    let missing: Vec<&UOp> = {
-        let have = dev.runners.lock();
-        let mut m: Vec<&UOp> = sched.items.iter().map(|i| &i.ast).filter(|a| have.get(*a).is_none_or(|r| r.beam != beam_width())).collect();
-        m.sort_by_key(|a| a.key());
-        m.dedup();
-        m
-    };
-    if missing.len() > 1 && beam_width() < 1 {
-        use rayon::prelude::*;
-        // the workers see this thread's Context overrides (NOOPT, DEBUG, ...)
-        let ctx = crate::helpers::Context::snapshot();
-        let t_prep = Instant::now();
-        let prepared = missing
-            .par_iter()
-            .map(|a| {
-                let _g = ctx.enter();
-                prepare(dev, a, None)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let t1 = Instant::now();
-        let objects = compiler(dev)?.compile_many(&prepared.iter().map(|(k, src, _)| (k.name.as_str(), src.as_str())).collect::<Vec<_>>());
-        if DEBUG.value() >= 1 {
-            let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
-            println!(
-                "optimized and rendered {} kernels in {:.2} ms, compiled in {:.2} ms",
-                prepared.len(),
-                ms(t_prep, t1),
-                ms(t1, Instant::now())
-            );
-        }
-        for ((a, p), object) in missing.into_iter().zip(prepared).zip(objects) {
-            let r = load(p, &object?)?;
-            dev.runners.lock().insert(a.clone(), r);
+    // each kernel runs on the device of the buffer it writes, which all the buffers it reads are on too
+    for item in &sched.items {
+        let on = |b: &UOp| info(b).device.clone();
+        if let Some(other) = item.bufs.iter().find(|b| on(b) != on(&item.bufs[0])) {
+            panic!("realize: one kernel uses tensors on {} and on {}; move one with Tensor::to", on(&item.bufs[0]), on(other));
         }
     }
-    for item in sched.items {
+    let devs = sched.items.iter().map(|i| device(&info(&i.bufs[0]).device)).collect::<Result<Vec<_>>>()?;
+    let mut distinct: Vec<&'static Device> = devs.clone();
+    distinct.sort_by_key(|d| d.name);
+    distinct.dedup_by_key(|d| d.name);
+    for dev in distinct {
+        let asts: Vec<&UOp> = sched.items.iter().zip(&devs).filter(|(_, d)| d.name == dev.name).map(|(i, _)| &i.ast).collect();
+        compile_missing(dev, &asts)?;
+    }
+    for (item, dev) in sched.items.into_iter().zip(devs) {
         let ei = ExecItem { runner: runner(dev, &item.ast)?, bufs: item.bufs, dev };
         jit::record(&ei);
         ei.run()?;

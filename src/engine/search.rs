@@ -3,13 +3,13 @@
 //! candidates are compiled here by the device's compiler (many to a compiler run) and timed on scratch buffers of the
 //! kernel's sizes.
 
-use super::{device, Device};
 use crate::codegen::opt::{heuristic::hand_coded_optimizations, search as opt};
 use crate::codegen::{full_rewrite, kernel, Kernel, Opt, OptOps};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::helpers::NUM_CPU_THREADS;
 use crate::renderer::{cstyle, Renderer};
-use crate::runtime::{Allocator, ClangCompiler, Compiler, CpuProgram, Program};
+use crate::runtime::cpu::{self, parallel_launch};
+use crate::runtime::{Allocator, ClangCompiler, Compiler, CpuProgram};
 use crate::uop::{Arg, AxisType, Ops, UOp};
 use parking_lot::Mutex;
 use rustc_hash::FxHashSet;
@@ -52,7 +52,7 @@ fn render_candidate(ast: &UOp, c: &Kernel, cores: usize) -> Option<(String, usiz
         return None;
     }
     lk.name = NAME.to_string();
-    let cores = if threaded && super::parallel_launch(&lk) { cores } else { 1 };
+    let cores = if threaded && parallel_launch(&lk) { cores } else { 1 };
     Some((cstyle::render(&lk), lk.outer.max(1), cores, lk.ops.max(lk.mem / 4) as f64))
 }
 
@@ -98,16 +98,20 @@ fn compile_batch(
 /// [`opt::beam_searches`] for the count of searches run.
 ///
 /// # Errors
-/// [`Error::NoCompiler`] without a C compiler; device errors allocating the scratch buffers.
+/// [`crate::error::Error::NoCompiler`] without a C compiler; device errors allocating the scratch buffers.
 pub fn beam_search(ast: &UOp, amt: usize) -> Result<Vec<Opt>> {
-    beam_opts(device("CPU")?, ast, amt)
+    beam_opts(&Renderer::cpu(), ast, amt)
 }
 
-/// [`beam_search`] on `dev`: scratch buffers of each DEFINE_GLOBAL's size (zeros) from `dev`'s allocator; a
-/// candidate's time is one launch on a sample of its outermost loop (on all cores when the real launch would be
-/// parallel), scaled to the whole kernel. A kernel with symbolic variables gets the hand-coded opts.
-pub(super) fn beam_opts(dev: &'static Device, ast: &UOp, amt: usize) -> Result<Vec<Opt>> {
-    let k = kernel(ast, &Renderer::cpu());
+/// [`beam_search`] for a kernel rendered by `ren`: scratch buffers of each DEFINE_GLOBAL's size (zeros) from the
+/// CPU's allocator; a candidate's time is one launch on a sample of its outermost loop (on all cores when the real
+/// launch would be parallel), scaled to the whole kernel. A kernel with symbolic variables, or for another device
+/// than the CPU (the interpreter has nothing to tune), gets the hand-coded opts.
+pub(super) fn beam_opts(ren: &Renderer, ast: &UOp, amt: usize) -> Result<Vec<Opt>> {
+    let k = kernel(ast, ren);
+    if ren.device != "CPU" {
+        return Ok(hand_coded_optimizations(&k));
+    }
     if let Some(opts) = opt::beam_cache_get(&k, amt) {
         return Ok(opts);
     }
@@ -115,8 +119,8 @@ pub(super) fn beam_opts(dev: &'static Device, ast: &UOp, amt: usize) -> Result<V
     if topo.iter().any(|u| u.op == Ops::DEFINE_VAR) {
         return Ok(hand_coded_optimizations(&k));
     }
-    let cc = dev.compiler.get_or_init(|| ClangCompiler::new().map_err(|e| e.to_string()));
-    let cc = cc.as_ref().map_err(|_| Error::NoCompiler)?;
+    let dev = cpu::device();
+    let cc = dev.cc()?;
     let cores = usize::try_from(NUM_CPU_THREADS.value()).unwrap_or(1).max(1);
     let globals: Vec<(usize, usize)> = topo
         .iter()
@@ -138,7 +142,7 @@ pub(super) fn beam_opts(dev: &'static Device, ast: &UOp, amt: usize) -> Result<V
     let seen = Mutex::new(FxHashSet::default());
     let time = |c: &Candidate| {
         let n = ((SAMPLE_WORK * c.outer as f64 / c.work).ceil() as usize).clamp(c.cores.min(c.outer), c.outer);
-        let tm = c.program.launch(&ptrs, &[], n, c.cores > 1).as_secs_f64();
+        let tm = c.program.run(&ptrs, &[], n, c.cores > 1).as_secs_f64();
         Some(tm * c.outer.div_ceil(c.cores) as f64 / n.div_ceil(c.cores) as f64)
     };
     let opts = opt::beam_search(&k, amt, |b| compile_batch(cc, ast, b, &seen, cores), time);

@@ -1,8 +1,12 @@
 //! Rendering. In: a linearized kernel. Out: source text for a device's compiler. One file per language:
-//! `cstyle` (C for the CPU). [`Renderer`] describes what a target offers, which codegen reads to choose and
-//! check optimizations (tinygrad `renderer/__init__.py` `Renderer`).
+//! `cstyle` (C for the CPU), `python` (a listing of the UOps, which the interpreter device runs). [`Renderer`]
+//! describes what a target offers, which codegen reads to choose and check optimizations, and the language it
+//! prints (tinygrad `renderer/__init__.py` `Renderer`).
 
 pub mod cstyle;
+pub mod python;
+
+use crate::codegen::LinearKernel;
 
 use std::sync::LazyLock;
 
@@ -14,8 +18,10 @@ pub const CPU_OVERREAD: usize = 64;
 #[derive(Clone, Debug, PartialEq, Eq)]
 
 pub struct Renderer {
-    /// The device this renders for (`CPU`).
+    /// The device this renders for (`CPU`, `PYTHON`).
     pub device: &'static str,
+    /// The language [`Renderer::render`] prints.
+    pub language: Language,
     /// GPU workgroups (LOCAL opts).
     pub has_local: bool,
     /// Workgroup shared memory (GROUP and GROUPTOP opts).
@@ -35,7 +41,24 @@ pub struct Renderer {
     pub decomposed: &'static [crate::uop::Ops],
 }
 
+/// The source language a [`Renderer`] prints: one file of this module each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Language {
+    /// C with GNU vector types, for the CPU device's C compiler ([`cstyle`]; tinygrad `ClangRenderer`).
+    C,
+    /// The linear UOps listed one a line, which the interpreter device runs ([`python`]; tinygrad `PythonRenderer`).
+    UOps,
+}
+
 impl Renderer {
+    /// The source of `k` in this renderer's [`Language`].
+    pub fn render(&self, k: &LinearKernel) -> String {
+        match self.language {
+            Language::C => cstyle::render(k),
+            Language::UOps => python::render(k),
+        }
+    }
+
     /// The C renderer for this machine: vector width and register count detected at run time, threads from
     /// `NUM_CPU_THREADS`.
     pub fn cpu() -> Renderer {
@@ -43,6 +66,7 @@ impl Renderer {
         let threads = usize::try_from(crate::helpers::NUM_CPU_THREADS.value()).unwrap_or(1).max(1);
         Renderer {
             device: "CPU",
+            language: Language::C,
             has_local: false,
             has_shared: false,
             threads,
@@ -50,6 +74,23 @@ impl Renderer {
             vector_registers: VECTORS.1,
             overread: CPU_OVERREAD,
             decomposed: &[crate::uop::Ops::EXP2, crate::uop::Ops::THREEFRY],
+        }
+    }
+
+    /// The interpreter's renderer (tinygrad `PythonRenderer`): 16-byte vectors (so kernels keep vector loads,
+    /// stores and accumulators, which the interpreter checks too), one thread, no slack past a buffer's end (every
+    /// out-of-bounds access is an error there), THREEFRY decomposed.
+    pub fn python() -> Renderer {
+        Renderer {
+            device: "PYTHON",
+            language: Language::UOps,
+            has_local: false,
+            has_shared: false,
+            threads: 1,
+            vector_bytes: 16,
+            vector_registers: 16,
+            overread: 0,
+            decomposed: &[crate::uop::Ops::THREEFRY],
         }
     }
 }

@@ -2,9 +2,11 @@
 //! objects into a content-addressed disk cache, kernels linked in-process ([`super::elf`]) and run on a thread pool.
 
 use super::elf::Image;
-use super::{Allocator, Compiled, Compiler, Program, RawBuffer};
+use super::{Allocator, Compiled, Compiler, Device, Program, RawBuffer};
+use crate::codegen::LinearKernel;
 use crate::error::{Error, Result};
 use crate::helpers::{cache_dir, CACHELEVEL, DEBUG, NUM_CPU_THREADS};
+use crate::renderer::Renderer;
 use libloading::Library;
 use parking_lot::Mutex;
 use rayon::prelude::*;
@@ -15,8 +17,59 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, LazyLock, Weak};
+use std::sync::{Arc, LazyLock, OnceLock, Weak};
 use std::time::{Duration, Instant};
+
+// **************** device ****************
+
+/// The CPU device: [`CpuAllocator`], [`ClangCompiler`] (found at first use), [`CpuProgram`]s, C from
+/// [`Renderer::cpu`].
+#[derive(Debug, Default)]
+pub struct CpuDevice {
+    /// Host memory with a free cache.
+    pub allocator: CpuAllocator,
+    compiler: OnceLock<std::result::Result<ClangCompiler, String>>,
+}
+
+/// The process's CPU device.
+pub fn device() -> &'static CpuDevice {
+    static CPU: LazyLock<CpuDevice> = LazyLock::new(CpuDevice::default);
+    &CPU
+}
+
+impl CpuDevice {
+    /// The C compiler, found at first use ([`ClangCompiler::new`]). Errors with [`Error::NoCompiler`].
+    pub fn cc(&self) -> Result<&ClangCompiler> {
+        self.compiler.get_or_init(|| ClangCompiler::new().map_err(|e| e.to_string())).as_ref().map_err(|_| Error::NoCompiler)
+    }
+}
+
+impl Device for CpuDevice {
+    fn name(&self) -> &'static str {
+        "CPU"
+    }
+    fn renderer(&self) -> Renderer {
+        Renderer::cpu()
+    }
+    fn allocator(&self) -> &dyn Allocator {
+        &self.allocator
+    }
+    fn compiler(&self) -> Result<&dyn Compiler> {
+        Ok(self.cc()?)
+    }
+    /// A [`CpuProgram`] whose launches split the THREAD axis over the cores when the kernel has one and is big
+    /// enough to pay for it (2^15 operations or 4-byte words moved).
+    fn load(&self, k: &LinearKernel, compiled: &Compiled) -> Result<Box<dyn Program>> {
+        let mut p = CpuProgram::load(compiled)?;
+        p.parallel = parallel_launch(k);
+        Ok(Box::new(p))
+    }
+}
+
+/// Whether launches of `k` split its THREAD axis over the cores: it has one, and is big enough to pay for it.
+pub fn parallel_launch(k: &LinearKernel) -> bool {
+    k.outer > 1 && k.ops.max(k.mem / 4) >= 1 << 15 && NUM_CPU_THREADS.value() > 1
+}
 
 // **************** allocator ****************
 
@@ -458,6 +511,8 @@ pub struct CpuProgram {
     f: KernelFn,
     /// Keeps `f`'s code mapped.
     _code: Arc<Code>,
+    /// Whether [`Program::launch`] splits the THREAD axis over the cores.
+    pub parallel: bool,
 }
 
 /// Objects by content, each with its loaded code while a program holds it.
@@ -514,16 +569,26 @@ impl CpuProgram {
                 let f = f.ok_or_else(|| Error::Load { name: name.to_string(), msg: "the object does not define it".into() })?;
                 // SAFETY: every kernel is rendered with the `KernelFn` ABI; the pointer is used only while `code` lives,
                 // which every program made from it holds.
-                Ok(CpuProgram { f: unsafe { std::mem::transmute::<*const (), KernelFn>(f) }, _code: code.clone() })
+                Ok(CpuProgram { f: unsafe { std::mem::transmute::<*const (), KernelFn>(f) }, _code: code.clone(), parallel: false })
             })
             .collect()
     }
 }
 
 impl Program for CpuProgram {
-    /// Splits `[0, outer)` into `min(outer, NUM_CPU_THREADS)` contiguous chunks run on the pool when `parallel`, else
-    /// one call over `[0, max(outer, 1))` on this thread.
-    fn launch(&self, bufs: &[*mut u8], vals: &[i32], outer: usize, parallel: bool) -> Duration {
+    /// [`CpuProgram::run`] over `global[0]` iterations of the THREAD axis, in parallel as [`CpuProgram::parallel`]
+    /// says; `local` is unused (the CPU has no workgroups).
+    fn launch(&self, bufs: &[*mut u8], vals: &[i32], global: [usize; 3], _local: [usize; 3]) -> Result<Duration> {
+        Ok(self.run(bufs, vals, global[0], self.parallel))
+    }
+}
+
+impl CpuProgram {
+    /// Runs the kernel on `bufs` (buffer start pointers, in the kernel's argument order) with variable values `vals`,
+    /// over `outer` iterations of its THREAD axis: `[0, outer)` in `min(outer, NUM_CPU_THREADS)` contiguous chunks
+    /// on the pool when `parallel`, else one call over `[0, max(outer, 1))` on this thread. Returns the wall time.
+    /// As [`Program::launch`], the pointers must be live buffers the kernel may use alone.
+    pub fn run(&self, bufs: &[*mut u8], vals: &[i32], outer: usize, parallel: bool) -> Duration {
         let st = Instant::now();
         let l = Launch { f: self.f, bufs: bufs.as_ptr(), vals: vals.as_ptr() };
         let n = outer.min(threads());
@@ -623,7 +688,7 @@ mod tests {
         let _g = Context::new(&[(&NUM_CPU_THREADS, 4)]);
         for (parallel, want_starts) in [(false, [0, 0, 0, 0]), (true, [0, 250, 500, 750])] {
             a.copyin(&out, &vec![0; n * 4]);
-            prog.launch(&[out.as_ptr(), inp.as_ptr(), starts.as_ptr()], &[7], n, parallel);
+            prog.run(&[out.as_ptr(), inp.as_ptr(), starts.as_ptr()], &[7], n, parallel);
             let mut bytes = vec![0u8; n * 4];
             a.copyout(&mut bytes, &out);
             let want: Vec<f32> = input.iter().map(|x| x * 2.0 + 7.0).collect();
@@ -647,7 +712,7 @@ mod tests {
         let input = [0.0f32, 1.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY];
         let (o, i) = (a.alloc(40).unwrap(), a.alloc(20).unwrap());
         a.copyin(&i, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>());
-        prog.launch(&[o.as_ptr(), i.as_ptr()], &[], 5, false);
+        prog.run(&[o.as_ptr(), i.as_ptr()], &[], 5, false);
         let mut bytes = vec![0u8; 40];
         a.copyout(&mut bytes, &o);
         let got = f32s(&bytes);
@@ -684,7 +749,7 @@ void k(void** bufs, const int* vals, int s, int e) {
             let prog = CpuProgram::load(&cc.compile("k", src).unwrap()).unwrap();
             let (o, i) = (a.alloc(80 * 4).unwrap(), a.alloc(144 * 4).unwrap());
             a.copyin(&i, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>());
-            prog.launch(&[o.as_ptr(), i.as_ptr()], &[], 5, false);
+            prog.run(&[o.as_ptr(), i.as_ptr()], &[], 5, false);
             let mut bytes = vec![0u8; 80 * 4];
             a.copyout(&mut bytes, &o);
             assert_eq!(f32s(&bytes), want, "{}", cc.cc());
@@ -745,7 +810,7 @@ void k(void** bufs, const int* vals, int s, int e) {
         a.copyin(&inp, &[1f32, 3.0].iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>());
         for (i, o) in [0, 1, 3].into_iter().zip([0.0f32, 1.0, 2.0]) {
             let prog = CpuProgram::load(objects[i].as_ref().unwrap()).unwrap();
-            prog.launch(&[out.as_ptr(), inp.as_ptr(), starts.as_ptr()], &[5], 2, false);
+            prog.run(&[out.as_ptr(), inp.as_ptr(), starts.as_ptr()], &[5], 2, false);
             let mut bytes = vec![0u8; 8];
             a.copyout(&mut bytes, &out);
             assert_eq!(f32s(&bytes), [o + 5.0, 3.0 * o + 5.0], "kernel {i} computes its own source");
@@ -775,7 +840,7 @@ void k(void** bufs, const int* vals, int s, int e) {
         let a = CpuAllocator::new();
         let (out, inp, starts) = (a.alloc(4).unwrap(), a.alloc(4).unwrap(), a.alloc(4).unwrap());
         a.copyin(&inp, &4f32.to_ne_bytes());
-        prog.launch(&[out.as_ptr(), inp.as_ptr(), starts.as_ptr()], &[1], 1, false);
+        prog.run(&[out.as_ptr(), inp.as_ptr(), starts.as_ptr()], &[1], 1, false);
         let mut bytes = vec![0u8; 4];
         a.copyout(&mut bytes, &out);
         assert_eq!(f32s(&bytes), [9.0]);

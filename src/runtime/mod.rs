@@ -1,13 +1,17 @@
-//! Runtime: each device is tinygrad's three parts (`device.py`). In: rendered kernel source and byte buffers.
-//! Out: compiled programs ([`Compiler`], [`Program`]), device memory ([`Allocator`], [`RawBuffer`]) and timed
-//! launches. One file per device; the runtime knows nothing of tensors or UOps.
+//! Runtime: each device is tinygrad's three parts (`device.py`) plus the renderer it compiles: a [`Device`]. In:
+//! rendered kernel source and byte buffers. Out: compiled programs ([`Compiler`], [`Program`]), device memory
+//! ([`Allocator`], [`RawBuffer`]) and timed launches. One file per device: `cpu` (C compiled by clang or gcc and
+//! linked in-process by `elf`), `python` (an interpreter of the linear UOps). The runtime knows nothing of tensors.
 
 pub mod cpu;
 pub mod elf;
+pub mod python;
 
 pub use cpu::{ClangCompiler, CpuAllocator, CpuProgram};
 
+use crate::codegen::LinearKernel;
 use crate::error::{Error, Result};
+use crate::renderer::Renderer;
 use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::time::Duration;
@@ -108,9 +112,29 @@ pub trait Compiler: Send + Sync {
 
 /// A loaded kernel (tinygrad `Program`/`CPUProgram`).
 pub trait Program: Send + Sync {
-    /// Runs the kernel on `bufs` (buffer start pointers, in the kernel's argument order) with symbolic variable values
-    /// `vals`, over `outer` iterations of its outermost axis, split across threads when `parallel`. Returns the wall
-    /// time of the whole launch. The pointers must be live buffers at least as large as the kernel indexes, not
-    /// accessed by anything else during the launch: the kernel is trusted, generated code.
-    fn launch(&self, bufs: &[*mut u8], vals: &[i32], outer: usize, parallel: bool) -> Duration;
+    /// Runs the kernel on `bufs` (buffer handles in the kernel's argument order: host pointers on the CPU and the
+    /// interpreter) with symbolic variable values `vals` (in the kernel's variable order) over a grid of `global`
+    /// workgroups of `local` threads each (tinygrad's `global_size`/`local_size`; on the CPU, `global[0]` is the
+    /// THREAD axis's iterations, which the launch hands out to cores). Returns the wall time of the whole launch.
+    /// The handles must be live buffers at least as large as the kernel indexes, not accessed by anything else
+    /// during the launch. Errors with [`Error::Device`] when the device fails (the interpreter: an access out of
+    /// bounds).
+    fn launch(&self, bufs: &[*mut u8], vals: &[i32], global: [usize; 3], local: [usize; 3]) -> Result<Duration>;
+}
+
+/// A device (tinygrad `Compiled`): the renderer its kernels are written for, its memory, its compiler, and the
+/// loader of what that compiler makes. One static per device, found by name in the engine.
+pub trait Device: Send + Sync {
+    /// The canonical name (`CPU`, `PYTHON`).
+    fn name(&self) -> &'static str;
+    /// What codegen may use on this device and the language it renders (read at each use: it follows settings
+    /// such as `NUM_CPU_THREADS`).
+    fn renderer(&self) -> Renderer;
+    /// The device's memory.
+    fn allocator(&self) -> &dyn Allocator;
+    /// The device's compiler, found at first use. Errors with [`Error::NoCompiler`] when there is none.
+    fn compiler(&self) -> Result<&dyn Compiler>;
+    /// The program for `kernel` from `compiled`, what [`Device::compiler`] made of `kernel`'s source. Errors with
+    /// [`Error::Load`] when it does not load.
+    fn load(&self, kernel: &LinearKernel, compiled: &Compiled) -> Result<Box<dyn Program>>;
 }

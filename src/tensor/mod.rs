@@ -199,15 +199,7 @@ impl IntoShape for usize {
     }
 }
 
-/// The device tensors are created on when none is given: `DEV`, else `CPU` (tinygrad `Device.DEFAULT`).
-pub fn default_device() -> String {
-    let d = crate::helpers::dev();
-    if d.is_empty() {
-        "CPU".into()
-    } else {
-        d.to_uppercase()
-    }
-}
+pub use crate::helpers::default_device;
 
 impl Tensor {
     /// The tensor holding `u`.
@@ -313,13 +305,38 @@ impl Tensor {
     pub fn dtype(&self) -> DType {
         self.uop().dtype
     }
-    /// The device of the buffers this tensor reads (the default device for constants).
+    /// The device this tensor lives on: the target of the [`Tensor::to`] nearest its root, else the device of the
+    /// buffers it reads, else (constants) the default device.
     pub fn device(&self) -> String {
-        self.uop()
-            .toposort()
-            .iter()
-            .find_map(|u| if let Arg::Buffer(b) = &u.arg { Some(b.device.to_string()) } else { None })
-            .unwrap_or_else(default_device)
+        let (mut stack, mut seen) = (vec![self.uop()], rustc_hash::FxHashSet::default());
+        while let Some(u) = stack.pop() {
+            match &u.arg {
+                Arg::Str(d) if u.op == Ops::COPY => return d.to_string(),
+                Arg::Buffer(b) => return b.device.to_string(),
+                _ => stack.extend(u.src.iter().filter(|s| seen.insert((*s).clone())).cloned()),
+            }
+        }
+        default_device()
+    }
+
+    /// This tensor on `device` (tinygrad `Tensor.to`): itself when it is there already, else a lazy copy (COPY) that
+    /// realize makes through the host. Gradients flow back to the source's device.
+    ///
+    /// # Panics
+    /// If `device` is not one of [`crate::helpers::DEVICES`].
+    pub fn to(&self, device: &str) -> Tensor {
+        let d = crate::helpers::canonicalize_device(device);
+        let d = if d == "CLANG" { "CPU".to_string() } else { d };
+        assert!(
+            crate::helpers::DEVICES.contains(&d.as_str()),
+            "to: unknown device {device:?}; this build has {}",
+            crate::helpers::DEVICES.join(", ")
+        );
+        if d == self.device() {
+            return self.clone();
+        }
+        let u = self.uop();
+        Tensor::from_uop(UOp::new(Ops::COPY, u.dtype, [u], Arg::Str(d.into())))
     }
 
     /// A tensor of `shape` holding `data` (row-major), on the default device. The data is copied to the device at

@@ -166,9 +166,10 @@ fn kernel() -> PatternMatcher {
             check((2..=3).contains(&x.src.len()) && GroupOp::DEFINES.contains(x.src[0].op) && x.src[0].op != DEFINE_VAR
                 && x.dtype == x.src[0].dtype && x.src[1].dtype.is_int() && x.src[1].dtype.count == 1 && x.src.get(2).is_none_or(|g| g.dtype == dtypes::BOOL))
         },
-        // LOAD(index[, what it must follow]): a value (or vector of them) of the buffer's element dtype
+        // LOAD(index[, what it must follow][, the loops it is read in]): a value (or vector of them) of the buffer's
+        // element dtype
         UPat::ops(LOAD).named("x") => |x| {
-            check(!x.src.is_empty() && x.src[0].op == INDEX && x.dtype.scalar() == x.src[0].dtype.base().scalar() && x.src[1..].iter().all(|s| matches!(s.op, STORE | END | BARRIER)))
+            check(!x.src.is_empty() && x.src[0].op == INDEX && x.dtype.scalar() == x.src[0].dtype.base().scalar() && x.src[1..].iter().all(|s| matches!(s.op, STORE | END | BARRIER | RANGE)))
         },
         // STORE(index, value[, ranges it runs in])
         UPat::ops(STORE).named("x") => |x| {

@@ -1,0 +1,57 @@
+//! Devices: the interpreter (DEV=PYTHON) beside the CPU, copies between them with `Tensor::to`, gradients across a
+//! copy, and the errors for mixing devices or naming an unknown one. Values are hand-derived.
+
+use tinygrad::helpers::{canonicalize_device, Context};
+use tinygrad::Tensor;
+
+#[test]
+fn device_names_are_canonical() {
+    assert_eq!(canonicalize_device("cpu"), "CPU");
+    assert_eq!(canonicalize_device("python:0"), "PYTHON");
+    assert_eq!(canonicalize_device("cl:1"), "CL:1");
+}
+
+#[test]
+fn dev_picks_the_default_device() {
+    let _dev = Context::new(&[]).dev("python");
+    let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0], [3]);
+    assert_eq!(t.device(), "PYTHON");
+    assert_eq!((&t * &t).sum(..).to_vec::<f32>().unwrap(), [14.0]);
+}
+
+#[test]
+fn to_copies_between_devices() {
+    let x = Tensor::from_slice(&[1i32, -2, 3, 4, 5, 6], [2, 3]);
+    assert_eq!(x.device(), "CPU");
+    let p = x.to("PYTHON");
+    assert_eq!((p.device(), p.shape()), ("PYTHON".to_string(), vec![2, 3]));
+    // a permuted view is made contiguous on its way
+    let y = (p.permute([1, 0]) + 10).to("cpu");
+    assert_eq!(y.device(), "CPU");
+    assert_eq!(y.to_vec::<i32>().unwrap(), [11, 14, 8, 15, 13, 16]);
+    assert_eq!(x.to("CPU:0").device(), "CPU", "a tensor already there is itself");
+}
+
+#[test]
+fn gradients_flow_back_across_a_copy() {
+    let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0], [3]).requires_grad_(true).clone();
+    let loss = (x.to("PYTHON") * &Tensor::from_slice(&[4.0f32, 5.0, 6.0], [3]).to("PYTHON")).sum(..);
+    loss.backward();
+    let g = x.grad().expect("x has a gradient");
+    assert_eq!(g.device(), "CPU");
+    assert_eq!(g.to_vec::<f32>().unwrap(), [4.0, 5.0, 6.0]);
+}
+
+#[test]
+#[should_panic(expected = "one kernel uses tensors on CPU and on PYTHON")]
+fn mixing_devices_panics_naming_both() {
+    let a = Tensor::from_slice(&[1.0f32, 2.0], [2]);
+    let b = Tensor::from_slice(&[1.0f32, 2.0], [2]).to("PYTHON").realize().unwrap().clone();
+    let _ = (&a + &b).realize();
+}
+
+#[test]
+#[should_panic(expected = "to: unknown device \"FOO\"")]
+fn an_unknown_device_panics() {
+    let _ = Tensor::from_slice(&[1.0f32], [1]).to("FOO");
+}
