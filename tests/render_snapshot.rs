@@ -23,6 +23,7 @@ fn check(name: &str, t: &Tensor) {
         vector_bytes: 32,
         vector_registers: 16,
         overread: 64,
+        half: true,
         decomposed: &[Ops::EXP2, Ops::THREEFRY],
     };
     let sched = create_schedule(&[t.uop()], "CPU");

@@ -359,3 +359,9 @@ fn alu(u: &UOp, dt: DType, a: &[&str], index_64: bool) -> String {
         op => panic!("C renderer: no code for {op}"),
     }
 }
+
+/// Renders `k` as an OpenCL C kernel for `ren` (see [`crate::renderer::Renderer::opencl`]).
+pub fn render_opencl(k: &LinearKernel, ren: &crate::renderer::Renderer) -> String {
+    let _ = ren;
+    format!("// {} (OpenCL rendering not written yet)\n", k.name)
+}

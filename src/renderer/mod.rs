@@ -35,6 +35,9 @@ pub struct Renderer {
     /// Bytes past a buffer's end that a kernel may read, whose values it discards (the allocator's guarantee:
     /// [`crate::runtime::OVERREAD`] on the CPU); lets loads in padded lanes go unmasked.
     pub overread: usize,
+    /// Whether half-precision buffers and math render (on OpenCL only with `cl_khr_fp16`; a kernel touching
+    /// halves elsewhere fails to compile with a message that says so).
+    pub half: bool,
     /// Ops the renderer has no code for, which codegen builds from ops it has (tinygrad: the ops missing from a
     /// renderer's `code_for_op`, which its decompositions rewrite): on the CPU, float32 EXP2 (a polynomial, so it
     /// vectorizes) and THREEFRY.
@@ -48,6 +51,8 @@ pub enum Language {
     C,
     /// The linear UOps listed one a line, which the interpreter device runs ([`python`]; tinygrad `PythonRenderer`).
     UOps,
+    /// OpenCL C ([`cstyle`]; tinygrad `OpenCLRenderer`).
+    OpenCL,
 }
 
 impl Renderer {
@@ -55,6 +60,7 @@ impl Renderer {
     pub fn render(&self, k: &LinearKernel) -> String {
         match self.language {
             Language::C => cstyle::render(k),
+            Language::OpenCL => cstyle::render_opencl(k, self),
             Language::UOps => python::render(k),
         }
     }
@@ -73,7 +79,25 @@ impl Renderer {
             vector_bytes: VECTORS.0,
             vector_registers: VECTORS.1,
             overread: CPU_OVERREAD,
+            half: true,
             decomposed: &[crate::uop::Ops::EXP2, crate::uop::Ops::THREEFRY],
+        }
+    }
+
+    /// The OpenCL C renderer (tinygrad `OpenCLRenderer`): workgroups and shared memory, 16-byte vectors (`float4`),
+    /// no slack past a buffer's end, halves only where the device has `cl_khr_fp16` (`fp16`).
+    pub fn opencl(fp16: bool) -> Renderer {
+        Renderer {
+            device: "CL",
+            language: Language::OpenCL,
+            has_local: true,
+            has_shared: true,
+            threads: 1,
+            vector_bytes: 16,
+            vector_registers: 16,
+            overread: 0,
+            half: fp16,
+            decomposed: &[crate::uop::Ops::THREEFRY],
         }
     }
 
@@ -90,6 +114,7 @@ impl Renderer {
             vector_bytes: 16,
             vector_registers: 16,
             overread: 0,
+            half: true,
             decomposed: &[crate::uop::Ops::THREEFRY],
         }
     }

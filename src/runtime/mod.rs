@@ -16,15 +16,18 @@ use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::time::Duration;
 
-/// Device memory of [`size`](Self::size) bytes (tinygrad's allocator "opaque"). For the CPU it is a host allocation
-/// aligned to 64 bytes (a cache line, and an AVX-512 vector), freed when dropped.
+/// Device memory of [`size`](Self::size) bytes (tinygrad's allocator "opaque"): a handle and the function that
+/// releases it, both chosen by the allocator that made it. On the CPU and the interpreter the handle is a host
+/// allocation aligned to 64 bytes (a cache line, and an AVX-512 vector); on OpenCL it is a `cl_mem`. Released
+/// when dropped.
 #[derive(Debug)]
 pub struct RawBuffer {
     ptr: NonNull<u8>,
     size: usize,
+    release: unsafe fn(NonNull<u8>, usize),
 }
 
-/// Bytes past the end of every [`RawBuffer`] that a kernel may read (never write): what the CPU renderer's
+/// Bytes past the end of every host [`RawBuffer`] that a kernel may read (never write): what the CPU renderer's
 /// [`crate::renderer::Renderer::overread`] promises codegen.
 pub const OVERREAD: usize = crate::renderer::CPU_OVERREAD;
 
@@ -36,7 +39,7 @@ unsafe impl Send for RawBuffer {}
 unsafe impl Sync for RawBuffer {}
 
 impl RawBuffer {
-    /// The layout of a `size`-byte buffer: 64-byte aligned, with [`OVERREAD`] readable bytes past its end (so
+    /// The layout of a `size`-byte host buffer: 64-byte aligned, with [`OVERREAD`] readable bytes past its end (so
     /// `size` 0 is a real allocation too).
     fn layout(size: usize) -> Option<Layout> {
         Layout::from_size_align(size.checked_add(OVERREAD)?, 64).ok()
@@ -52,7 +55,23 @@ impl RawBuffer {
         let layout = Self::layout(size).ok_or_else(oom)?;
         // SAFETY: the layout has non-zero size.
         let ptr = unsafe { std::alloc::alloc(layout) };
-        Ok(RawBuffer { ptr: NonNull::new(ptr).ok_or_else(oom)?, size })
+        /// Frees a host buffer.
+        ///
+        /// # Safety
+        /// `ptr` came from `alloc` with `RawBuffer::layout(size)` and is freed once.
+        unsafe fn free(ptr: NonNull<u8>, size: usize) {
+            // SAFETY: the function's contract.
+            unsafe { std::alloc::dealloc(ptr.as_ptr(), RawBuffer::layout(size).expect("layout was valid at allocation")) }
+        }
+        Ok(RawBuffer { ptr: NonNull::new(ptr).ok_or_else(oom)?, size, release: free })
+    }
+
+    /// A buffer of `size` bytes from a device handle, which `release` frees when the buffer drops.
+    ///
+    /// # Safety
+    /// `release(handle, size)` must be sound to call once, after every use of the handle.
+    pub(crate) unsafe fn from_handle(handle: NonNull<u8>, size: usize, release: unsafe fn(NonNull<u8>, usize)) -> Self {
+        RawBuffer { ptr: handle, size, release }
     }
 
     /// The size in bytes.
@@ -60,7 +79,8 @@ impl RawBuffer {
         self.size
     }
 
-    /// The start of the memory, 64-byte aligned; valid for [`size`](Self::size) bytes while `self` lives.
+    /// The handle: for host buffers the start of the memory, 64-byte aligned, valid for [`size`](Self::size)
+    /// bytes while `self` lives.
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
@@ -68,8 +88,8 @@ impl RawBuffer {
 
 impl Drop for RawBuffer {
     fn drop(&mut self) {
-        // SAFETY: `ptr` came from `alloc` with this same layout (it was valid then, so it is now) and is freed once.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.size).expect("layout was valid at allocation")) }
+        // SAFETY: `release` is the function made for this handle (see `host` and `from_handle`), called once.
+        unsafe { (self.release)(self.ptr, self.size) }
     }
 }
 
