@@ -6,6 +6,7 @@
 
 mod decompositions;
 mod expand;
+mod gpudims;
 mod linearize;
 mod lower;
 pub mod opt;
@@ -28,6 +29,11 @@ pub struct LinearKernel {
     pub uops: Vec<UOp>,
     /// Size of the THREAD axis, which the runtime splits over cores (0: none).
     pub outer: usize,
+    /// Workgroups of the launch in each of three dimensions (tinygrad `global_size`); on the CPU, the THREAD
+    /// axis's iterations and 1, 1.
+    pub global_size: [usize; 3],
+    /// Threads of a workgroup in each dimension (tinygrad `local_size`); 1, 1, 1 without LOCAL axes.
+    pub local_size: [usize; 3],
     /// Estimated floating-point (or integer ALU) operations of one run.
     pub ops: u64,
     /// Bytes of the buffers the kernel touches (each once).
@@ -65,19 +71,31 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
     // (opts add no transcendentals: the AST before them says whether there is anything to decompose)
     let sink = if topo.iter().any(|u| ren.decomposed.contains(&u.op)) { decompositions::decompose(&sink, ren) } else { sink };
     spec::verify(&sink, &spec::KERNEL_SPEC, "decompositions");
+    let (sink, global_size, local_size) = if ren.has_local { gpudims::add_gpudims(&sink) } else { (sink, [outer.max(1), 1, 1], [1; 3]) };
+    spec::verify(&sink, &spec::KERNEL_SPEC, "gpu dims");
     let sink = expand::expand(&sink, ren.vector_bytes.max(16));
     spec::verify(&sink, &spec::KERNEL_SPEC, "expand");
     let sink = lower::lower_reduces(&sink);
     spec::verify(&sink, &spec::PROGRAM_SPEC, "lower reduces");
     let uops = linearize::linearize(&sink);
     spec::verify_list(&uops, &spec::PROGRAM_SPEC, "linearize");
-    Ok(LinearKernel { name, display_name, uops, outer, ops, mem, opts: k.applied_opts })
+    Ok(LinearKernel { name, display_name, uops, outer, global_size, local_size, ops, mem, opts: k.applied_opts })
 }
 
-/// The [`Kernel`] that opts for `ast` apply to: `ast` simplified, with no opts yet. Opt axes count in its
-/// [`Kernel::rngs`].
+/// The [`Kernel`] that opts for `ast` apply to: `ast` simplified, with no opts yet; on a target with workgroups its
+/// output loops are GLOBAL axes (the launch grid). Opt axes count in its [`Kernel::rngs`].
 pub fn kernel(ast: &UOp, ren: &Renderer) -> Kernel {
-    Kernel::new(&simplify::simplify_and_collapse(ast), ren)
+    let ast = simplify::simplify_and_collapse(ast);
+    if !ren.has_local {
+        return Kernel::new(&ast, ren);
+    }
+    let grid: rustc_hash::FxHashMap<UOp, UOp> = ast
+        .toposort()
+        .into_iter()
+        .filter(|u| u.op == Ops::RANGE && u.axis().1 == AxisType::Loop)
+        .map(|r| (r.clone(), UOp::range(r.src[0].clone(), r.axis().0, AxisType::Global)))
+        .collect();
+    Kernel::new(&if grid.is_empty() { ast } else { ast.substitute(&grid) }, ren)
 }
 
 /// ALU ops of non-index dtype (and reduce updates), each weighted by the iterations of the loops it sits in:

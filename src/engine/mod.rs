@@ -154,7 +154,7 @@ impl ExecItem {
             }
         }
         let k = &self.runner.kernel;
-        let tm = self.runner.program.launch(&ptrs, &[], [k.outer.max(1), 1, 1], [1, 1, 1])?;
+        let tm = self.runner.program.launch(&ptrs, &[], k.global_size, k.local_size)?;
         GLOBAL_COUNTERS.add_kernel(k.ops, k.mem, tm.as_nanos() as u64);
         if DEBUG.value() >= 2 {
             let s = tm.as_secs_f64();

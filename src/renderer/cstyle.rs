@@ -1,13 +1,58 @@
-//! The C renderer: linear UOps to a C function for the CPU device (clang or gcc), in the CPU kernel ABI
-//! `void name(void** bufs, const int* vals, int core_start, int core_end)` where the THREAD axis (the outermost
-//! loop) runs over `[core_start, core_end)`. Vectors are GNU C vector types: arithmetic on them is lane-wise, a
-//! scalar operand is broadcast. Follows tinygrad `renderer/cstyle.py` (`CStyleLanguage`, `ClangRenderer`).
+//! The C-style renderers: linear UOps to one kernel function, in C for the CPU device (clang or gcc) or in OpenCL
+//! C. One base ([`render_with`]) and a [`Dialect`] of what differs, as tinygrad's `CStyleLanguage` and its
+//! `ClangRenderer` and `OpenCLRenderer` (`renderer/cstyle.py`).
+//!
+//! C: the CPU kernel ABI `void name(void** bufs, const int* vals, int core_start, int core_end)`, where the THREAD
+//! axis (the outermost loop) runs over `[core_start, core_end)`; vectors are GNU C vector types (arithmetic on them
+//! is lane-wise, a scalar operand is broadcast). OpenCL C: `__kernel void name(__global T* data0, ...)`, grid
+//! indices from `get_group_id`/`get_local_id`, the built-in vector types with `vload`/`vstore`.
 
 use crate::codegen::LinearKernel;
 use crate::dtype::{dtypes, ConstValue, DType, Scalar};
 use crate::uop::{Arg, AxisType, GroupOp, Ops, UOp};
 use rustc_hash::FxHashMap;
 use std::fmt::Write;
+
+/// What one C dialect does differently (tinygrad `CStyleLanguage`'s fields and overrides).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dialect {
+    /// OpenCL C rather than GNU C.
+    pub opencl: bool,
+}
+
+/// GNU C for the CPU device.
+pub const C: Dialect = Dialect { opencl: false };
+/// OpenCL C.
+pub const OPENCL: Dialect = Dialect { opencl: true };
+
+impl Dialect {
+    /// The type of scalar dtype `dt` in this dialect ([`ctype`] in C).
+    fn ty(self, dt: DType) -> &'static str {
+        if !self.opencl {
+            return ctype(dt, true);
+        }
+        match dt.scalar {
+            Scalar::Bool => "bool",
+            Scalar::Int8 => "char",
+            Scalar::UInt8 => "uchar",
+            Scalar::UInt16 | Scalar::BFloat16 => "ushort",
+            Scalar::UInt32 => "uint",
+            Scalar::UInt64 => "ulong",
+            Scalar::WeakInt => "long",
+            _ => ctype(dt, true),
+        }
+    }
+    /// The element type of a buffer of `dt` (OpenCL has no bool buffers: they are bytes).
+    fn buf_ty(self, dt: DType) -> &'static str {
+        if self.opencl && dt.scalar == Scalar::Bool {
+            "uchar"
+        } else if self.opencl {
+            self.ty(dt)
+        } else {
+            ctype(dt, false)
+        }
+    }
+}
 
 /// The C type of a scalar dtype (`weakint` is `int` when `index_64` is false, else `long`). Halves are `half`:
 /// clang's storage type `__fp16`, or gcc's `_Float16` (see `HALF`; arithmetic happens in float, as in tinygrad's
@@ -35,27 +80,27 @@ fn ctype(dt: DType, index_64: bool) -> &'static str {
     }
 }
 
-fn literal(v: ConstValue, dt: DType, index_64: bool) -> String {
-    let ty = ctype(dt, index_64);
+fn literal(v: ConstValue, dt: DType, d: Dialect) -> String {
+    let ty = d.ty(dt);
     match v {
         ConstValue::Bool(b) => (b as u8).to_string(),
         ConstValue::Float(f) if dt.is_float() => {
             let s = if f.is_nan() {
-                "__builtin_nan(\"\")".into()
+                if d.opencl { "NAN" } else { "__builtin_nan(\"\")" }.into()
             } else if f.is_infinite() {
-                format!("{}__builtin_inf()", if f < 0.0 { "-" } else { "" })
+                format!("{}{}", if f < 0.0 { "-" } else { "" }, if d.opencl { "INFINITY" } else { "__builtin_inf()" })
             } else {
                 format!("{f:?}")
             };
             match dt.scalar {
-                Scalar::BFloat16 => format!("((unsigned short){}u)", half::bf16::from_f64(f).to_bits()),
+                Scalar::BFloat16 => format!("(({ty}){}u)", half::bf16::from_f64(f).to_bits()),
                 Scalar::Float64 => s,
                 _ if !f.is_finite() => format!("(({ty}){s})"),
                 Scalar::Float32 | Scalar::WeakFloat => format!("{s}f"),
                 _ => format!("(({ty}){s}f)"),
             }
         }
-        v if dt.is_float() => literal(ConstValue::Float(v.as_f64()), dt, index_64),
+        v if dt.is_float() => literal(ConstValue::Float(v.as_f64()), dt, d),
         v => {
             let i = v.as_i128();
             match dt.scalar {
@@ -77,7 +122,10 @@ fn literal(v: ConstValue, dt: DType, index_64: bool) -> String {
 
 /// The name of the GNU C vector type of `dt` (a vector dtype), adding its typedef to `defs` once. Vectors are
 /// aligned like their elements: loads and stores of them need no alignment.
-fn vtype(dt: DType, defs: &mut Vec<String>) -> String {
+fn vtype(dt: DType, defs: &mut Vec<String>, d: Dialect) -> String {
+    if d.opencl {
+        return format!("{}{}", d.ty(dt.scalar()), dt.count);
+    }
     let base = ctype(dt.scalar(), false);
     let name = format!("{}{}", base.replace(' ', "_"), dt.count);
     let def = format!("typedef {base} {name} __attribute__((vector_size({}), aligned({})));\n", dt.itemsize(), dt.scalar().itemsize());
@@ -97,10 +145,19 @@ const MAX_NESTING: usize = 32;
 
 /// Renders `k` as one C function named `k.name`.
 pub fn render(k: &LinearKernel) -> String {
+    render_with(k, C)
+}
+
+/// Renders `k` as one OpenCL C kernel named `k.name` (see [`crate::renderer::Renderer::opencl`]).
+pub fn render_opencl(k: &LinearKernel, _ren: &crate::renderer::Renderer) -> String {
+    render_with(k, OPENCL)
+}
+
+/// Renders `k` as one kernel function in dialect `d`. Index math is `long`, as wide as a pointer, even where `int`
+/// holds it: an `int` index is sign-extended at every address, which LLVM's loop analyses (SCEV) take 3-4x longer
+/// over in tiled kernels.
+pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
     let uops = &k.uops;
-    // index math in `long`, as wide as a pointer, even where `int` holds it: an `int` index is sign-extended at
-    // every address, which LLVM's loop analyses (SCEV) take 3-4x longer over in tiled kernels
-    let index_64 = true;
     let at: FxHashMap<&UOp, usize> = uops.iter().enumerate().map(|(i, u)| (u, i)).collect();
     // per uop: its C expression or name, how often it is used, how deep its inlined expression nests
     let mut r: Vec<String> = vec![String::new(); uops.len()];
@@ -113,7 +170,7 @@ pub fn render(k: &LinearKernel) -> String {
     let (mut body, mut depth, mut n) = (String::new(), 1usize, 0usize);
     let indent = |body: &mut String, depth: usize| (0..depth).for_each(|_| body.push_str("  "));
     for (i, u) in uops.iter().enumerate() {
-        let ty = |dt: DType| ctype(dt, index_64);
+        let ty = |dt: DType| d.ty(dt);
         let src: Vec<usize> = u.src.iter().map(|x| at[x]).collect();
         let s = |j: usize| r[src[j]].as_str();
         let expr = match u.op {
@@ -122,7 +179,16 @@ pub fn render(k: &LinearKernel) -> String {
                 globals.push((slot, u.dtype.base()));
                 format!("data{slot}")
             }
-            Ops::CONST => literal(u.const_value().unwrap(), u.dtype, index_64),
+            Ops::CONST => literal(u.const_value().unwrap(), u.dtype, d),
+            Ops::SPECIAL => {
+                let Arg::Str(name) = &u.arg else { unreachable!("SPECIAL without a name") };
+                let dim = &name[name.len() - 1..];
+                let f = if name.starts_with('g') { "get_group_id" } else { "get_local_id" };
+                indent(&mut body, depth);
+                let _ = writeln!(body, "long {name} = (long){f}({dim}); /* {} */", s(0));
+                r[i] = name.to_string();
+                continue;
+            }
             Ops::RANGE => {
                 let (id, kind) = u.axis();
                 let (start, end) = if kind == AxisType::Thread { ("core_start", "core_end") } else { ("0", s(0)) };
@@ -141,7 +207,7 @@ pub fn render(k: &LinearKernel) -> String {
             }
             Ops::DEFINE_REG => {
                 let Arg::Int(id) = u.arg else { unreachable!() };
-                let t = if u.dtype.count > 1 { vtype(u.dtype.base(), &mut vtypes) } else { ty(u.dtype.base()).to_string() };
+                let t = if u.dtype.count > 1 { vtype(u.dtype.base(), &mut vtypes, d) } else { ty(u.dtype.base()).to_string() };
                 indent(&mut body, depth);
                 let _ = writeln!(body, "{t} acc{id};");
                 format!("acc{id}")
@@ -158,18 +224,21 @@ pub fn render(k: &LinearKernel) -> String {
                 n += 1;
                 indent(&mut body, depth);
                 let gate = u.src[0].src.get(2).map(|g| r[at[g]].as_str());
+                // (OpenCL: vectors through vload/vstore, which need no alignment; bools are stored as bytes)
+                let (vload, bool_buf) = (format!("vload{}(0, &{})", u.dtype.count, s(0)), d.opencl && u.dtype.scalar == Scalar::Bool);
                 if u.dtype.count > 1 {
-                    let vt = vtype(u.dtype, &mut vtypes);
-                    let _ = match gate {
-                        Some(g) => writeln!(body, "{vt} {name} = ({g}?*(({vt}*)(&{})):(({vt}){{0}}));", s(0)),
-                        None => writeln!(body, "{vt} {name} = *(({vt}*)(&{}));", s(0)),
+                    let vt = vtype(u.dtype, &mut vtypes, d);
+                    let _ = match (gate, d.opencl) {
+                        (Some(g), false) => writeln!(body, "{vt} {name} = ({g}?*(({vt}*)(&{})):(({vt}){{0}}));", s(0)),
+                        (None, false) => writeln!(body, "{vt} {name} = *(({vt}*)(&{}));", s(0)),
+                        (Some(g), true) => writeln!(body, "{vt} {name} = ({g}?{vload}:(({vt})(0)));"),
+                        (None, true) => writeln!(body, "{vt} {name} = {vload};"),
                     };
                 } else {
+                    let v = if bool_buf { format!("({}!=0)", s(0)) } else { s(0).to_string() };
                     let _ = match gate {
-                        Some(g) => {
-                            writeln!(body, "{} {name} = ({g}?{}:{});", ty(u.dtype), s(0), literal(ConstValue::Int(0), u.dtype, index_64))
-                        }
-                        None => writeln!(body, "{} {name} = {};", ty(u.dtype), s(0)),
+                        Some(g) => writeln!(body, "{} {name} = ({g}?{v}:{});", ty(u.dtype), literal(ConstValue::Int(0), u.dtype, d)),
+                        None => writeln!(body, "{} {name} = {v};", ty(u.dtype)),
                     };
                 }
                 r[i] = name;
@@ -181,32 +250,44 @@ pub fn render(k: &LinearKernel) -> String {
                     let _ = write!(body, "if ({}) ", r[at[g]]);
                 }
                 let _ = if u.src[1].dtype.count > 1 && u.src[0].src[0].op != Ops::DEFINE_REG {
-                    writeln!(body, "*(({}*)(&{})) = {};", vtype(u.src[1].dtype, &mut vtypes), s(0), s(1))
+                    if d.opencl {
+                        writeln!(body, "vstore{}({}, 0, &{});", u.src[1].dtype.count, s(1), s(0))
+                    } else {
+                        writeln!(body, "*(({}*)(&{})) = {};", vtype(u.src[1].dtype, &mut vtypes, d), s(0), s(1))
+                    }
+                } else if d.opencl && u.src[1].dtype.scalar == Scalar::Bool && u.src[0].src[0].op != Ops::DEFINE_REG {
+                    writeln!(body, "{} = (uchar)({});", s(0), s(1))
                 } else {
                     writeln!(body, "{} = {};", s(0), s(1))
                 };
                 continue;
             }
-            Ops::GEP => format!(
-                "{}[{}]",
-                s(0),
-                match u.arg {
-                    Arg::Int(k) => k,
-                    _ => 0,
+            Ops::GEP => {
+                let Arg::Int(k) = u.arg else { unreachable!("GEP of one lane") };
+                if d.opencl {
+                    format!("{}.s{k:x}", s(0))
+                } else {
+                    format!("{}[{k}]", s(0))
                 }
-            ),
+            }
             Ops::VECTORIZE => {
-                let mut e = format!("(({}){{", vtype(u.dtype, &mut vtypes));
+                let (open, close) = if d.opencl { ("(", ")") } else { ("{", "}") };
+                let mut e = format!("(({}){open}", vtype(u.dtype, &mut vtypes, d));
                 for j in 0..src.len() {
                     e.push_str(if j == 0 { "" } else { ", " });
                     e.push_str(s(j));
                 }
-                e + "})"
+                e + close + ")"
             }
-            Ops::CAST if u.dtype.count > 1 => format!("__builtin_convertvector({}, {})", s(0), vtype(u.dtype, &mut vtypes)),
-            Ops::CAST => cast(s(0), u.src[0].dtype, u.dtype, index_64),
+            Ops::CAST if u.dtype.count > 1 && d.opencl => format!("convert_{}({})", vtype(u.dtype, &mut vtypes, d), s(0)),
+            Ops::CAST if u.dtype.count > 1 => format!("__builtin_convertvector({}, {})", s(0), vtype(u.dtype, &mut vtypes, d)),
+            Ops::CAST => cast(s(0), u.src[0].dtype, u.dtype, d),
+            Ops::BITCAST if d.opencl => {
+                let t = if u.dtype.count > 1 { vtype(u.dtype, &mut vtypes, d) } else { ty(u.dtype).to_string() };
+                format!("as_{t}({})", s(0))
+            }
             // a GNU vector cast between vectors of one size reinterprets the bits
-            Ops::BITCAST if u.dtype.count > 1 => format!("(({})({}))", vtype(u.dtype, &mut vtypes), s(0)),
+            Ops::BITCAST if u.dtype.count > 1 => format!("(({})({}))", vtype(u.dtype, &mut vtypes, d), s(0)),
             Ops::BITCAST => {
                 format!("({{{} __x = {}; {} __y; __builtin_memcpy(&__y, &__x, sizeof(__y)); __y;}})", ty(u.src[0].dtype), s(0), ty(u.dtype))
             }
@@ -218,25 +299,23 @@ pub fn render(k: &LinearKernel) -> String {
                     .enumerate()
                     .map(|(j, x)| if is_bf16(x.dtype) { format!("tg_bf2f({})", s(j)) } else { s(j).to_string() })
                     .collect();
-                let e = alu(
-                    u,
-                    if is_bf16(u.dtype) { dtypes::FLOAT32 } else { u.dtype },
-                    &a.iter().map(String::as_str).collect::<Vec<_>>(),
-                    index_64,
-                );
+                let e =
+                    alu(u, if is_bf16(u.dtype) { dtypes::FLOAT32 } else { u.dtype }, &a.iter().map(String::as_str).collect::<Vec<_>>(), d);
                 if is_bf16(u.dtype) {
                     format!("tg_f2bf({e})")
                 } else {
                     e
                 }
             }
-            // lane-wise max of vectors: C has no vector `?:`, so select bits with the comparison's mask
+            // lane-wise max of vectors: OpenCL's select takes the comparison's lane masks
+            Ops::MAX if u.dtype.count > 1 && d.opencl => format!("select({0},{1},{0}<{1})", s(0), s(1)),
+            // C has no vector `?:`, so select bits with the comparison's mask
             Ops::MAX if u.dtype.count > 1 => {
-                let (vt, mt) = (vtype(u.dtype, &mut vtypes), vtype(mask_dtype(u.dtype), &mut vtypes));
+                let (vt, mt) = (vtype(u.dtype, &mut vtypes, d), vtype(mask_dtype(u.dtype), &mut vtypes, d));
                 let (a, b) = (s(0), s(1));
                 format!("((({vt})((({mt})({a}<{b})&({mt}){b})|(~({mt})({a}<{b})&({mt}){a}))))")
             }
-            op if GroupOp::ALU.contains(op) => alu(u, u.dtype, &(0..src.len()).map(s).collect::<Vec<_>>(), index_64),
+            op if GroupOp::ALU.contains(op) => alu(u, u.dtype, &(0..src.len()).map(s).collect::<Vec<_>>(), d),
             Ops::SINK | Ops::NOOP => continue,
             op => panic!("C renderer: can't render {op}"),
         };
@@ -251,13 +330,33 @@ pub fn render(k: &LinearKernel) -> String {
         } else {
             let name = format!("alu{n}");
             n += 1;
-            let t = if u.dtype.count > 1 { vtype(u.dtype, &mut vtypes) } else { ty(u.dtype).to_string() };
+            let t = if u.dtype.count > 1 { vtype(u.dtype, &mut vtypes, d) } else { ty(u.dtype).to_string() };
             indent(&mut body, depth);
             let _ = writeln!(body, "{t} {name} = {expr};");
             r[i] = name;
         }
     }
     globals.sort_by_key(|g| g.0);
+    let bf16 = uops.iter().any(|u| is_bf16(u.dtype));
+    if d.opencl {
+        let params: Vec<String> = globals
+            .iter()
+            .map(|(slot, dt)| format!("__global {}{}* restrict data{slot}", if *slot == 0 { "" } else { "const " }, d.buf_ty(*dt)))
+            .collect();
+        let fp64 = if uops.iter().any(|u| u.dtype.scalar == Scalar::Float64 || (u.op == Ops::POW && !u.dtype.is_float())) {
+            "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+        } else {
+            ""
+        };
+        let fp16 =
+            if uops.iter().any(|u| u.dtype.scalar == Scalar::Float16) { "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n" } else { "" };
+        return format!(
+            "{fp64}{fp16}{}__kernel void {}({}) {{\n{body}}}\n",
+            if bf16 { BF16_PRELUDE_OPENCL } else { "" },
+            k.name,
+            params.join(", ")
+        );
+    }
     let params: String = globals
         .iter()
         .map(|(slot, dt)| {
@@ -269,9 +368,9 @@ pub fn render(k: &LinearKernel) -> String {
             )
         })
         .collect();
-    let bf16 = if uops.iter().any(|u| is_bf16(u.dtype)) { BF16_PRELUDE } else { "" };
     format!(
-        "{HALF}{bf16}{}void {}(void** bufs, const int* vals, int core_start, int core_end) {{\n  (void)vals; (void)core_start; (void)core_end;\n{params}{body}}}\n",
+        "{HALF}{}{}void {}(void** bufs, const int* vals, int core_start, int core_end) {{\n  (void)vals; (void)core_start; (void)core_end;\n{params}{body}}}\n",
+        if bf16 { BF16_PRELUDE } else { "" },
         vtypes.concat(),
         k.name
     )
@@ -297,28 +396,37 @@ static inline unsigned short tg_f2bf(float f) { unsigned int u; __builtin_memcpy
 #endif
 ";
 
+/// [`BF16_PRELUDE`] in OpenCL C, with `as_float`/`as_uint` for the bit casts.
+const BF16_PRELUDE_OPENCL: &str = "float tg_bf2f(ushort b) { return as_float((uint)b << 16); }
+ushort tg_f2bf(float f) { uint u = as_uint(f);
+  u = (-u & 0x7f800000u) ? u + ((u >> 16) & 1u) + 0x7fffu : (u & 0xffffu) ? (u | 0x10000u) : u; return (ushort)(u >> 16); }
+";
+
 /// The C conversion of `x` from `from` to `to`. bf16 goes through float (see [`BF16_PRELUDE`]), and so does
 /// every conversion to half except from float: x86 has no direct double/int -> half instruction and the
 /// libcalls may be missing (tinygrad's ClangRenderer rewrites these casts the same way).
-fn cast(x: &str, from: DType, to: DType, index_64: bool) -> String {
+fn cast(x: &str, from: DType, to: DType, d: Dialect) -> String {
     use Scalar::*;
     match (from.scalar, to.scalar) {
         (BFloat16, Float32) => format!("tg_bf2f({x})"),
-        (BFloat16, _) => format!("(({})tg_bf2f({x}))", ctype(to, index_64)),
+        (BFloat16, _) => format!("(({})tg_bf2f({x}))", d.ty(to)),
         (Float32, BFloat16) => format!("tg_f2bf({x})"),
         (_, BFloat16) => format!("tg_f2bf((float)({x}))"),
         (Float32 | WeakFloat, Float16) => format!("((half)({x}))"),
         (_, Float16) => format!("((half)(float)({x}))"),
-        _ => format!("(({})({x}))", ctype(to, index_64)),
+        _ => format!("(({})({x}))", d.ty(to)),
     }
 }
 
-/// The C expression of an ALU op computing in `dt` over rendered operands.
-fn alu(u: &UOp, dt: DType, a: &[&str], index_64: bool) -> String {
+/// The expression of an ALU op computing in `dt` over rendered operands. Math functions are GNU C builtins, or
+/// OpenCL's overloaded built-ins.
+fn alu(u: &UOp, dt: DType, a: &[&str], d: Dialect) -> String {
     let f = |name: &str| match dt.scalar {
+        Scalar::Float64 | Scalar::Float32 | Scalar::WeakFloat if d.opencl => format!("{name}({})", a[0]),
+        _ if d.opencl => format!("(({})({name}((float){})))", d.ty(dt), a[0]),
         Scalar::Float64 => format!("__builtin_{name}({})", a[0]),
         Scalar::Float32 | Scalar::WeakFloat => format!("__builtin_{name}f({})", a[0]),
-        _ => format!("(({})(__builtin_{name}f((float){})))", ctype(dt, index_64), a[0]),
+        _ => format!("(({})(__builtin_{name}f((float){})))", d.ty(dt), a[0]),
     };
     let floor_safe = |u: &UOp| u.src[0].bounds().0 >= 0 && u.src[1].bounds().0 > 0;
     match u.op {
@@ -343,25 +451,21 @@ fn alu(u: &UOp, dt: DType, a: &[&str], index_64: bool) -> String {
         Ops::WHERE => format!("({}?{}:{})", a[0], a[1], a[2]),
         Ops::MULACC => format!("(({}*{})+{})", a[0], a[1], a[2]),
         Ops::NEG => format!("(-{})", a[0]),
-        Ops::RECIPROCAL => format!("({}/{})", literal(ConstValue::Float(1.0), dt, index_64), a[0]),
+        Ops::RECIPROCAL => format!("({}/{})", literal(ConstValue::Float(1.0), dt, d), a[0]),
         Ops::SQRT => f("sqrt"),
         Ops::EXP2 => f("exp2"),
         Ops::LOG2 => f("log2"),
         Ops::SIN => f("sin"),
         Ops::TRUNC => f("trunc"),
+        Ops::POW if d.opencl && dt.is_float() => format!("(({})pow({}, {}))", d.ty(dt), a[0], a[1]),
+        Ops::POW if d.opencl => format!("(({})pow((double){}, (double){}))", d.ty(dt), a[0], a[1]),
         Ops::POW => match dt.scalar {
             Scalar::Float64 => format!("__builtin_pow({}, {})", a[0], a[1]),
             Scalar::Float32 | Scalar::WeakFloat => format!("__builtin_powf({}, {})", a[0], a[1]),
             // ints in double: exact while the result fits 53 bits
-            _ if !dt.is_float() => format!("(({})__builtin_pow((double){}, (double){}))", ctype(dt, index_64), a[0], a[1]),
-            _ => format!("(({})__builtin_powf({}, {}))", ctype(dt, index_64), a[0], a[1]),
+            _ if !dt.is_float() => format!("(({})__builtin_pow((double){}, (double){}))", d.ty(dt), a[0], a[1]),
+            _ => format!("(({})__builtin_powf({}, {}))", d.ty(dt), a[0], a[1]),
         },
         op => panic!("C renderer: no code for {op}"),
     }
-}
-
-/// Renders `k` as an OpenCL C kernel for `ren` (see [`crate::renderer::Renderer::opencl`]).
-pub fn render_opencl(k: &LinearKernel, ren: &crate::renderer::Renderer) -> String {
-    let _ = ren;
-    format!("// {} (OpenCL rendering not written yet)\n", k.name)
 }

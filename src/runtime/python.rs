@@ -166,8 +166,9 @@ impl PythonProgram {
         }
     }
 
-    /// Interprets the kernel once (see [`Program::launch`]).
-    fn run(&self, bufs: &[*mut u8], vals: &[i32]) -> Result<()> {
+    /// Interprets the kernel once, as the thread at `at` (its workgroup's index, then its index in the workgroup,
+    /// in each dimension).
+    fn run(&self, bufs: &[*mut u8], vals: &[i32], at: [usize; 6]) -> Result<()> {
         let n = self.insts.len();
         let mut v: Vec<Val> = vec![Val::None; n];
         let mut regs: FxHashMap<usize, Vec<ConstValue>> = FxHashMap::default();
@@ -206,6 +207,11 @@ impl PythonProgram {
                     let k = self.vars.iter().position(|v| v == name).expect("vars lists every DEFINE_VAR");
                     let val = *vals.get(k).ok_or_else(|| self.err(pc, format!("no value for variable {name}")))?;
                     Val::Scalar(ConstValue::Int(val.into()))
+                }
+                Ops::SPECIAL => {
+                    let Arg::Str(name) = &x.arg else { unreachable!("SPECIAL without a name") };
+                    let dim = usize::from(name.as_bytes()[name.len() - 1] - b'0');
+                    Val::Scalar(ConstValue::Int(at[dim + if name.starts_with('l') { 3 } else { 0 }] as i128))
                 }
                 Ops::CONST => Val::Scalar(match x.arg {
                     Arg::Const(c) => c,
@@ -382,10 +388,19 @@ fn bitcast(a: &Val, from: DType, to: DType) -> Val {
 }
 
 impl Program for PythonProgram {
-    /// Interprets the kernel once; `global` and `local` are unused (the interpreter's kernels have no grid axes).
-    fn launch(&self, bufs: &[*mut u8], vals: &[i32], _global: [usize; 3], _local: [usize; 3]) -> Result<Duration> {
+    /// Interprets the kernel once per thread of the grid, one thread after another (so a kernel that shares
+    /// memory between the threads of a workgroup is beyond it).
+    fn launch(&self, bufs: &[*mut u8], vals: &[i32], global: [usize; 3], local: [usize; 3]) -> Result<Duration> {
         let st = Instant::now();
-        self.run(bufs, vals)?;
+        let n: [usize; 6] = [global[0], global[1], global[2], local[0], local[1], local[2]];
+        for i in 0..n.iter().product::<usize>() {
+            let (mut at, mut rest) = ([0usize; 6], i);
+            for d in 0..6 {
+                at[d] = rest % n[d];
+                rest /= n[d];
+            }
+            self.run(bufs, vals, at)?;
+        }
         Ok(st.elapsed())
     }
 }
@@ -405,7 +420,17 @@ mod tests {
         let st = UOp::new(Ops::STORE, dtypes::VOID, [idx.clone(), val.clone()], Arg::None);
         let end = UOp::new(Ops::END, dtypes::VOID, [st.clone(), r.clone()], Arg::None);
         let uops = vec![out, r.src[0].clone(), r.clone(), idx, UOp::const_(dtypes::WEAKINT, 2), val.src[0].clone(), val, st, end];
-        LinearKernel { name: "doubles".into(), display_name: "doubles".into(), uops, outer: 0, ops: 0, mem: 0, opts: vec![] }
+        LinearKernel {
+            name: "doubles".into(),
+            display_name: "doubles".into(),
+            uops,
+            outer: 0,
+            global_size: [1; 3],
+            local_size: [1; 3],
+            ops: 0,
+            mem: 0,
+            opts: vec![],
+        }
     }
 
     fn launch(k: &LinearKernel, buf: &mut [f32]) -> Result<Duration> {

@@ -176,6 +176,8 @@ fn kernel() -> PatternMatcher {
             check(x.dtype == dtypes::VOID && x.src.len() >= 2 && x.src[0].op == INDEX && x.src[1].dtype.scalar() == x.src[0].dtype.base().scalar()
                 && x.src[2..].iter().all(|s| s.op == RANGE))
         },
+        // SPECIAL(size): a thread's index in one dimension of the launch grid, named gidx0..2 or lidx0..2
+        UPat::ops(SPECIAL).named("x") => |x| check(x.src.len() == 1 && x.dtype.is_int() && x.src[0].op == CONST && matches!(x.arg, Arg::Str(_))),
         UPat::ops(RANGE).named("x") => |x| check(x.src.len() == 1 && x.dtype.is_int() && x.src[0].dtype == x.dtype && matches!(x.arg, Arg::Range(..))),
         UPat::ops(REDUCE).named("x") => |x| match x.arg {
             Arg::Op(op) => check(GroupOp::REDUCE.contains(op) && !x.src.is_empty() && x.src[0].dtype == x.dtype && x.src[1..].iter().all(|s| s.op == RANGE)),

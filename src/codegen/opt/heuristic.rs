@@ -4,7 +4,8 @@
 //! (one or two registers wide), and an output axis that one operand does not depend on (so each of its loads is
 //! reused across the tile's rows) is unrolled into rows, as many as the vector registers allow. Reductions with no
 //! such output axis accumulate vectors along their unit-stride reduce axis. Elementwise kernels get vector loads
-//! and stores. Then the outermost output loop with enough iterations is split over the cores.
+//! and stores. Then the outermost output loop with enough iterations is split over the cores, or, on a target with
+//! workgroups, the grid's axes into workgroups.
 
 use super::{range_size, stride, Kernel, Opt, OptOps};
 use crate::uop::{Ops, UOp};
@@ -189,6 +190,19 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
             pick.or_else(|| k.upcastable_dims().into_iter().filter(|&i| range_size(&rngs[i]) >= t).max_by_key(|&i| range_size(&rngs[i])));
         if let Some(i) = pick {
             let _ = k.apply_opt(Opt::new(OptOps::Thread, i, range_size(&rngs[i])));
+        }
+    }
+    // LOCAL: on a target with workgroups, the grid's axes from the innermost split into workgroups of up to 64
+    // threads (tinygrad's local sizes), so neighbouring threads touch neighbouring elements
+    if k.ren.has_local {
+        let mut threads = 1;
+        for i in k.upcastable_dims().into_iter().rev() {
+            let n = range_size(&k.rngs()[i]);
+            if let Some(l) = [16, 8, 4, 2].into_iter().find(|&l| n.is_multiple_of(l) && threads * l <= 64) {
+                if k.apply_opt(Opt::new(OptOps::Local, i, l)).is_ok() {
+                    threads *= l;
+                }
+            }
         }
     }
     k.applied_opts
