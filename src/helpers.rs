@@ -125,8 +125,11 @@ pub fn check_env() -> Result<()> {
                 env_err("CC", &cc, format!("`{cc} --version` does not run; set CC to a working C compiler (clang or gcc) or unset it"))
             })?;
         }
-        // (the interpreter needs no compiler)
+        // (the interpreter needs no compiler; OpenCL must have a device)
         _ if canonicalize_device(&dev) == "PYTHON" => {}
+        _ if canonicalize_device(&dev) == "CL" => {
+            crate::runtime::cl::device()?;
+        }
         _ => {
             crate::runtime::cpu::ClangCompiler::new()?;
         }
@@ -274,8 +277,8 @@ static CONTEXT_VARS: [(&ContextVar, i64, i64); 12] = [
 ];
 
 /// The devices `DEV` may name (any case, an optional `:0`; `CLANG` is the CPU's old name); "" means the default,
-/// CPU. `PYTHON` is the interpreter of linear UOps (tinygrad's PYTHON device).
-pub const DEVICES: [&str; 3] = ["CPU", "CLANG", "PYTHON"];
+/// CPU. `PYTHON` is the interpreter of linear UOps (tinygrad's PYTHON device), `CL` OpenCL.
+pub const DEVICES: [&str; 4] = ["CPU", "CLANG", "PYTHON", "CL"];
 
 /// A device name in canonical form (tinygrad `Device.canonicalize`): the name before any `:` upper-cased, and a
 /// trailing `:0` dropped (`cpu:0` -> `CPU`, `cl:1` -> `CL:1`).

@@ -1,5 +1,6 @@
 //! Runs the conformance runner over ../shared/conformance/ops (TINYGRAD_CONFORMANCE_DIR overrides), with the default
-//! opts and with none (NOOPT=1), on the CPU and on the interpreter (DEV=PYTHON), checking every graph against the spec
+//! opts and with none (NOOPT=1), on the CPU, on the interpreter (DEV=PYTHON) and on OpenCL (DEV=CL; skipped with a
+//! note where there is no OpenCL device, except under CI, which installs PoCL), checking every graph against the spec
 //! (SPEC=1): every case, forward and gradients, must pass; the failure lists the failing cases.
 
 #[path = "../examples/conformance/dispatch.rs"]
@@ -44,4 +45,32 @@ fn conformance_cases_pass_on_the_interpreter() {
 fn conformance_cases_pass_on_the_interpreter_without_opts() {
     let _dev = tinygrad::helpers::Context::new(&[(&tinygrad::helpers::NOOPT, 1)]).dev("PYTHON");
     run("NOOPT=1");
+}
+
+/// Whether OpenCL has a device here; without one the CL tests are skipped, except in CI (`CI` set), where they fail.
+pub fn have_opencl() -> bool {
+    match tinygrad::runtime::cl::device() {
+        Ok(_) => true,
+        Err(e) => {
+            assert!(std::env::var_os("CI").is_none(), "CI must have an OpenCL device (.ci/run installs PoCL): {e}");
+            eprintln!("skipping the OpenCL cases: {e}");
+            false
+        }
+    }
+}
+
+#[test]
+fn conformance_cases_pass_on_opencl() {
+    if have_opencl() {
+        let _dev = tinygrad::helpers::Context::new(&[]).dev("CL");
+        run("default opts");
+    }
+}
+
+#[test]
+fn conformance_cases_pass_on_opencl_without_opts() {
+    if have_opencl() {
+        let _dev = tinygrad::helpers::Context::new(&[(&tinygrad::helpers::NOOPT, 1)]).dev("CL");
+        run("NOOPT=1");
+    }
 }

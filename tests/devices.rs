@@ -55,3 +55,35 @@ fn mixing_devices_panics_naming_both() {
 fn an_unknown_device_panics() {
     let _ = Tensor::from_slice(&[1.0f32], [1]).to("FOO");
 }
+
+/// A long sum into one value and a max into two: the hand-coded opts split them over a workgroup (GROUPTOP) on
+/// targets with shared memory; the results are exact (small integers).
+fn grouped_reductions(dev: &str) {
+    let _dev = Context::new(&[]).dev(dev);
+    let n = 4096;
+    let x = Tensor::from_slice(&(0..n).map(|i| (i % 7) as f32).collect::<Vec<_>>(), [n]);
+    let y = Tensor::from_slice(&(0..2 * n).map(|i| ((i * 31) % 1000) as f32).collect::<Vec<_>>(), [2, n]);
+    let sum: f32 = (0..n).map(|i| (i % 7) as f32).sum();
+    assert_eq!(x.sum(..).to_vec::<f32>().unwrap(), [sum], "{dev}");
+    assert_eq!(y.max(1).to_vec::<f32>().unwrap(), [999.0, 999.0], "{dev}");
+    let ast = tinygrad::schedule::create_schedule(&[x.sum(..).uop()], dev).items[0].ast.clone();
+    let ren = if dev == "PYTHON" { tinygrad::renderer::Renderer::python() } else { tinygrad::renderer::Renderer::opencl(false) };
+    let opts = tinygrad::codegen::opt::heuristic::hand_coded_optimizations(&tinygrad::codegen::kernel(&ast, &ren));
+    assert_eq!(opts.first().map(|o| o.op), Some(tinygrad::codegen::OptOps::GroupTop), "{dev}: {opts:?}");
+}
+
+#[test]
+fn grouped_reductions_on_the_interpreter() {
+    grouped_reductions("PYTHON");
+}
+
+#[test]
+fn grouped_reductions_on_opencl() {
+    match tinygrad::runtime::cl::device() {
+        Ok(_) => grouped_reductions("CL"),
+        Err(e) => {
+            assert!(std::env::var_os("CI").is_none(), "CI must have an OpenCL device (.ci/run installs PoCL): {e}");
+            eprintln!("skipping: {e}");
+        }
+    }
+}

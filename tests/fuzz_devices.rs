@@ -1,6 +1,6 @@
 //! A seeded random-graph differential fuzzer (tinygrad's fuzz_schedule / fuzz_uops in spirit): random programs of
 //! elementwise, reduce and movement ops over float32 inputs, with the gradients of a scalar loss, realized fused on
-//! every device (CPU, PYTHON) and unfused on the interpreter (every forward op its own kernel: `contiguous` after
+//! every device (CPU, PYTHON, and CL where OpenCL has a device: required under CI) and unfused on the interpreter (every forward op its own kernel: `contiguous` after
 //! each); all results must agree within float32 tolerance. A failure prints the seed, the device and the program.
 //!
 //! `FUZZ_SEEDS=n` changes the number of seeds per device (default 200); `FUZZ_SEED=s` runs one seed.
@@ -201,4 +201,15 @@ fn fused_on_the_cpu_matches_unfused_on_the_interpreter() {
 #[test]
 fn fused_on_the_interpreter_matches_unfused() {
     seeds().into_iter().for_each(|s| check(s, "PYTHON"));
+}
+
+#[test]
+fn fused_on_opencl_matches_unfused_on_the_interpreter() {
+    match tinygrad::runtime::cl::device() {
+        Ok(_) => seeds().into_iter().for_each(|s| check(s, "CL")),
+        Err(e) => {
+            assert!(std::env::var_os("CI").is_none(), "CI must have an OpenCL device (.ci/run installs PoCL): {e}");
+            eprintln!("skipping: {e}");
+        }
+    }
 }

@@ -23,11 +23,15 @@ fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
     let mut closed_somewhere = 0u64;
     // the sets of loops each END closes
     let mut ends: Vec<u64> = Vec::new();
+    // the loops whose ENDs each node comes after, and, per loop, those that must close before it opens (a grouped
+    // reduction's second stage reads what the first one's END finished)
+    let (mut after, mut before): (Vec<u64>, [u64; 64]) = (vec![0; topo.len()], [0; 64]);
     // each node's users, and how many distinct sources each still waits for
     let (mut users, mut waiting): (Vec<Vec<usize>>, Vec<usize>) = (vec![Vec::new(); topo.len()], vec![0; topo.len()]);
     for (i, u) in topo.iter().enumerate() {
         let mut srcs: Vec<usize> = u.src.iter().map(|s| at[s]).collect();
         let mut m = srcs.iter().fold(0, |m, &s| m | need[s]);
+        after[i] = srcs.iter().fold(0, |m, &s| m | after[s]);
         if u.op == Ops::RANGE {
             m |= bit(u);
         }
@@ -36,6 +40,8 @@ fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
             closed_somewhere |= c;
             ends.push(c);
             m &= !c;
+            (0..64).filter(|b| c >> b & 1 != 0).for_each(|b| before[b] |= after[i] & !c);
+            after[i] |= c;
         }
         need[i] = m;
         srcs.dedup();
@@ -43,6 +49,7 @@ fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
         srcs.iter().for_each(|&s| users[s].push(i));
     }
     let need = |u: &UOp| need[at[u]];
+    let mut closed = 0u64;
     let (mut out, mut open): (Vec<UOp>, Vec<&UOp>) = (Vec::with_capacity(topo.len()), Vec::new());
     let mut ready: Vec<&UOp> = topo.iter().filter(|u| u.src.is_empty()).collect();
     let mut emit = |u: &'a UOp, out: &mut Vec<UOp>, ready: &mut Vec<&'a UOp>| {
@@ -82,6 +89,7 @@ fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
             let n = u.src.iter().filter(|s| s.op == Ops::RANGE).count();
             let closing: Vec<&UOp> = open.split_off(open.len() - n);
             assert!(closing.iter().all(|r| u.src.contains(r)), "linearize: END closes loops that are not innermost");
+            closing.iter().for_each(|r| closed |= bit(r));
             emit(u, &mut out, &mut ready);
             continue;
         }
@@ -91,8 +99,11 @@ fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
             break;
         }
         let group = |m: u64| ends.iter().filter(|g| *g & m != 0).fold(m, |a, g| a | g);
-        let Some(u) = ready.iter().min_by_key(|u| ((group(need(u) & !om)).count_ones(), u.op != Ops::RANGE)).copied() else { break };
-        let missing = group(if u.op == Ops::RANGE { bit(u) } else { need(u) & !om });
+        let missing = |u: &UOp| group(if u.op == Ops::RANGE { bit(u) } else { need(u) & !om });
+        let unblocked = |u: &&&UOp| (0..64).filter(|b| missing(u) >> b & 1 != 0).all(|b| before[b] & !closed == 0);
+        let key = |u: &&&UOp| ((group(need(u) & !om)).count_ones(), u.op != Ops::RANGE);
+        let Some(u) = ready.iter().filter(unblocked).min_by_key(key).or_else(|| ready.iter().min_by_key(key)).copied() else { break };
+        let missing = missing(u);
         for r in ranges.iter().copied().filter(|r| missing & bit(r) != 0).collect::<Vec<_>>() {
             assert!(ready.contains(&r), "linearize: loop bound not ready");
             emit(r, &mut out, &mut ready);

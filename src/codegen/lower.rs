@@ -6,7 +6,8 @@ use crate::dtype::{dtypes, AddrSpace};
 use crate::uop::{symbolic::identity_element, Arg, Ops, UOp};
 use rustc_hash::FxHashMap;
 
-/// `sink` with every REDUCE lowered to an accumulator.
+/// `sink` with every REDUCE lowered to an accumulator, inner reductions first (groups in order of their first
+/// REDUCE in the graph).
 pub fn lower_reduces(sink: &UOp) -> UOp {
     let mut groups: Vec<(Vec<UOp>, Vec<UOp>)> = Vec::new();
     for r in sink.toposort().into_iter().filter(|u| u.op == Ops::REDUCE) {
@@ -32,7 +33,9 @@ pub fn lower_reduces(sink: &UOp) -> UOp {
             // there even when the reduced value does not depend on them (a count: a sum of ones)
             let cur =
                 UOp::new(Ops::LOAD, r.dtype, [idx.clone(), init].into_iter().chain(ranges.iter().cloned()).collect::<Vec<_>>(), Arg::None);
-            let src: Vec<UOp> = [idx.clone(), cur.alu(op, &[&r.src[0]])].into_iter().chain(ranges.iter().cloned()).collect();
+            // (a reduction inside the value, lowered already: a grouped reduction's partial)
+            let val = if map.is_empty() { r.src[0].clone() } else { r.src[0].substitute(&map) };
+            let src: Vec<UOp> = [idx.clone(), cur.alu(op, &[&val])].into_iter().chain(ranges.iter().cloned()).collect();
             updates.push(UOp::new(Ops::STORE, dtypes::VOID, src, Arg::None));
             accs.push(idx);
         }

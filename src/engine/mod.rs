@@ -34,16 +34,22 @@ struct Device {
 /// # Errors
 /// [`Error::Device`] for a name that is not one of [`DEVICES`].
 fn device(name: &str) -> Result<&'static Device> {
-    static OPEN: LazyLock<[Device; 2]> = LazyLock::new(|| {
-        let open = |rt: &'static dyn runtime::Device| Device { name: rt.name(), rt, runners: Mutex::default() };
-        [open(runtime::cpu::device()), open(runtime::python::device())]
-    });
-    let canonical = canonicalize_device(name);
-    let canonical = if canonical == "CLANG" { "CPU".to_string() } else { canonical };
-    OPEN.iter().find(|d| d.name == canonical).ok_or_else(|| Error::Device {
-        device: name.into(),
-        msg: format!("unknown device; this build has {} (set DEV to one of them)", DEVICES.join(", ")),
-    })
+    fn open(rt: &'static dyn runtime::Device) -> Device {
+        Device { name: rt.name(), rt, runners: Mutex::default() }
+    }
+    static CPU: LazyLock<Device> = LazyLock::new(|| open(runtime::cpu::device()));
+    static PYTHON: LazyLock<Device> = LazyLock::new(|| open(runtime::python::device()));
+    static CL: LazyLock<std::result::Result<Device, String>> =
+        LazyLock::new(|| runtime::cl::device().map(|d| open(d)).map_err(|e| e.to_string()));
+    match canonicalize_device(name).as_str() {
+        "CPU" | "CLANG" => Ok(&CPU),
+        "PYTHON" => Ok(&PYTHON),
+        "CL" => CL.as_ref().map_err(|msg| Error::Device { device: "CL".into(), msg: msg.clone() }),
+        _ => Err(Error::Device {
+            device: name.into(),
+            msg: format!("unknown device; this build has {} (set DEV to one of them)", DEVICES.join(", ")),
+        }),
+    }
 }
 
 /// Device memory held by a BUFFER node's [`BufferInfo`]; returned to its device's allocator cache on drop.

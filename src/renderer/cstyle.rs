@@ -18,12 +18,14 @@ use std::fmt::Write;
 pub struct Dialect {
     /// OpenCL C rather than GNU C.
     pub opencl: bool,
+    /// Whether `half` is a type values can have (OpenCL: `cl_khr_fp16`). Without it, half values are floats
+    /// rounded to half precision where they are made, and half buffers are read and written with
+    /// `vload_half`/`vstore_half`, which OpenCL has everywhere.
+    pub half: bool,
 }
 
 /// GNU C for the CPU device.
-pub const C: Dialect = Dialect { opencl: false };
-/// OpenCL C.
-pub const OPENCL: Dialect = Dialect { opencl: true };
+pub const C: Dialect = Dialect { opencl: false, half: true };
 
 impl Dialect {
     /// The type of scalar dtype `dt` in this dialect ([`ctype`] in C).
@@ -39,13 +41,20 @@ impl Dialect {
             Scalar::UInt32 => "uint",
             Scalar::UInt64 => "ulong",
             Scalar::WeakInt => "long",
+            Scalar::Float16 if !self.half => "float",
             _ => ctype(dt, true),
         }
+    }
+    /// Whether values of `dt` are floats standing in for halves (see [`Dialect::half`]).
+    fn emulated_half(self, dt: DType) -> bool {
+        self.opencl && !self.half && dt.scalar == Scalar::Float16
     }
     /// The element type of a buffer of `dt` (OpenCL has no bool buffers: they are bytes).
     fn buf_ty(self, dt: DType) -> &'static str {
         if self.opencl && dt.scalar == Scalar::Bool {
             "uchar"
+        } else if self.opencl && dt.scalar == Scalar::Float16 {
+            "half"
         } else if self.opencl {
             self.ty(dt)
         } else {
@@ -149,8 +158,8 @@ pub fn render(k: &LinearKernel) -> String {
 }
 
 /// Renders `k` as one OpenCL C kernel named `k.name` (see [`crate::renderer::Renderer::opencl`]).
-pub fn render_opencl(k: &LinearKernel, _ren: &crate::renderer::Renderer) -> String {
-    render_with(k, OPENCL)
+pub fn render_opencl(k: &LinearKernel, ren: &crate::renderer::Renderer) -> String {
+    render_with(k, Dialect { opencl: true, half: ren.half })
 }
 
 /// Renders `k` as one kernel function in dialect `d`. Index math is `long`, as wide as a pointer, even where `int`
@@ -212,6 +221,17 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
                 let _ = writeln!(body, "{t} acc{id};");
                 format!("acc{id}")
             }
+            Ops::DEFINE_LOCAL => {
+                let Arg::Int(id) = u.arg else { unreachable!("DEFINE_LOCAL without an id") };
+                indent(&mut body, depth);
+                let _ = writeln!(body, "__local {} temp{id}[{}];", ty(u.dtype.base()), u.dtype.size);
+                format!("temp{id}")
+            }
+            Ops::BARRIER => {
+                indent(&mut body, depth);
+                body.push_str("barrier(CLK_LOCAL_MEM_FENCE);\n");
+                continue;
+            }
             Ops::INDEX if u.src[0].op == Ops::DEFINE_REG => s(0).to_string(),
             Ops::INDEX => format!("{}[{}]", s(0), s(1)),
             // a register is read where it is used, never copied (the copy would go stale)
@@ -235,7 +255,14 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
                         (None, true) => writeln!(body, "{vt} {name} = {vload};"),
                     };
                 } else {
-                    let v = if bool_buf { format!("({}!=0)", s(0)) } else { s(0).to_string() };
+                    let global = u.src[0].src[0].op == Ops::DEFINE_GLOBAL;
+                    let v = if bool_buf {
+                        format!("({}!=0)", s(0))
+                    } else if global && d.emulated_half(u.dtype) {
+                        format!("vload_half(0, &{})", s(0))
+                    } else {
+                        s(0).to_string()
+                    };
                     let _ = match gate {
                         Some(g) => writeln!(body, "{} {name} = ({g}?{v}:{});", ty(u.dtype), literal(ConstValue::Int(0), u.dtype, d)),
                         None => writeln!(body, "{} {name} = {v};", ty(u.dtype)),
@@ -257,6 +284,8 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
                     }
                 } else if d.opencl && u.src[1].dtype.scalar == Scalar::Bool && u.src[0].src[0].op != Ops::DEFINE_REG {
                     writeln!(body, "{} = (uchar)({});", s(0), s(1))
+                } else if d.emulated_half(u.src[1].dtype) && u.src[0].src[0].op == Ops::DEFINE_GLOBAL {
+                    writeln!(body, "vstore_half({}, 0, &{});", s(1), s(0))
                 } else {
                     writeln!(body, "{} = {};", s(0), s(1))
                 };
@@ -282,6 +311,8 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
             Ops::CAST if u.dtype.count > 1 && d.opencl => format!("convert_{}({})", vtype(u.dtype, &mut vtypes, d), s(0)),
             Ops::CAST if u.dtype.count > 1 => format!("__builtin_convertvector({}, {})", s(0), vtype(u.dtype, &mut vtypes, d)),
             Ops::CAST => cast(s(0), u.src[0].dtype, u.dtype, d),
+            Ops::BITCAST if d.emulated_half(u.src[0].dtype) => format!("(({})tg_half_bits({}))", ty(u.dtype), s(0)),
+            Ops::BITCAST if d.emulated_half(u.dtype) => format!("tg_bits_half((ushort)({}))", s(0)),
             Ops::BITCAST if d.opencl => {
                 let t = if u.dtype.count > 1 { vtype(u.dtype, &mut vtypes, d) } else { ty(u.dtype).to_string() };
                 format!("as_{t}({})", s(0))
@@ -322,7 +353,7 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
         // an expression nested deeper than MAX_NESTING gets a name: compilers cap bracket nesting, and a long chain
         // inlined whole would be copied once per level
         let nest = 1 + src.iter().map(|&j| nesting[j]).max().unwrap_or(0);
-        let inline = matches!(u.op, Ops::CONST | Ops::DEFINE_GLOBAL | Ops::RANGE | Ops::DEFINE_REG | Ops::INDEX)
+        let inline = matches!(u.op, Ops::CONST | Ops::DEFINE_GLOBAL | Ops::DEFINE_LOCAL | Ops::RANGE | Ops::DEFINE_REG | Ops::INDEX)
             || (uses[i] <= 1 && u.op != Ops::WHERE && nest <= MAX_NESTING);
         if inline {
             nesting[i] = nest;
@@ -348,10 +379,14 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
         } else {
             ""
         };
-        let fp16 =
-            if uops.iter().any(|u| u.dtype.scalar == Scalar::Float16) { "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n" } else { "" };
+        let fp16 = if d.half && uops.iter().any(|u| u.dtype.scalar == Scalar::Float16) {
+            "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n"
+        } else {
+            ""
+        };
+        let halves = if uops.iter().any(|u| d.emulated_half(u.dtype)) { HALF_PRELUDE_OPENCL } else { "" };
         return format!(
-            "{fp64}{fp16}{}__kernel void {}({}) {{\n{body}}}\n",
+            "{fp64}{fp16}{halves}{}__kernel void {}({}) {{\n{body}}}\n",
             if bf16 { BF16_PRELUDE_OPENCL } else { "" },
             k.name,
             params.join(", ")
@@ -402,12 +437,22 @@ ushort tg_f2bf(float f) { uint u = as_uint(f);
   u = (-u & 0x7f800000u) ? u + ((u >> 16) & 1u) + 0x7fffu : (u & 0xffffu) ? (u | 0x10000u) : u; return (ushort)(u >> 16); }
 ";
 
+/// Halves in OpenCL C without `cl_khr_fp16`: a float rounded to half precision, a half's bits, and back, through
+/// a private `ushort` with `vstore_half`/`vload_half` (round to nearest even).
+const HALF_PRELUDE_OPENCL: &str =
+    "float tg_round_half(float x) { ushort t; vstore_half(x, 0, (__private half*)&t); return vload_half(0, (__private half*)&t); }
+ushort tg_half_bits(float x) { ushort t; vstore_half(x, 0, (__private half*)&t); return t; }
+float tg_bits_half(ushort b) { return vload_half(0, (__private half*)&b); }
+";
+
 /// The C conversion of `x` from `from` to `to`. bf16 goes through float (see [`BF16_PRELUDE`]), and so does
 /// every conversion to half except from float: x86 has no direct double/int -> half instruction and the
 /// libcalls may be missing (tinygrad's ClangRenderer rewrites these casts the same way).
 fn cast(x: &str, from: DType, to: DType, d: Dialect) -> String {
     use Scalar::*;
     match (from.scalar, to.scalar) {
+        (BFloat16, Float16) if d.emulated_half(to) => format!("tg_round_half(tg_bf2f({x}))"),
+        (_, Float16) if d.emulated_half(to) => format!("tg_round_half((float)({x}))"),
         (BFloat16, Float32) => format!("tg_bf2f({x})"),
         (BFloat16, _) => format!("(({})tg_bf2f({x}))", d.ty(to)),
         (Float32, BFloat16) => format!("tg_f2bf({x})"),

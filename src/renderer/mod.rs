@@ -102,7 +102,7 @@ impl Renderer {
     }
 
     /// The interpreter's renderer (tinygrad `PythonRenderer`): GPU-shaped, as tinygrad's PYTHON device (a launch
-    /// grid and workgroups, so the interpreter checks what GPU codegen makes; no shared memory yet), 16-byte vectors
+    /// grid, workgroups and their shared memory, so the interpreter checks what GPU codegen makes), 16-byte vectors
     /// (so kernels keep vector loads, stores and accumulators, which the interpreter checks too), no slack past a
     /// buffer's end (every out-of-bounds access is an error there), THREEFRY decomposed.
     pub fn python() -> Renderer {
@@ -110,7 +110,7 @@ impl Renderer {
             device: "PYTHON",
             language: Language::UOps,
             has_local: true,
-            has_shared: false,
+            has_shared: true,
             threads: 1,
             vector_bytes: 16,
             vector_registers: 16,

@@ -84,7 +84,20 @@ pub struct PythonProgram {
 enum Ptr {
     Global(usize, i128),
     Reg(usize, i128),
+    /// Workgroup memory, by its DEFINE_LOCAL's position.
+    Local(usize, i128),
     Off,
+}
+
+/// One thread's state: every UOp's value, its registers, the element dtype and count of each argument, its open
+/// loops, where it is, and its place in the grid (workgroup index, then index in the workgroup, per dimension).
+struct Thread {
+    v: Vec<Val>,
+    regs: FxHashMap<usize, Vec<ConstValue>>,
+    globals: FxHashMap<usize, (DType, usize)>,
+    loops: Vec<Loop>,
+    pc: usize,
+    at: [usize; 6],
 }
 
 /// The value of one UOp.
@@ -166,23 +179,19 @@ impl PythonProgram {
         }
     }
 
-    /// Interprets the kernel once, as the thread at `at` (its workgroup's index, then its index in the workgroup,
-    /// in each dimension).
-    fn run(&self, bufs: &[*mut u8], vals: &[i32], at: [usize; 6]) -> Result<()> {
+    /// Runs thread `t` on until the next BARRIER (`Ok(false)`) or the kernel's end (`Ok(true)`); `locals` is its
+    /// workgroup's memory.
+    fn run(&self, bufs: &[*mut u8], vals: &[i32], t: &mut Thread, locals: &mut FxHashMap<usize, Vec<ConstValue>>) -> Result<bool> {
         let n = self.insts.len();
-        let mut v: Vec<Val> = vec![Val::None; n];
-        let mut regs: FxHashMap<usize, Vec<ConstValue>> = FxHashMap::default();
-        // the element dtype and element count of each argument
-        let mut globals: FxHashMap<usize, (DType, usize)> = FxHashMap::default();
-        let mut loops: Vec<Loop> = Vec::new();
-        let mut pc = 0;
+        let Thread { v, regs, globals, loops, at, .. } = t;
+        let mut pc = t.pc;
         while pc < n {
             let x = &self.insts[pc];
             // a register is read where it is used (as the C renderer does), not where its LOAD stands
             for &j in &x.src {
                 if self.reg_load[j] {
                     if let Val::Ptr(Ptr::Reg(r, o)) = v[self.insts[j].src[0]] {
-                        v[j] = self.read_reg(j, &regs, r, o, self.insts[j].dtype.count as usize)?;
+                        v[j] = self.read_reg(j, regs, r, o, self.insts[j].dtype.count as usize)?;
                     }
                 }
             }
@@ -196,6 +205,14 @@ impl PythonProgram {
                     }
                     globals.insert(slot, (x.dtype.base(), x.dtype.size.max(0) as usize));
                     Val::Ptr(Ptr::Global(slot, 0))
+                }
+                Ops::DEFINE_LOCAL => {
+                    locals.entry(pc).or_insert_with(|| vec![ConstValue::Int(0); x.dtype.size.max(1) as usize]);
+                    Val::Ptr(Ptr::Local(pc, 0))
+                }
+                Ops::BARRIER => {
+                    t.pc = pc + 1;
+                    return Ok(false);
                 }
                 Ops::DEFINE_REG => {
                     let lanes = x.dtype.base().count as usize * x.dtype.size.max(1) as usize;
@@ -253,6 +270,7 @@ impl PythonProgram {
                         (true, _) if matches!(off, ConstValue::Invalid) => return Err(self.err(pc, "an invalid index is accessed".into())),
                         (true, Ptr::Global(b, o)) => Val::Ptr(Ptr::Global(b, o + off.as_i128())),
                         (true, Ptr::Reg(r, o)) => Val::Ptr(Ptr::Reg(r, o + off.as_i128())),
+                        (true, Ptr::Local(l, o)) => Val::Ptr(Ptr::Local(l, o + off.as_i128())),
                         (true, Ptr::Off) => Val::Ptr(Ptr::Off),
                     }
                 }
@@ -261,7 +279,12 @@ impl PythonProgram {
                     let count = x.dtype.count as usize;
                     match *p {
                         Ptr::Off => Val::of(vec![ConstValue::Int(0).cast(x.dtype.scalar()); count]),
-                        Ptr::Reg(r, o) => self.read_reg(pc, &regs, r, o, count)?,
+                        Ptr::Reg(r, o) => self.read_reg(pc, regs, r, o, count)?,
+                        Ptr::Local(l, o) => {
+                            let mem = &locals[&l];
+                            self.check(pc, l, o, count, mem.len())?;
+                            Val::of(mem[o as usize..o as usize + count].to_vec())
+                        }
                         Ptr::Global(b, o) => {
                             let (dt, size) = globals[&b];
                             self.check(pc, b, o, count, size)?;
@@ -285,6 +308,11 @@ impl PythonProgram {
                                 return Err(self.err(pc, format!("register lanes {start}..{}", start + count)));
                             }
                             (0..count).for_each(|l| reg[start + l] = val.lane(l));
+                        }
+                        Ptr::Local(l, o) => {
+                            let mem = locals.get_mut(&l).expect("DEFINE_LOCAL runs before its uses");
+                            self.check(pc, l, o, count, mem.len())?;
+                            (0..count).for_each(|i| mem[o as usize + i] = val.lane(i).cast(self.insts[x.src[1]].dtype.scalar()));
                         }
                         Ptr::Global(b, o) => {
                             let (dt, size) = globals[&b];
@@ -321,13 +349,14 @@ impl PythonProgram {
                         Val::Vector((0..lanes).map(at).collect())
                     }
                 }
-                Ops::SINK | Ops::NOOP | Ops::BARRIER => Val::None,
+                Ops::SINK | Ops::NOOP => Val::None,
                 op => return Err(self.err(pc, format!("the interpreter has no rule for {op}"))),
             };
             v[pc] = out;
             pc += 1;
         }
-        Ok(())
+        t.pc = pc;
+        Ok(true)
     }
 
     /// `count` lanes of register `r` (a DEFINE_REG's position) from element `o`.
@@ -388,18 +417,44 @@ fn bitcast(a: &Val, from: DType, to: DType) -> Val {
 }
 
 impl Program for PythonProgram {
-    /// Interprets the kernel once per thread of the grid, one thread after another (so a kernel that shares
-    /// memory between the threads of a workgroup is beyond it).
+    /// Interprets the kernel for every thread of the grid, a workgroup at a time: its threads run in turn, each
+    /// up to the next BARRIER, so all of them reach a barrier before any passes it, and share the workgroup's
+    /// memory (DEFINE_LOCAL).
     fn launch(&self, bufs: &[*mut u8], vals: &[i32], global: [usize; 3], local: [usize; 3]) -> Result<Duration> {
         let st = Instant::now();
-        let n: [usize; 6] = [global[0], global[1], global[2], local[0], local[1], local[2]];
-        for i in 0..n.iter().product::<usize>() {
-            let (mut at, mut rest) = ([0usize; 6], i);
-            for d in 0..6 {
-                at[d] = rest % n[d];
-                rest /= n[d];
+        let unravel = |mut i: usize, n: [usize; 3]| -> [usize; 3] {
+            std::array::from_fn(|d| {
+                let x = i % n[d];
+                i /= n[d];
+                x
+            })
+        };
+        for g in 0..global.iter().product::<usize>() {
+            let g = unravel(g, global);
+            let mut threads: Vec<Thread> = (0..local.iter().product::<usize>())
+                .map(|l| {
+                    let l = unravel(l, local);
+                    let at = [g[0], g[1], g[2], l[0], l[1], l[2]];
+                    Thread {
+                        v: vec![Val::None; self.insts.len()],
+                        regs: Default::default(),
+                        globals: Default::default(),
+                        loops: vec![],
+                        pc: 0,
+                        at,
+                    }
+                })
+                .collect();
+            let mut locals = FxHashMap::default();
+            let mut running = threads.len();
+            while running > 0 {
+                running = 0;
+                for t in threads.iter_mut().filter(|t| t.pc < self.insts.len()) {
+                    if !self.run(bufs, vals, t, &mut locals)? {
+                        running += 1;
+                    }
+                }
             }
-            self.run(bufs, vals, at)?;
         }
         Ok(st.elapsed())
     }

@@ -26,6 +26,15 @@ fn try_apply(k: &mut Kernel, op: OptOps, id: i64, amt: usize) {
 pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
     let mut k = k.clone();
     let topo = k.ast.toposort();
+    // GROUPTOP: on a target with shared memory, a long reduction into few outputs is split over a workgroup of 16
+    // (tinygrad's rule for small outputs), before any lanes
+    if k.ren.has_shared && k.upcastable_dims().iter().map(|&i| k.full_shape()[i]).product::<usize>() <= 256 {
+        if let Some(&r) = k.unrollable_dims().first() {
+            if k.full_shape()[r] >= 256 && k.full_shape()[r].is_multiple_of(16) {
+                let _ = k.apply_opt(Opt::new(OptOps::GroupTop, 0, 16));
+            }
+        }
+    }
     let Some(store) = k.ast.src.iter().find(|s| s.op == Ops::STORE).cloned() else { return vec![] };
     let item = store.src[0].dtype.base().itemsize().max(1);
     let lanes = (k.ren.vector_bytes / item).max(1);

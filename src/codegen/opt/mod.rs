@@ -314,6 +314,7 @@ impl Kernel {
                 let most = if opt.op == OptOps::Upcast { 16.max(self.ren.vector_bytes / 2) } else { 32 };
                 self.check(opt, amt <= most, "too many lanes on one axis")?;
                 self.check(opt, self.lanes() * amt <= MAX_LANES, "too many lanes in the kernel")?;
+                self.check(opt, !rngs.iter().any(|r| r.axis().1 == AxisType::GroupReduce), "lanes after a GROUP are not supported")?;
                 let k = if opt.op == OptOps::Upcast { AxisType::Upcast } else { AxisType::Unroll };
                 self.shift_to(&r, amt, k, false);
             }
@@ -329,6 +330,19 @@ impl Kernel {
             OptOps::Group | OptOps::GroupTop => {
                 self.check(opt, self.ren.has_local && self.ren.has_shared && !self.dont_use_locals, "the target has no shared memory")?;
                 self.check(opt, divides && amt > 1, "GROUP amount must divide the axis")?;
+                self.check(opt, self.lanes() == 1, "GROUP after UPCAST or UNROLL is not supported")?;
+                self.check(
+                    opt,
+                    self.full_shape()
+                        .iter()
+                        .zip(self.axis_types())
+                        .filter(|(_, t)| matches!(t, AxisType::Local | AxisType::GroupReduce))
+                        .map(|(n, _)| n)
+                        .product::<usize>()
+                        * amt
+                        <= 256,
+                    "workgroup over 256 threads",
+                )?;
                 self.shift_to(&r, amt, AxisType::GroupReduce, opt.op == OptOps::GroupTop);
             }
             OptOps::Thread => {
