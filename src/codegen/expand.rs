@@ -95,6 +95,9 @@ pub fn expand(sink: &UOp, max_vector_bytes: usize) -> UOp {
 /// chunks and an inner one of a register's lanes: compilers spill GNU vectors wider than the machine's registers
 /// through memory (gcc does), while register-wide vectors side by side stay in registers.
 fn split_wide_lanes(sink: &UOp, max_bytes: usize) -> UOp {
+    if max_bytes == 0 {
+        return sink.clone();
+    }
     let topo = sink.toposort();
     let item = topo.iter().filter(|u| matches!(u.op, Ops::LOAD | Ops::STORE)).map(|u| u.src[0].dtype.base().itemsize()).max().unwrap_or(4);
     let w = (max_bytes / item.max(1)).max(1);

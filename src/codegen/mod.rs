@@ -76,7 +76,7 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
     spec::verify(&sink, &spec::KERNEL_SPEC, "group reduces");
     let (sink, global_size, local_size) = if ren.has_local { gpudims::add_gpudims(&sink) } else { (sink, [outer.max(1), 1, 1], [1; 3]) };
     spec::verify(&sink, &spec::KERNEL_SPEC, "gpu dims");
-    let sink = expand::expand(&sink, ren.vector_bytes.max(16));
+    let sink = expand::expand(&sink, if ren.vector_bytes == 0 { 0 } else { ren.vector_bytes.max(16) });
     spec::verify(&sink, &spec::KERNEL_SPEC, "expand");
     let sink = lower::lower_reduces(&sink);
     spec::verify(&sink, &spec::PROGRAM_SPEC, "lower reduces");

@@ -18,6 +18,8 @@ use std::fmt::Write;
 pub struct Dialect {
     /// OpenCL C rather than GNU C.
     pub opencl: bool,
+    /// CUDA C++ (NVRTC) rather than GNU C: no vectors (its vector types have no arithmetic).
+    pub cuda: bool,
     /// Whether `half` is a type values can have (OpenCL: `cl_khr_fp16`). Without it, half values are floats
     /// rounded to half precision where they are made, and half buffers are read and written with
     /// `vload_half`/`vstore_half`, which OpenCL has everywhere.
@@ -25,11 +27,14 @@ pub struct Dialect {
 }
 
 /// GNU C for the CPU device.
-pub const C: Dialect = Dialect { opencl: false, half: true };
+pub const C: Dialect = Dialect { opencl: false, cuda: false, half: true };
 
 impl Dialect {
     /// The type of scalar dtype `dt` in this dialect ([`ctype`] in C).
     fn ty(self, dt: DType) -> &'static str {
+        if self.cuda {
+            return if dt.scalar == Scalar::Bool { "bool" } else { ctype(dt, true) };
+        }
         if !self.opencl {
             return ctype(dt, true);
         }
@@ -55,7 +60,7 @@ impl Dialect {
             "uchar"
         } else if self.opencl && dt.scalar == Scalar::Float16 {
             "half"
-        } else if self.opencl {
+        } else if self.opencl || self.cuda {
             self.ty(dt)
         } else {
             ctype(dt, false)
@@ -95,9 +100,10 @@ fn literal(v: ConstValue, dt: DType, d: Dialect) -> String {
         ConstValue::Bool(b) => (b as u8).to_string(),
         ConstValue::Float(f) if dt.is_float() => {
             let s = if f.is_nan() {
-                if d.opencl { "NAN" } else { "__builtin_nan(\"\")" }.into()
+                if d.opencl { "NAN" } else if d.cuda { "__int_as_float(0x7fc00000)" } else { "__builtin_nan(\"\")" }.into()
             } else if f.is_infinite() {
-                format!("{}{}", if f < 0.0 { "-" } else { "" }, if d.opencl { "INFINITY" } else { "__builtin_inf()" })
+                let inf = if d.opencl { "INFINITY" } else if d.cuda { "__int_as_float(0x7f800000)" } else { "__builtin_inf()" };
+                format!("{}{inf}", if f < 0.0 { "-" } else { "" })
             } else {
                 format!("{f:?}")
             };
@@ -159,7 +165,12 @@ pub fn render(k: &LinearKernel) -> String {
 
 /// Renders `k` as one OpenCL C kernel named `k.name` (see [`crate::renderer::Renderer::opencl`]).
 pub fn render_opencl(k: &LinearKernel, ren: &crate::renderer::Renderer) -> String {
-    render_with(k, Dialect { opencl: true, half: ren.half })
+    render_with(k, Dialect { opencl: true, cuda: false, half: ren.half })
+}
+
+/// Renders `k` as one CUDA kernel named `k.name` for NVRTC (see [`crate::renderer::Renderer::cuda`]).
+pub fn render_cuda(k: &LinearKernel) -> String {
+    render_with(k, Dialect { opencl: false, cuda: true, half: true })
 }
 
 /// Renders `k` as one kernel function in dialect `d`. Index math is `long`, as wide as a pointer, even where `int`
@@ -192,9 +203,13 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
             Ops::SPECIAL => {
                 let Arg::Str(name) = &u.arg else { unreachable!("SPECIAL without a name") };
                 let dim = &name[name.len() - 1..];
-                let f = if name.starts_with('g') { "get_group_id" } else { "get_local_id" };
+                let f = match (d.cuda, name.starts_with('g')) {
+                    (false, true) => format!("get_group_id({dim})"),
+                    (false, false) => format!("get_local_id({dim})"),
+                    (true, g) => format!("{}.{}", if g { "blockIdx" } else { "threadIdx" }, ["x", "y", "z"][usize::from(dim.as_bytes()[0] - b'0')]),
+                };
                 indent(&mut body, depth);
-                let _ = writeln!(body, "long {name} = (long){f}({dim}); /* {} */", s(0));
+                let _ = writeln!(body, "long {name} = (long){f}; /* {} */", s(0));
                 r[i] = name.to_string();
                 continue;
             }
@@ -224,12 +239,12 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
             Ops::DEFINE_LOCAL => {
                 let Arg::Int(id) = u.arg else { unreachable!("DEFINE_LOCAL without an id") };
                 indent(&mut body, depth);
-                let _ = writeln!(body, "__local {} temp{id}[{}];", ty(u.dtype.base()), u.dtype.size);
+                let _ = writeln!(body, "{} {} temp{id}[{}];", if d.cuda { "__shared__" } else { "__local" }, ty(u.dtype.base()), u.dtype.size);
                 format!("temp{id}")
             }
             Ops::BARRIER => {
                 indent(&mut body, depth);
-                body.push_str("barrier(CLK_LOCAL_MEM_FENCE);\n");
+                body.push_str(if d.cuda { "__syncthreads();\n" } else { "barrier(CLK_LOCAL_MEM_FENCE);\n" });
                 continue;
             }
             Ops::INDEX if u.src[0].op == Ops::DEFINE_REG => s(0).to_string(),
@@ -313,6 +328,7 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
             Ops::CAST => cast(s(0), u.src[0].dtype, u.dtype, d),
             Ops::BITCAST if d.emulated_half(u.src[0].dtype) => format!("(({})tg_half_bits({}))", ty(u.dtype), s(0)),
             Ops::BITCAST if d.emulated_half(u.dtype) => format!("tg_bits_half((ushort)({}))", s(0)),
+            Ops::BITCAST if d.cuda => format!("tg_bitcast<{}>({})", ty(u.dtype), s(0)),
             Ops::BITCAST if d.opencl => {
                 let t = if u.dtype.count > 1 { vtype(u.dtype, &mut vtypes, d) } else { ty(u.dtype).to_string() };
                 format!("as_{t}({})", s(0))
@@ -369,6 +385,18 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
     }
     globals.sort_by_key(|g| g.0);
     let bf16 = uops.iter().any(|u| is_bf16(u.dtype));
+    if d.cuda {
+        let params: Vec<String> =
+            globals.iter().map(|(slot, dt)| format!("{}{}* __restrict__ data{slot}", if *slot == 0 { "" } else { "const " }, d.buf_ty(*dt))).collect();
+        let half = if uops.iter().any(|u| u.dtype.scalar == Scalar::Float16) { "#include <cuda_fp16.h>\n" } else { "" };
+        return format!(
+            "{half}{CUDA_PRELUDE}{}extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n{body}}}\n",
+            if bf16 { BF16_PRELUDE_CUDA } else { "" },
+            k.local_size.iter().product::<usize>(),
+            k.name,
+            params.join(", ")
+        );
+    }
     if d.opencl {
         let params: Vec<String> = globals
             .iter()
@@ -437,6 +465,16 @@ ushort tg_f2bf(float f) { uint u = as_uint(f);
   u = (-u & 0x7f800000u) ? u + ((u >> 16) & 1u) + 0x7fffu : (u & 0xffffu) ? (u | 0x10000u) : u; return (ushort)(u >> 16); }
 ";
 
+/// CUDA helpers: a bit cast between types of one size (guarded, so kernels concatenate).
+const CUDA_PRELUDE: &str = "#ifndef TG_BITCAST\n#define TG_BITCAST\ntemplate <class T, class F> __device__ __forceinline__ T tg_bitcast(F x) { T y; memcpy(&y, &x, sizeof(T)); return y; }\n#endif\n";
+
+/// [`BF16_PRELUDE`] in CUDA, with `__uint_as_float`/`__float_as_uint` for the bit casts.
+const BF16_PRELUDE_CUDA: &str = "#ifndef TG_BF16\n#define TG_BF16\n__device__ __forceinline__ float tg_bf2f(unsigned short b) { return __uint_as_float((unsigned int)b << 16); }
+__device__ __forceinline__ unsigned short tg_f2bf(float f) { unsigned int u = __float_as_uint(f);
+  u = (-u & 0x7f800000u) ? u + ((u >> 16) & 1u) + 0x7fffu : (u & 0xffffu) ? (u | 0x10000u) : u; return (unsigned short)(u >> 16); }
+#endif
+";
+
 /// Halves in OpenCL C without `cl_khr_fp16`: a float rounded to half precision, a half's bits, and back, through
 /// a private `ushort` with `vstore_half`/`vload_half` (round to nearest even).
 const HALF_PRELUDE_OPENCL: &str =
@@ -453,6 +491,10 @@ fn cast(x: &str, from: DType, to: DType, d: Dialect) -> String {
     match (from.scalar, to.scalar) {
         (BFloat16, Float16) if d.emulated_half(to) => format!("tg_round_half(tg_bf2f({x}))"),
         (_, Float16) if d.emulated_half(to) => format!("tg_round_half((float)({x}))"),
+        // (CUDA's half converts from and to float only)
+        (Float16, Float32) if d.cuda => format!("((float)({x}))"),
+        (Float16, _) if d.cuda => format!("(({})(float)({x}))", d.ty(to)),
+        (_, Float16) if d.cuda => format!("((half)(float)({x}))"),
         (BFloat16, Float32) => format!("tg_bf2f({x})"),
         (BFloat16, _) => format!("(({})tg_bf2f({x}))", d.ty(to)),
         (Float32, BFloat16) => format!("tg_f2bf({x})"),
@@ -468,6 +510,9 @@ fn cast(x: &str, from: DType, to: DType, d: Dialect) -> String {
 fn alu(u: &UOp, dt: DType, a: &[&str], d: Dialect) -> String {
     let f = |name: &str| match dt.scalar {
         Scalar::Float64 | Scalar::Float32 | Scalar::WeakFloat if d.opencl => format!("{name}({})", a[0]),
+        Scalar::Float64 if d.cuda => format!("{name}({})", a[0]),
+        Scalar::Float32 | Scalar::WeakFloat if d.cuda => format!("{name}f({})", a[0]),
+        _ if d.cuda => format!("(({})({name}f((float){})))", d.ty(dt), a[0]),
         _ if d.opencl => format!("(({})({name}((float){})))", d.ty(dt), a[0]),
         Scalar::Float64 => format!("__builtin_{name}({})", a[0]),
         Scalar::Float32 | Scalar::WeakFloat => format!("__builtin_{name}f({})", a[0]),
@@ -502,6 +547,9 @@ fn alu(u: &UOp, dt: DType, a: &[&str], d: Dialect) -> String {
         Ops::LOG2 => f("log2"),
         Ops::SIN => f("sin"),
         Ops::TRUNC => f("trunc"),
+        Ops::POW if d.cuda && dt.scalar == Scalar::Float64 => format!("pow({}, {})", a[0], a[1]),
+        Ops::POW if d.cuda && dt.is_float() => format!("(({})powf((float){}, (float){}))", d.ty(dt), a[0], a[1]),
+        Ops::POW if d.cuda => format!("(({})pow((double){}, (double){}))", d.ty(dt), a[0], a[1]),
         Ops::POW if d.opencl && dt.is_float() => format!("(({})pow({}, {}))", d.ty(dt), a[0], a[1]),
         Ops::POW if d.opencl => format!("(({})pow((double){}, (double){}))", d.ty(dt), a[0], a[1]),
         Ops::POW => match dt.scalar {

@@ -28,7 +28,7 @@ pub struct Renderer {
     pub has_shared: bool,
     /// Cores the launcher splits a THREAD axis over (0: no THREAD opt).
     pub threads: usize,
-    /// Width of the widest vector register in bytes (16 for SSE/NEON, 32 for AVX2, 64 for AVX-512).
+    /// Width of the widest vector register in bytes (16 for SSE/NEON, 32 for AVX2, 64 for AVX-512; 0: no vectors).
     pub vector_bytes: usize,
     /// Vector registers available to a register tile (16 on AVX2, 32 on AVX-512 and NEON).
     pub vector_registers: usize,
@@ -53,6 +53,8 @@ pub enum Language {
     UOps,
     /// OpenCL C ([`cstyle`]; tinygrad `OpenCLRenderer`).
     OpenCL,
+    /// CUDA C++ for NVRTC ([`cstyle`]; tinygrad `CUDARenderer`).
+    Cuda,
 }
 
 impl Renderer {
@@ -61,6 +63,7 @@ impl Renderer {
         match self.language {
             Language::C => cstyle::render(k),
             Language::OpenCL => cstyle::render_opencl(k, self),
+            Language::Cuda => cstyle::render_cuda(k),
             Language::UOps => python::render(k),
         }
     }
@@ -97,6 +100,23 @@ impl Renderer {
             vector_registers: 16,
             overread: 0,
             half: fp16,
+            decomposed: &[crate::uop::Ops::THREEFRY],
+        }
+    }
+
+    /// The CUDA renderer (tinygrad `CUDARenderer`): workgroups (blocks) and shared memory, halves, and no vectors
+    /// (CUDA's vector types have no arithmetic: lanes are unrolled).
+    pub fn cuda() -> Renderer {
+        Renderer {
+            device: "CUDA",
+            language: Language::Cuda,
+            has_local: true,
+            has_shared: true,
+            threads: 1,
+            vector_bytes: 0,
+            vector_registers: 16,
+            overread: 0,
+            half: true,
             decomposed: &[crate::uop::Ops::THREEFRY],
         }
     }
