@@ -124,3 +124,23 @@ fn cachelevel_0_bypasses_the_cache() {
     assert_eq!(beam_searches(), n + 2, "no cache read");
     assert!(!path.exists(), "no cache written");
 }
+
+/// BEAM on OpenCL: candidates compiled by the driver and timed on the device, LOCAL and GROUP among the actions; the
+/// results are NOOPT=1's, and the winner is cached under the device's name.
+#[test]
+fn beam_on_opencl() {
+    let _s = serial();
+    if let Err(e) = tinygrad::runtime::cl::device() {
+        assert!(std::env::var_os("CI").is_none(), "CI must have an OpenCL device (.ci/run installs PoCL): {e}");
+        return eprintln!("skipping: {e}");
+    }
+    let _dev = Context::new(&[]).dev("CL");
+    let (a, b) = (input(&[16, 48], 5), input(&[48, 16], 6));
+    let want = values(&[(&NOOPT, 1)], || a.matmul(&b));
+    let searched = beam_searches();
+    close(&values(&[(&BEAM, 1), (&IGNORE_BEAM_CACHE, 1)], || a.matmul(&b)), &want);
+    assert!(beam_searches() > searched, "BEAM=1 searched");
+    let entries: Vec<String> =
+        std::fs::read_dir(cache_home().join("tinygrad/beam")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert!(entries.iter().any(|e| e.contains("-CL-")), "a CL entry in {entries:?}");
+}

@@ -213,7 +213,7 @@ fn runner(dev: &'static Device, ast: &UOp) -> Result<Arc<Runner>> {
 fn prepare(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>) -> Result<(LinearKernel, String, i64)> {
     let beam = if opts.is_none() { beam_width() } else { 0 };
     let ren = dev.rt.renderer();
-    let searched = if beam >= 1 { Some(search::beam_opts(&ren, ast, beam as usize)?) } else { None };
+    let searched = if beam >= 1 { Some(search::beam_opts_on(dev, ast, beam as usize)?) } else { None };
     let kernel = full_rewrite(ast, &ren, opts.or(searched.as_deref()))?;
     let src = ren.render(&kernel);
     if DEBUG.value() >= 3 {
@@ -236,6 +236,15 @@ fn compile(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>) -> Result<Arc<
     let prepared = prepare(dev, ast, opts)?;
     let object = dev.rt.compiler()?.compile(&prepared.0.name, &prepared.1)?;
     load(dev, prepared, &object)
+}
+
+/// The kernel ASTs compiled for `device` in this process so far (its kernel cache's keys), in no order: what a
+/// test renders for another target (the CUDA compile check takes every kernel the conformance suite made).
+///
+/// # Errors
+/// [`Error::Device`] for an unknown or unavailable device.
+pub fn compiled_asts(device: &str) -> Result<Vec<UOp>> {
+    Ok(self::device(device)?.runners.lock().keys().cloned().collect())
 }
 
 /// Compiles kernel `ast` with exactly `opts` (bypassing the kernel cache) and runs it once on `bufs` (BUFFER nodes

@@ -103,6 +103,65 @@ pub fn beam_search(ast: &UOp, amt: usize) -> Result<Vec<Opt>> {
     beam_opts(&Renderer::cpu(), ast, amt)
 }
 
+/// BEAM's opts for kernel `ast` on `dev`: [`beam_search`]'s on the CPU; the hand-coded opts on the interpreter
+/// (its timings say nothing); otherwise a search whose candidates are compiled by the device's compiler one by one
+/// and timed by one launch each on scratch buffers of the device (tinygrad's `_time_program`), over the device's
+/// actions (LOCAL and GROUP among them), cached on disk as the CPU's.
+pub(super) fn beam_opts_on(dev: &super::Device, ast: &UOp, amt: usize) -> Result<Vec<Opt>> {
+    let ren = dev.rt.renderer();
+    match ren.device {
+        "CPU" => return beam_opts(&ren, ast, amt),
+        "PYTHON" => return Ok(hand_coded_optimizations(&kernel(ast, &ren))),
+        _ => {}
+    }
+    let k = kernel(ast, &ren);
+    if let Some(opts) = opt::beam_cache_get(&k, amt) {
+        return Ok(opts);
+    }
+    let topo = k.ast.toposort();
+    if topo.iter().any(|u| u.op == Ops::DEFINE_VAR) {
+        return Ok(hand_coded_optimizations(&k));
+    }
+    let alloc = dev.rt.allocator();
+    let mut bufs = Vec::new();
+    for size in scratch_sizes(&topo) {
+        let b = alloc.alloc(size)?;
+        alloc.copyin(&b, &vec![0; size]);
+        bufs.push(b);
+    }
+    let ptrs: Vec<*mut u8> = bufs.iter().map(|b| b.as_ptr()).collect();
+    let compile = |batch: &[Kernel]| -> Vec<Option<(Box<dyn crate::runtime::Program>, [usize; 3], [usize; 3])>> {
+        batch
+            .iter()
+            .map(|c| {
+                let lk = full_rewrite(ast, &c.ren, Some(&c.applied_opts)).ok().filter(|lk| lk.uops.len() <= UOPS_MAX)?;
+                let object = dev.rt.compiler().ok()?.compile(&lk.name, &ren.render(&lk)).ok()?;
+                Some((dev.rt.load(&lk, &object).ok()?, lk.global_size, lk.local_size))
+            })
+            .collect()
+    };
+    let time =
+        |(p, g, l): &(Box<dyn crate::runtime::Program>, [usize; 3], [usize; 3])| p.launch(&ptrs, &[], *g, *l).ok().map(|t| t.as_secs_f64());
+    let opts = opt::beam_search(&k, amt, compile, time);
+    bufs.into_iter().for_each(|b| alloc.free(b));
+    opt::beam_cache_put(&k, amt, &opts);
+    Ok(opts)
+}
+
+/// The byte size of each argument slot of a kernel whose graph is `topo` (0 for a slot it does not use).
+fn scratch_sizes(topo: &[UOp]) -> Vec<usize> {
+    let globals: Vec<(usize, usize)> = topo
+        .iter()
+        .filter(|u| u.op == Ops::DEFINE_GLOBAL)
+        .map(|g| match g.arg {
+            Arg::Int(slot) => (slot as usize, g.dtype.size.max(0) as usize * g.dtype.base().itemsize()),
+            ref a => panic!("DEFINE_GLOBAL without a slot: {a:?}"),
+        })
+        .collect();
+    let slots = globals.iter().map(|g| g.0 + 1).max().unwrap_or(0);
+    (0..slots).map(|slot| globals.iter().find(|g| g.0 == slot).map_or(0, |g| g.1)).collect()
+}
+
 /// [`beam_search`] for a kernel rendered by `ren`: scratch buffers of each DEFINE_GLOBAL's size (zeros) from the
 /// CPU's allocator; a candidate's time is one launch on a sample of its outermost loop (on all cores when the real
 /// launch would be parallel), scaled to the whole kernel. A kernel with symbolic variables, or for another device
@@ -122,18 +181,8 @@ pub(super) fn beam_opts(ren: &Renderer, ast: &UOp, amt: usize) -> Result<Vec<Opt
     let dev = cpu::device();
     let cc = dev.cc()?;
     let cores = usize::try_from(NUM_CPU_THREADS.value()).unwrap_or(1).max(1);
-    let globals: Vec<(usize, usize)> = topo
-        .iter()
-        .filter(|u| u.op == Ops::DEFINE_GLOBAL)
-        .map(|g| match g.arg {
-            Arg::Int(slot) => (slot as usize, g.dtype.size.max(0) as usize * g.dtype.base().itemsize()),
-            ref a => panic!("DEFINE_GLOBAL without a slot: {a:?}"),
-        })
-        .collect();
-    let slots = globals.iter().map(|g| g.0 + 1).max().unwrap_or(0);
-    let mut bufs = Vec::with_capacity(slots);
-    for slot in 0..slots {
-        let size = globals.iter().find(|g| g.0 == slot).map_or(0, |g| g.1);
+    let mut bufs = Vec::new();
+    for size in scratch_sizes(&topo) {
         let b = dev.allocator.alloc(size)?;
         dev.allocator.copyin(&b, &vec![0; size]);
         bufs.push(b);

@@ -100,9 +100,22 @@ fn literal(v: ConstValue, dt: DType, d: Dialect) -> String {
         ConstValue::Bool(b) => (b as u8).to_string(),
         ConstValue::Float(f) if dt.is_float() => {
             let s = if f.is_nan() {
-                if d.opencl { "NAN" } else if d.cuda { "__int_as_float(0x7fc00000)" } else { "__builtin_nan(\"\")" }.into()
+                if d.opencl {
+                    "NAN"
+                } else if d.cuda {
+                    "__int_as_float(0x7fc00000)"
+                } else {
+                    "__builtin_nan(\"\")"
+                }
+                .into()
             } else if f.is_infinite() {
-                let inf = if d.opencl { "INFINITY" } else if d.cuda { "__int_as_float(0x7f800000)" } else { "__builtin_inf()" };
+                let inf = if d.opencl {
+                    "INFINITY"
+                } else if d.cuda {
+                    "__int_as_float(0x7f800000)"
+                } else {
+                    "__builtin_inf()"
+                };
                 format!("{}{inf}", if f < 0.0 { "-" } else { "" })
             } else {
                 format!("{f:?}")
@@ -206,7 +219,9 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
                 let f = match (d.cuda, name.starts_with('g')) {
                     (false, true) => format!("get_group_id({dim})"),
                     (false, false) => format!("get_local_id({dim})"),
-                    (true, g) => format!("{}.{}", if g { "blockIdx" } else { "threadIdx" }, ["x", "y", "z"][usize::from(dim.as_bytes()[0] - b'0')]),
+                    (true, g) => {
+                        format!("{}.{}", if g { "blockIdx" } else { "threadIdx" }, ["x", "y", "z"][usize::from(dim.as_bytes()[0] - b'0')])
+                    }
                 };
                 indent(&mut body, depth);
                 let _ = writeln!(body, "long {name} = (long){f}; /* {} */", s(0));
@@ -239,7 +254,8 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
             Ops::DEFINE_LOCAL => {
                 let Arg::Int(id) = u.arg else { unreachable!("DEFINE_LOCAL without an id") };
                 indent(&mut body, depth);
-                let _ = writeln!(body, "{} {} temp{id}[{}];", if d.cuda { "__shared__" } else { "__local" }, ty(u.dtype.base()), u.dtype.size);
+                let _ =
+                    writeln!(body, "{} {} temp{id}[{}];", if d.cuda { "__shared__" } else { "__local" }, ty(u.dtype.base()), u.dtype.size);
                 format!("temp{id}")
             }
             Ops::BARRIER => {
@@ -386,8 +402,10 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
     globals.sort_by_key(|g| g.0);
     let bf16 = uops.iter().any(|u| is_bf16(u.dtype));
     if d.cuda {
-        let params: Vec<String> =
-            globals.iter().map(|(slot, dt)| format!("{}{}* __restrict__ data{slot}", if *slot == 0 { "" } else { "const " }, d.buf_ty(*dt))).collect();
+        let params: Vec<String> = globals
+            .iter()
+            .map(|(slot, dt)| format!("{}{}* __restrict__ data{slot}", if *slot == 0 { "" } else { "const " }, d.buf_ty(*dt)))
+            .collect();
         let half = if uops.iter().any(|u| u.dtype.scalar == Scalar::Float16) { "#include <cuda_fp16.h>\n" } else { "" };
         return format!(
             "{half}{CUDA_PRELUDE}{}extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n{body}}}\n",
