@@ -130,7 +130,7 @@ pub(super) fn beam_opts_on(dev: &super::Device, ast: &UOp, amt: usize) -> Result
         bufs.push(b);
     }
     let ptrs: Vec<*mut u8> = bufs.iter().map(|b| b.as_ptr()).collect();
-    let compile = |batch: &[Kernel]| -> Vec<Option<(Box<dyn crate::runtime::Program>, [usize; 3], [usize; 3])>> {
+    let compile = |batch: &[Kernel]| -> Vec<Option<Launchable>> {
         batch
             .iter()
             .map(|c| {
@@ -147,6 +147,9 @@ pub(super) fn beam_opts_on(dev: &super::Device, ast: &UOp, amt: usize) -> Result
     opt::beam_cache_put(&k, amt, &opts);
     Ok(opts)
 }
+
+/// A compiled candidate and its launch's global and local sizes.
+type Launchable = (Box<dyn crate::runtime::Program>, [usize; 3], [usize; 3]);
 
 /// The byte size of each argument slot of a kernel whose graph is `topo` (0 for a slot it does not use).
 fn scratch_sizes(topo: &[UOp]) -> Vec<usize> {
