@@ -130,6 +130,9 @@ pub fn check_env() -> Result<()> {
         _ if canonicalize_device(&dev) == "CL" => {
             crate::runtime::cl::device()?;
         }
+        _ if canonicalize_device(&dev) == "CUDA" => {
+            crate::runtime::cuda::device()?;
+        }
         _ => {
             crate::runtime::cpu::ClangCompiler::new()?;
         }
@@ -277,8 +280,8 @@ static CONTEXT_VARS: [(&ContextVar, i64, i64); 12] = [
 ];
 
 /// The devices `DEV` may name (any case, an optional `:0`; `CLANG` is the CPU's old name); "" means the default,
-/// CPU. `PYTHON` is the interpreter of linear UOps (tinygrad's PYTHON device), `CL` OpenCL.
-pub const DEVICES: [&str; 4] = ["CPU", "CLANG", "PYTHON", "CL"];
+/// CPU. `PYTHON` is the interpreter of linear UOps (tinygrad's PYTHON device), `CL` OpenCL, `CUDA` NVIDIA GPUs.
+pub const DEVICES: [&str; 5] = ["CPU", "CLANG", "PYTHON", "CL", "CUDA"];
 
 /// A device name in canonical form (tinygrad `Device.canonicalize`): the name before any `:` upper-cased, and a
 /// trailing `:0` dropped (`cpu:0` -> `CPU`, `cl:1` -> `CL:1`).

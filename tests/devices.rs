@@ -87,3 +87,12 @@ fn grouped_reductions_on_opencl() {
         }
     }
 }
+
+#[test]
+fn cuda_without_a_gpu_is_an_error_that_says_so() {
+    if tinygrad::runtime::cuda::device().is_ok() {
+        return eprintln!("this machine has a CUDA device");
+    }
+    let err = Tensor::from_slice(&[1.0f32, 2.0], [2]).to("CUDA").realize().map(drop).unwrap_err().to_string();
+    assert!(err.contains("no CUDA device or driver found"), "{err}");
+}

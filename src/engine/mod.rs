@@ -41,10 +41,13 @@ fn device(name: &str) -> Result<&'static Device> {
     static PYTHON: LazyLock<Device> = LazyLock::new(|| open(runtime::python::device()));
     static CL: LazyLock<std::result::Result<Device, String>> =
         LazyLock::new(|| runtime::cl::device().map(|d| open(d)).map_err(|e| e.to_string()));
+    static CUDA: LazyLock<std::result::Result<Device, String>> =
+        LazyLock::new(|| runtime::cuda::device().map(|d| open(d)).map_err(|e| e.to_string()));
     match canonicalize_device(name).as_str() {
         "CPU" | "CLANG" => Ok(&CPU),
         "PYTHON" => Ok(&PYTHON),
         "CL" => CL.as_ref().map_err(|msg| Error::Device { device: "CL".into(), msg: msg.clone() }),
+        "CUDA" => CUDA.as_ref().map_err(|msg| Error::Device { device: "CUDA".into(), msg: msg.clone() }),
         _ => Err(Error::Device {
             device: name.into(),
             msg: format!("unknown device; this build has {} (set DEV to one of them)", DEVICES.join(", ")),

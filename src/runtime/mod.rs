@@ -2,10 +2,12 @@
 //! rendered kernel source and byte buffers. Out: compiled programs ([`Compiler`], [`Program`]), device memory
 //! ([`Allocator`], [`RawBuffer`]) and timed launches. One file per device: `cpu` (C compiled by clang or gcc and
 //! linked in-process by `elf`), `python` (an interpreter of the linear UOps), `cl` (OpenCL, with libOpenCL loaded
-//! at run time). The runtime knows nothing of tensors.
+//! at run time), `cuda` (CUDA through NVRTC and the driver API, both loaded at run time). The runtime knows
+//! nothing of tensors.
 
 pub mod cl;
 pub mod cpu;
+pub mod cuda;
 pub mod elf;
 pub mod python;
 

@@ -1,0 +1,92 @@
+//! CUDA without a GPU (as CI proves the CUDA renderer): every kernel the conformance suite and a beautiful_mnist
+//! training step make, rendered for CUDA with the hand-coded opts and with none, compiled by NVRTC to PTX for
+//! sm_80 and sm_90 and assembled by ptxas. Skipped with a note where NVRTC or ptxas is missing, except under CI
+//! (`.ci/run` installs them from PyPI).
+
+#[path = "../examples/conformance/dispatch.rs"]
+mod dispatch;
+#[path = "../examples/conformance/dispatch_math.rs"]
+mod dispatch_math;
+#[path = "../examples/conformance/dispatch_movement.rs"]
+mod dispatch_movement;
+#[path = "../examples/conformance/dispatch_nn.rs"]
+mod dispatch_nn;
+#[path = "../examples/beautiful_mnist/model.rs"]
+#[allow(dead_code)]
+mod model;
+#[path = "../examples/conformance/runner.rs"]
+mod runner;
+
+use tinygrad::codegen::{full_rewrite, Opt};
+use tinygrad::helpers::{Context, TRAINING};
+use tinygrad::nn::{optim, Module};
+use tinygrad::renderer::Renderer;
+use tinygrad::runtime::cuda::{ptxas, NvrtcCompiler};
+use tinygrad::runtime::Compiler;
+use tinygrad::tensor::Reduction;
+use tinygrad::{Tensor, UOp};
+
+/// The ASTs of a beautiful_mnist training step (forward, backward, Adam).
+fn mnist_step() -> Vec<UOp> {
+    let model = model::Model::new();
+    let opt = optim::adam_with(&model.get_parameters(), optim::AdamOpts::default());
+    let _training = Context::new(&[(&TRAINING, 1)]);
+    let x = Tensor::from_slice(&vec![0.5f32; 512 * 28 * 28], [512, 1, 28, 28]);
+    let y = Tensor::from_slice(&(0..512).map(|i: i32| i % 10).collect::<Vec<_>>(), [512]);
+    opt.zero_grad();
+    let loss = model.forward(&x).sparse_categorical_crossentropy(&y, -1, 0.0, Reduction::Mean);
+    loss.backward();
+    let roots: Vec<UOp> = std::iter::once(loss).chain(opt.schedule_step()).map(|t| t.uop()).collect();
+    tinygrad::schedule::create_schedule(&roots, "PYTHON").items.into_iter().map(|i| i.ast).collect()
+}
+
+/// Compiles `srcs` (kernels with distinct names) as one NVRTC program for `arch` and assembles it; on a failure,
+/// finds the kernel that fails alone and panics with its source and the compiler's message.
+fn check(cc: &NvrtcCompiler, arch: &str, srcs: &[String]) {
+    let together = cc.compile("batch", &srcs.concat()).and_then(|c| ptxas(&c.object, arch));
+    if together.is_ok() {
+        return;
+    }
+    for src in srcs {
+        if let Err(e) = cc.compile("kernel", src).and_then(|c| ptxas(&c.object, arch)) {
+            panic!("{arch}: {e}\n{src}");
+        }
+    }
+    panic!("{arch}: the kernels compile one by one but not together: {together:?}");
+}
+
+#[test]
+fn every_kernel_compiles_for_sm80_and_sm90() {
+    let compilers: Vec<(&str, tinygrad::Result<NvrtcCompiler>)> =
+        ["sm_80", "sm_90"].into_iter().map(|a| (a, NvrtcCompiler::new(a))).collect();
+    if let Some((_, Err(e))) = compilers.iter().find(|c| c.1.is_err()) {
+        assert!(std::env::var_os("CI").is_none(), "CI must have NVRTC (.ci/run installs it from PyPI): {e}");
+        eprintln!("skipping: {e}");
+        return;
+    }
+    let dir = std::env::var("TINYGRAD_CONFORMANCE_DIR")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/conformance/ops").into());
+    let (passed, failed) = {
+        let _dev = Context::new(&[]).dev("PYTHON");
+        runner::run_dir(std::path::Path::new(&dir))
+    };
+    assert!(passed > 0 && failed.is_empty(), "conformance on PYTHON: {passed} passed, {} failed", failed.len());
+    let mut asts = tinygrad::engine::compiled_asts("PYTHON").unwrap();
+    asts.extend(mnist_step());
+    asts.sort_by_key(|a| a.key());
+    asts.dedup();
+    let ren = Renderer::cuda();
+    let mut srcs = Vec::new();
+    for (i, ast) in asts.iter().enumerate() {
+        for (j, opts) in [None, Some(&[] as &[Opt])].into_iter().enumerate() {
+            let mut k = full_rewrite(ast, &ren, opts).expect("the hand-coded opts are legal");
+            k.name = format!("k{i}_{j}");
+            srcs.push(ren.render(&k));
+        }
+    }
+    println!("{} kernels ({} ASTs, with and without opts)", srcs.len(), asts.len());
+    for (arch, cc) in &compilers {
+        let cc = cc.as_ref().expect("checked above");
+        srcs.chunks(64).for_each(|batch| check(cc, arch, batch));
+    }
+}
