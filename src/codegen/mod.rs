@@ -72,7 +72,8 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
     // (opts add no transcendentals: the AST before them says whether there is anything to decompose)
     let sink = if topo.iter().any(|u| ren.decomposed.contains(&u.op)) { decompositions::decompose(&sink, ren) } else { sink };
     spec::verify(&sink, &spec::KERNEL_SPEC, "decompositions");
-    let sink = group::lower_groups(&sink);
+    let grouped = k.axis_types().contains(&AxisType::GroupReduce);
+    let sink = if grouped { group::lower_groups(&sink) } else { sink };
     spec::verify(&sink, &spec::KERNEL_SPEC, "group reduces");
     let (sink, global_size, local_size) = if ren.has_local { gpudims::add_gpudims(&sink) } else { (sink, [outer.max(1), 1, 1], [1; 3]) };
     spec::verify(&sink, &spec::KERNEL_SPEC, "gpu dims");
