@@ -284,10 +284,11 @@ static CONTEXT_VARS: [(&ContextVar, i64, i64); 12] = [
 pub const DEVICES: [&str; 5] = ["CPU", "CLANG", "PYTHON", "CL", "CUDA"];
 
 /// A device name in canonical form (tinygrad `Device.canonicalize`): the name before any `:` upper-cased, and a
-/// trailing `:0` dropped (`cpu:0` -> `CPU`, `cl:1` -> `CL:1`).
+/// trailing `:0` dropped (`cpu:0` -> `CPU`, `cl:1` -> `CL:1`); `CLANG`, the CPU's old name, is `CPU`.
 pub fn canonicalize_device(name: &str) -> String {
     let (base, rest) = name.split_at(name.find(':').unwrap_or(name.len()));
-    let d = base.to_uppercase() + rest;
+    let base = if base.eq_ignore_ascii_case("clang") { "CPU".to_string() } else { base.to_uppercase() };
+    let d = base + rest;
     d.strip_suffix(":0").map_or(d.clone(), str::to_string)
 }
 

@@ -20,6 +20,23 @@ fn dev_picks_the_default_device() {
 }
 
 #[test]
+fn clang_is_the_cpu() {
+    let _dev = Context::new(&[]).dev("clang");
+    let t = Tensor::from_slice(&[1.0f32, 2.0], [2]);
+    assert_eq!(t.device(), "CPU");
+    assert_eq!((&t + 1.0f32).to_vec::<f32>().unwrap(), [2.0, 3.0]);
+}
+
+#[test]
+fn tensors_on_two_devices_realize_together() {
+    let a = Tensor::from_slice(&[1.0f32, 2.0], [2]) * 2.0f32;
+    let b = Tensor::from_slice(&[3.0f32, 4.0], [2]).to("PYTHON") + 1.0f32;
+    Tensor::realize_all(&[&a, &b]).unwrap();
+    assert_eq!((a.device(), b.device()), ("CPU".to_string(), "PYTHON".to_string()));
+    assert_eq!((a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap()), (vec![2.0, 4.0], vec![4.0, 5.0]));
+}
+
+#[test]
 fn to_copies_between_devices() {
     let x = Tensor::from_slice(&[1i32, -2, 3, 4, 5, 6], [2, 3]);
     assert_eq!(x.device(), "CPU");

@@ -172,7 +172,9 @@ fn check(seed: u64, dev: &str) {
         let _d = Context::new(&[]).dev("PYTHON");
         evaluate(&data, &steps, true)
     };
+    assert_eq!(fused.len(), reference.len(), "seed {seed} on {dev}: one value per step and input");
     for (i, (got, want)) in fused.iter().zip(&reference).enumerate() {
+        assert_eq!(got.len(), want.len(), "seed {seed} on {dev}: value {i} has {} elements, want {}", got.len(), want.len());
         let what = if i < steps.len() { format!("value v{}", i + data.len()) } else { format!("gradient of input {}", i - steps.len()) };
         for (j, (g, w)) in got.iter().zip(want).enumerate() {
             let ok = g == w || (g - w).abs() <= 1e-4 + 1e-3 * w.abs() || (g.is_nan() && w.is_nan());

@@ -44,7 +44,7 @@ fn device(name: &str) -> Result<&'static Device> {
     static CUDA: LazyLock<std::result::Result<Device, String>> =
         LazyLock::new(|| runtime::cuda::device().map(|d| open(d)).map_err(|e| e.to_string()));
     match canonicalize_device(name).as_str() {
-        "CPU" | "CLANG" => Ok(&CPU),
+        "CPU" => Ok(&CPU),
         "PYTHON" => Ok(&PYTHON),
         "CL" => CL.as_ref().map_err(|msg| Error::Device { device: "CL".into(), msg: msg.clone() }),
         "CUDA" => CUDA.as_ref().map_err(|msg| Error::Device { device: "CUDA".into(), msg: msg.clone() }),
@@ -149,6 +149,12 @@ pub(crate) struct ExecItem {
 impl ExecItem {
     /// Launches the kernel (allocating buffers on first use), counting it in GlobalCounters; DEBUG=2 prints it.
     fn run(&self) -> Result<std::time::Duration> {
+        // a kernel may touch no more of a buffer than it holds (a scheduler bug otherwise, which a C kernel would
+        // turn into a silent out-of-bounds access)
+        for &(slot, bytes) in &self.runner.args {
+            let holds = self.bufs.get(slot).map_or(0, |b| info(b).size * b.dtype.itemsize());
+            assert!(holds >= bytes, "kernel {}: argument {slot} holds {holds} bytes, the kernel indexes {bytes}", self.runner.kernel.name);
+        }
         let ptrs = self.bufs.iter().map(mem).collect::<Result<Vec<_>>>()?;
         // each buffer locked once (written: exclusive), in address order so concurrent launches can't deadlock
         let mut order: Vec<usize> = (0..ptrs.len()).filter(|&i| !ptrs[..i].contains(&ptrs[i])).collect();
@@ -190,6 +196,8 @@ struct Runner {
     program: Box<dyn Program>,
     /// The BEAM width its opts were searched with (0: not searched).
     beam: i64,
+    /// Each argument slot the kernel indexes and the bytes it may touch there (its DEFINE_GLOBAL's size).
+    args: Vec<(usize, usize)>,
 }
 
 /// The BEAM width kernels compile with now: `BEAM`, or -1 under NOOPT=1 (no opts: a kernel cached with the
@@ -231,7 +239,15 @@ fn prepare(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>) -> Result<(Lin
 /// The runner of a prepared kernel, compiled for `dev`.
 fn load(dev: &Device, (kernel, _, beam): (LinearKernel, String, i64), compiled: &Compiled) -> Result<Arc<Runner>> {
     let program = dev.rt.load(&kernel, compiled)?;
-    Ok(Arc::new(Runner { kernel, program, beam }))
+    let args = kernel
+        .uops
+        .iter()
+        .filter_map(|u| match u.arg {
+            Arg::Int(slot) if u.op == Ops::DEFINE_GLOBAL => Some((slot as usize, u.dtype.size.max(0) as usize * u.dtype.base().itemsize())),
+            _ => None,
+        })
+        .collect();
+    Ok(Arc::new(Runner { kernel, program, beam, args }))
 }
 
 /// Optimizes, renders, compiles and loads `ast` on `dev` (see [`prepare`]).
@@ -265,10 +281,25 @@ pub fn run_with_opts(ast: &UOp, bufs: &[UOp], opts: &[Opt]) -> Result<std::time:
     ei.run()
 }
 
+/// The device `root` computes on: the device of the first buffer found walking down from it (canonical), else the
+/// default device (COPYs are gone by now).
+fn root_device(root: &UOp) -> String {
+    let (mut stack, mut seen) = (vec![root], rustc_hash::FxHashSet::default());
+    while let Some(u) = stack.pop() {
+        if let Arg::Buffer(b) = &u.arg {
+            return canonicalize_device(&b.device);
+        }
+        stack.extend(u.src.iter().filter(|s| seen.insert(*s)));
+    }
+    crate::helpers::default_device()
+}
+
 /// `roots` with their COPYs (`topo` is their graph) replaced, innermost first, by buffers on the COPYs' devices
 /// holding their sources' values: each source realized on its own device, copied out to the host and into the new
 /// buffer (tinygrad's `BufferCopy`, through the host).
 fn resolve_copies(roots: &[UOp], topo: &[UOp]) -> Result<Vec<UOp>> {
+    // (a copy through the host while a TinyJit captures would be baked into its replays)
+    jit::jit_check_read()?;
     let mut done: FxHashMap<UOp, UOp> = FxHashMap::default();
     for copy in topo.iter().filter(|u| u.op == Ops::COPY) {
         let src = copy.src[0].substitute(&done);
@@ -337,17 +368,31 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
     if topo.iter().any(|u| u.op == Ops::COPY) {
         return realize(&resolve_copies(roots, &topo)?);
     }
-    let device_name = topo.iter().find_map(|u| if let Arg::Buffer(b) = &u.arg { Some(b.device.to_string()) } else { None });
-    let device_name = device_name.unwrap_or_else(crate::helpers::default_device);
+    // roots on several devices: one schedule per device
+    let devs: Vec<String> = roots.iter().map(root_device).collect();
+    if devs.iter().any(|d| *d != devs[0]) {
+        let mut out: Vec<Option<UOp>> = vec![None; roots.len()];
+        for d in &devs {
+            let (idx, part): (Vec<usize>, Vec<UOp>) =
+                (0..roots.len()).filter(|&i| devs[i] == *d && out[i].is_none()).map(|i| (i, roots[i].clone())).unzip();
+            if !idx.is_empty() {
+                idx.into_iter().zip(realize(&part)?).for_each(|(i, u)| out[i] = Some(u));
+            }
+        }
+        return Ok(out.into_iter().map(|u| u.expect("every root realized")).collect());
+    }
+    let device_name = devs.first().cloned().unwrap_or_else(crate::helpers::default_device);
     let sched = create_schedule(roots, device(&device_name)?.name);
     if DEBUG.value() >= 1 && !sched.items.is_empty() {
         println!("scheduled {} kernels in {:.2} ms", sched.items.len(), t0.elapsed().as_secs_f64() * 1e3);
     }
     // each kernel runs on the device of the buffer it writes, which all the buffers it reads are on too
     for item in &sched.items {
-        let on = |b: &UOp| info(b).device.clone();
+        let on = |b: &UOp| canonicalize_device(&info(b).device);
         if let Some(other) = item.bufs.iter().find(|b| on(b) != on(&item.bufs[0])) {
-            panic!("realize: one kernel uses tensors on {} and on {}; move one with Tensor::to", on(&item.bufs[0]), on(other));
+            let mut two = [on(&item.bufs[0]), on(other)];
+            two.sort();
+            panic!("realize: one kernel uses tensors on {} and on {}; move one with Tensor::to", two[0], two[1]);
         }
     }
     let devs = sched.items.iter().map(|i| device(&info(&i.bufs[0]).device)).collect::<Result<Vec<_>>>()?;

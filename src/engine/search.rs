@@ -104,9 +104,9 @@ pub fn beam_search(ast: &UOp, amt: usize) -> Result<Vec<Opt>> {
 }
 
 /// BEAM's opts for kernel `ast` on `dev`: [`beam_search`]'s on the CPU; the hand-coded opts on the interpreter
-/// (its timings say nothing); otherwise a search whose candidates are compiled by the device's compiler one by one
-/// and timed by one launch each on scratch buffers of the device (tinygrad's `_time_program`), over the device's
-/// actions (LOCAL and GROUP among them), cached on disk as the CPU's.
+/// (its timings say nothing); otherwise a search whose candidates are compiled by the device's compiler (batches in
+/// parallel, one kernel a compile) and timed by launches on scratch buffers of the device (tinygrad's
+/// `_time_program`), over the device's actions (LOCAL and GROUP among them), cached on disk as the CPU's.
 pub(super) fn beam_opts_on(dev: &super::Device, ast: &UOp, amt: usize) -> Result<Vec<Opt>> {
     let ren = dev.rt.renderer();
     match ren.device {
@@ -167,13 +167,9 @@ fn scratch_sizes(topo: &[UOp]) -> Vec<usize> {
 
 /// [`beam_search`] for a kernel rendered by `ren`: scratch buffers of each DEFINE_GLOBAL's size (zeros) from the
 /// CPU's allocator; a candidate's time is one launch on a sample of its outermost loop (on all cores when the real
-/// launch would be parallel), scaled to the whole kernel. A kernel with symbolic variables, or for another device
-/// than the CPU (the interpreter has nothing to tune), gets the hand-coded opts.
+/// launch would be parallel), scaled to the whole kernel. A kernel with symbolic variables gets the hand-coded opts.
 pub(super) fn beam_opts(ren: &Renderer, ast: &UOp, amt: usize) -> Result<Vec<Opt>> {
     let k = kernel(ast, ren);
-    if ren.device != "CPU" {
-        return Ok(hand_coded_optimizations(&k));
-    }
     if let Some(opts) = opt::beam_cache_get(&k, amt) {
         return Ok(opts);
     }

@@ -509,7 +509,9 @@ fn cast(x: &str, from: DType, to: DType, d: Dialect) -> String {
     match (from.scalar, to.scalar) {
         (BFloat16, Float16) if d.emulated_half(to) => format!("tg_round_half(tg_bf2f({x}))"),
         (_, Float16) if d.emulated_half(to) => format!("tg_round_half((float)({x}))"),
-        // (CUDA's half converts from and to float only)
+        // (CUDA's half converts from and to float only; bf16 is bits)
+        (BFloat16, Float16) if d.cuda => format!("((half)tg_bf2f({x}))"),
+        (Float16, BFloat16) if d.cuda => format!("tg_f2bf((float)({x}))"),
         (Float16, Float32) if d.cuda => format!("((float)({x}))"),
         (Float16, _) if d.cuda => format!("(({})(float)({x}))", d.ty(to)),
         (_, Float16) if d.cuda => format!("((half)(float)({x}))"),

@@ -1,5 +1,6 @@
-//! Rendering. In: a linearized kernel. Out: source text for a device's compiler. One file per language:
-//! `cstyle` (C for the CPU), `python` (a listing of the UOps, which the interpreter device runs). [`Renderer`]
+//! Rendering. In: a linearized kernel. Out: source text for a device's compiler. One file per language family:
+//! `cstyle` (C for the CPU, OpenCL C and CUDA C++, one base with a dialect each), `python` (a listing of the UOps,
+//! which the interpreter device runs). [`Renderer`]
 //! describes what a target offers, which codegen reads to choose and check optimizations, and the language it
 //! prints (tinygrad `renderer/__init__.py` `Renderer`).
 

@@ -1,6 +1,6 @@
 //! The interpreter's renderer: linear UOps to a listing, one UOp a line (`%3 ADD float [%1, %2] None`), sources
 //! named by their line. The interpreter device ([`crate::runtime::python`]) runs the kernel's UOps themselves; the
-//! listing is what `DEBUG=4` prints and what its compile cache keys. Follows tinygrad `PythonRenderer`, which
+//! listing is what `DEBUG=4` prints and its "compiled" object. Follows tinygrad `PythonRenderer`, which
 //! serializes the UOps for `PythonProgram`.
 
 use crate::codegen::LinearKernel;

@@ -156,7 +156,8 @@ pub trait Device: Send + Sync {
     fn renderer(&self) -> Renderer;
     /// The device's memory.
     fn allocator(&self) -> &dyn Allocator;
-    /// The device's compiler, found at first use. Errors with [`Error::NoCompiler`] when there is none.
+    /// The device's compiler, found at first use. Errors when there is none: [`Error::NoCompiler`] on the CPU,
+    /// [`Error::Device`] naming what to install elsewhere (NVRTC).
     fn compiler(&self) -> Result<&dyn Compiler>;
     /// The program for `kernel` from `compiled`, what [`Device::compiler`] made of `kernel`'s source. Errors with
     /// [`Error::Load`] when it does not load.

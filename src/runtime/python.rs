@@ -245,7 +245,8 @@ impl PythonProgram {
                     Val::Scalar(ConstValue::Int(0))
                 }
                 Ops::END => {
-                    let mut closes = x.src.iter().filter(|&&j| self.insts[j].op == Ops::RANGE).count();
+                    // (the loops this END closes that are open: inside an empty loop the inner ones never opened)
+                    let mut closes = loops.iter().rev().take_while(|l| x.src.contains(&l.range)).count();
                     let mut jump = None;
                     while closes > 0 {
                         let l = loops.last_mut().expect("END closes an open loop");

@@ -312,7 +312,7 @@ impl Tensor {
         while let Some(u) = stack.pop() {
             match &u.arg {
                 Arg::Str(d) if u.op == Ops::COPY => return d.to_string(),
-                Arg::Buffer(b) => return b.device.to_string(),
+                Arg::Buffer(b) => return crate::helpers::canonicalize_device(&b.device),
                 _ => stack.extend(u.src.iter().filter(|s| seen.insert((*s).clone())).cloned()),
             }
         }
@@ -326,7 +326,6 @@ impl Tensor {
     /// If `device` is not one of [`crate::helpers::DEVICES`].
     pub fn to(&self, device: &str) -> Tensor {
         let d = crate::helpers::canonicalize_device(device);
-        let d = if d == "CLANG" { "CPU".to_string() } else { d };
         assert!(
             crate::helpers::DEVICES.contains(&d.as_str()),
             "to: unknown device {device:?}; this build has {}",

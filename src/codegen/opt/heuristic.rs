@@ -204,7 +204,7 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
     // LOCAL: on a target with workgroups, the grid's axes from the innermost split into workgroups of up to 64
     // threads (tinygrad's local sizes), so neighbouring threads touch neighbouring elements
     if k.ren.has_local {
-        let mut threads = 1;
+        let mut threads = k.workgroup();
         for i in k.upcastable_dims().into_iter().rev() {
             let n = range_size(&k.rngs()[i]);
             if let Some(l) = [16, 8, 4, 2].into_iter().find(|&l| n.is_multiple_of(l) && threads * l <= 64) {

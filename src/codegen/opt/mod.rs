@@ -233,6 +233,11 @@ impl Kernel {
         (0..ts.len()).filter(|&i| matches!(ts[i], AxisType::Reduce | AxisType::GroupReduce)).collect()
     }
 
+    /// Threads of a workgroup: the product of the LOCAL and GROUP_REDUCE axes.
+    pub fn workgroup(&self) -> usize {
+        self.rngs().iter().filter(|r| matches!(r.axis().1, AxisType::Local | AxisType::GroupReduce)).map(range_size).product()
+    }
+
     /// Product of the UPCAST and UNROLL lanes.
     pub fn lanes(&self) -> usize {
         self.rngs().iter().filter(|r| matches!(r.axis().1, AxisType::Upcast | AxisType::Unroll)).map(range_size).product()
@@ -325,24 +330,14 @@ impl Kernel {
                     matches!(kind, AxisType::Global | AxisType::Loop) && divides && amt > 1,
                     "LOCAL needs an output axis it divides",
                 )?;
+                self.check(opt, self.workgroup() * amt <= 256, "workgroup over 256 threads")?;
                 self.shift_to(&r, amt, AxisType::Local, false);
             }
             OptOps::Group | OptOps::GroupTop => {
                 self.check(opt, self.ren.has_local && self.ren.has_shared && !self.dont_use_locals, "the target has no shared memory")?;
                 self.check(opt, divides && amt > 1, "GROUP amount must divide the axis")?;
                 self.check(opt, self.lanes() == 1, "GROUP after UPCAST or UNROLL is not supported")?;
-                self.check(
-                    opt,
-                    self.full_shape()
-                        .iter()
-                        .zip(self.axis_types())
-                        .filter(|(_, t)| matches!(t, AxisType::Local | AxisType::GroupReduce))
-                        .map(|(n, _)| n)
-                        .product::<usize>()
-                        * amt
-                        <= 256,
-                    "workgroup over 256 threads",
-                )?;
+                self.check(opt, self.workgroup() * amt <= 256, "workgroup over 256 threads")?;
                 self.shift_to(&r, amt, AxisType::GroupReduce, opt.op == OptOps::GroupTop);
             }
             OptOps::Thread => {
