@@ -119,23 +119,26 @@ pub fn check_env() -> Result<()> {
     if !dev.is_empty() && !DEVICES.contains(&canonicalize_device(&dev).as_str()) {
         return Err(env_err("DEV", &dev, format!("unknown device; this build has {} (or unset DEV for CPU)", DEVICES.join(", "))));
     }
-    match std::env::var("CC") {
-        Ok(cc) if !cc.is_empty() => {
-            crate::runtime::cpu::ClangCompiler::with_cc(&cc).map_err(|_| {
-                env_err("CC", &cc, format!("`{cc} --version` does not run; set CC to a working C compiler (clang or gcc) or unset it"))
-            })?;
-        }
-        // (the interpreter needs no compiler; OpenCL must have a device)
-        _ if canonicalize_device(&dev) == "PYTHON" => {}
-        _ if canonicalize_device(&dev) == "CL" => {
+    let cc = std::env::var("CC").ok().filter(|cc| !cc.is_empty());
+    if let Some(cc) = &cc {
+        crate::runtime::cpu::ClangCompiler::with_cc(cc).map_err(|_| {
+            env_err("CC", cc, format!("`{cc} --version` does not run; set CC to a working C compiler (clang or gcc) or unset it"))
+        })?;
+    }
+    // the default device must work: a C compiler for the CPU, a device (and NVRTC) for OpenCL and CUDA; the
+    // interpreter needs nothing
+    match canonicalize_device(&dev).as_str() {
+        "PYTHON" => {}
+        "CL" => {
             crate::runtime::cl::device()?;
         }
-        _ if canonicalize_device(&dev) == "CUDA" => {
-            crate::runtime::cuda::device()?;
+        "CUDA" => {
+            crate::runtime::Device::compiler(crate::runtime::cuda::device()?)?;
         }
-        _ => {
+        _ if cc.is_none() => {
             crate::runtime::cpu::ClangCompiler::new()?;
         }
+        _ => {}
     }
     Ok(())
 }

@@ -113,3 +113,19 @@ fn cuda_without_a_gpu_is_an_error_that_says_so() {
     let err = Tensor::from_slice(&[1.0f32, 2.0], [2]).to("CUDA").realize().map(drop).unwrap_err().to_string();
     assert!(err.contains("no CUDA device or driver found"), "{err}");
 }
+
+/// A grid whose second dimension would pass 65535 workgroups (CUDA's limit) is folded into the first.
+#[test]
+fn a_tall_grid_folds_into_one_dimension() {
+    let _dev = Context::new(&[]).dev("PYTHON");
+    let (rows, cols) = (65537usize, 3usize);
+    let t = Tensor::from_slice(&(0..rows * cols).map(|i| i as i32).collect::<Vec<_>>(), [rows, cols]) + 1;
+    let ast = tinygrad::schedule::create_schedule(&[t.uop()], "PYTHON").items[0].ast.clone();
+    for ren in [tinygrad::renderer::Renderer::python(), tinygrad::renderer::Renderer::cuda()] {
+        let k = tinygrad::codegen::full_rewrite(&ast, &ren, None).unwrap();
+        assert!(k.global_size[1] <= 65535 && k.global_size[2] <= 65535, "{}: {:?}", ren.device, k.global_size);
+        assert_eq!(k.global_size.iter().product::<usize>() * k.local_size.iter().product::<usize>(), rows * cols, "{}", ren.device);
+    }
+    let v = t.to_vec::<i32>().unwrap();
+    assert!(v.iter().enumerate().all(|(i, &x)| x == i as i32 + 1));
+}

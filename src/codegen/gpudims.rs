@@ -2,7 +2,8 @@
 //! are GLOBAL and LOCAL RANGEs. Out: the AST with each of them replaced by its index in the launch grid, a
 //! SPECIAL (`gidx0` is `get_group_id(0)`, `lidx0` `get_local_id(0)`), and the grid: workgroups per dimension and
 //! threads per workgroup. A grid has three dimensions: the innermost axis is dimension 0 (neighbouring threads
-//! touch neighbouring elements), and axes past the third are folded into dimension 2, recovered by division.
+//! touch neighbouring elements), and axes past the third are folded into dimension 2, recovered by division. A grid
+//! whose second or third dimension would pass 65535 workgroups (CUDA's limit there) is folded into dimension 0.
 
 use super::opt::range_size;
 use crate::dtype::dtypes;
@@ -25,23 +26,26 @@ pub fn add_gpudims(sink: &UOp) -> (UOp, [usize; 3], [usize; 3]) {
 /// the size of each dimension.
 fn dims(rngs: &[UOp], kind: AxisType, prefix: &str, map: &mut FxHashMap<UOp, UOp>) -> [usize; 3] {
     let axes: Vec<&UOp> = rngs.iter().filter(|r| r.axis().1 == kind).rev().collect();
-    let mut size = [1usize; 3];
     let special = |d: usize, n: usize| {
         UOp::new(Ops::SPECIAL, dtypes::WEAKINT, [UOp::const_(dtypes::WEAKINT, n as i64)], Arg::Str(format!("{prefix}{d}").into()))
     };
-    for (d, r) in axes.iter().take(2).enumerate() {
+    let outer: usize = axes.iter().skip(1).map(|r| range_size(r)).product();
+    let fold = axes.len() > 1 && (range_size(axes[1]) > 65535 || outer / range_size(axes[1]) > 65535);
+    let mut size = [1usize; 3];
+    for (d, r) in axes.iter().take(if fold { 0 } else { 2 }).enumerate() {
         size[d] = range_size(r);
         map.insert((*r).clone(), special(d, size[d]));
     }
-    if axes.len() > 2 {
-        // dimension 2 walks the remaining axes with the innermost of them fastest
-        size[2] = axes[2..].iter().map(|r| range_size(r)).product();
-        let s = special(2, size[2]);
+    // the axes past the first two (or, folding everything, all of them) walk one dimension, the innermost fastest
+    let (d, rest) = if fold { (0, &axes[..]) } else { (2, axes.get(2..).unwrap_or(&[])) };
+    if !rest.is_empty() {
+        size[d] = rest.iter().map(|r| range_size(r)).product();
+        let s = special(d, size[d]);
         let mut stride = 1i64;
-        for r in &axes[2..] {
+        for r in rest {
             let n = range_size(r) as i64;
             let idx = if stride == 1 { s.clone() } else { &s / stride };
-            map.insert((*r).clone(), if stride * n == size[2] as i64 { idx } else { &idx % n });
+            map.insert((*r).clone(), if stride * n == size[d] as i64 { idx } else { &idx % n });
             stride *= n;
         }
     }
