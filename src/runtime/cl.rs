@@ -3,7 +3,7 @@
 //! in-order queue. libOpenCL is loaded at run time (`opencl3`'s `dynamic` feature), so the crate builds and runs
 //! without it: [`device`] then errs.
 
-use super::{Allocator, Compiled, Compiler, Device, Program, RawBuffer};
+use super::{Allocator, Compiled, Compiler, Device, FreeCache, Program, RawBuffer};
 use crate::codegen::LinearKernel;
 use crate::error::{Error, Result};
 use crate::helpers::cache_dir;
@@ -20,7 +20,6 @@ use opencl3::program::Program as ClBuild;
 use opencl3::types::{cl_int, cl_mem, cl_uint, CL_BLOCKING};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
 use std::ptr::{null, null_mut, NonNull};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -74,7 +73,7 @@ impl ClDevice {
         // properties 0: an in-order queue without profiling
         let queue = Arc::new(CommandQueue::create_default(&context, 0).map_err(|e| opening(cl_fail("clCreateCommandQueue", e.0)))?);
         let fp16 = id.extensions().is_ok_and(|ext| ext.split_whitespace().any(|e| e == "cl_khr_fp16"));
-        let allocator = ClAllocator { context: context.clone(), queue: queue.clone(), cache: Mutex::default() };
+        let allocator = ClAllocator { context: context.clone(), queue: queue.clone(), cache: FreeCache::default() };
         let compiler = ClCompiler { context: context.clone(), id, name };
         Ok(ClDevice { context, queue, id, fp16, allocator, compiler })
     }
@@ -115,35 +114,13 @@ impl Device for ClDevice {
         Ok(&self.compiler)
     }
     fn load(&self, k: &LinearKernel, compiled: &Compiled) -> Result<Box<dyn Program>> {
-        let mut slots: Vec<usize> = k
-            .uops
-            .iter()
-            .filter_map(|u| {
-                if let crate::uop::Arg::Int(s) = u.arg {
-                    (u.op == crate::uop::Ops::DEFINE_GLOBAL).then_some(s as usize)
-                } else {
-                    None
-                }
-            })
-            .collect();
-        slots.sort_unstable();
-        slots.dedup();
         let mut p = ClProgram::load(self, compiled)?;
-        p.slots = Some(slots);
+        p.slots = Some(super::global_slots(k));
         Ok(Box::new(p))
     }
 }
 
 // **************** allocator ****************
-
-/// Most bytes the free cache keeps; a buffer freed beyond it is released (as the CPU's).
-const CACHE_CAP: usize = 1 << 30;
-
-#[derive(Debug, Default)]
-struct FreeCache {
-    by_size: HashMap<usize, Vec<RawBuffer>>,
-    bytes: usize,
-}
 
 /// Device memory (tinygrad `CLAllocator`, an `LRUAllocator`): each [`RawBuffer`]'s handle is a `cl_mem` made by
 /// `clCreateBuffer(CL_MEM_READ_WRITE)` (at least 1 byte: OpenCL has no empty buffers) and released by
@@ -153,7 +130,7 @@ struct FreeCache {
 pub struct ClAllocator {
     context: Arc<Context>,
     queue: Arc<CommandQueue>,
-    cache: Mutex<FreeCache>,
+    cache: FreeCache,
 }
 
 /// Releases a buffer's `cl_mem`.
@@ -166,13 +143,6 @@ unsafe fn release_buffer(handle: NonNull<u8>, _size: usize) {
 }
 
 impl ClAllocator {
-    fn take(&self, size: usize) -> Option<RawBuffer> {
-        let mut c = self.cache.lock();
-        let buf = c.by_size.get_mut(&size)?.pop()?;
-        c.bytes -= size;
-        Some(buf)
-    }
-
     /// A new `cl_mem` of `size` bytes (1 when `size` is 0).
     fn create(&self, size: usize) -> Result<RawBuffer> {
         // SAFETY: the context is live (self holds it) and no host pointer is passed.
@@ -193,27 +163,15 @@ impl ClAllocator {
 
 impl Allocator for ClAllocator {
     fn alloc(&self, size: usize) -> Result<RawBuffer> {
-        self.take(size).map_or_else(
-            || {
-                self.create(size).or_else(|_| {
-                    self.free_cache();
-                    self.create(size)
-                })
-            },
-            Ok,
-        )
+        self.cache.alloc(size, |n| self.create(n))
     }
 
     fn free(&self, buf: RawBuffer) {
-        let mut c = self.cache.lock();
-        if c.bytes + buf.size() <= CACHE_CAP {
-            c.bytes += buf.size();
-            c.by_size.entry(buf.size()).or_default().push(buf);
-        }
+        self.cache.free(buf);
     }
 
     fn free_cache(&self) {
-        *self.cache.lock() = FreeCache::default();
+        self.cache.clear();
     }
 
     /// A blocking `clEnqueueWriteBuffer`. Panics when the sizes differ or OpenCL fails (naming the call and code).

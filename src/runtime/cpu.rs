@@ -2,7 +2,7 @@
 //! objects into a content-addressed disk cache, kernels linked in-process ([`super::elf`]) and run on a thread pool.
 
 use super::elf::Image;
-use super::{Allocator, Compiled, Compiler, Device, Program, RawBuffer};
+use super::{Allocator, Compiled, Compiler, Device, FreeCache, Program, RawBuffer};
 use crate::codegen::LinearKernel;
 use crate::error::{Error, Result};
 use crate::helpers::{cache_dir, CACHELEVEL, DEBUG, NUM_CPU_THREADS};
@@ -12,7 +12,6 @@ use parking_lot::Mutex;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -73,20 +72,11 @@ pub fn parallel_launch(k: &LinearKernel) -> bool {
 
 // **************** allocator ****************
 
-/// Most bytes the free cache keeps; a buffer freed beyond it is released (tinygrad caches without bound).
-const CACHE_CAP: usize = 1 << 30;
-
-#[derive(Debug, Default)]
-struct FreeCache {
-    by_size: HashMap<usize, Vec<RawBuffer>>,
-    bytes: usize,
-}
-
 /// Host memory for the CPU device (tinygrad `CPUAllocator`, an `LRUAllocator`): 64-byte-aligned allocations, and
 /// freed buffers (up to 1 GiB in all) cached by size for reuse.
 #[derive(Debug, Default)]
 pub struct CpuAllocator {
-    cache: Mutex<FreeCache>,
+    cache: FreeCache,
 }
 
 impl CpuAllocator {
@@ -94,38 +84,19 @@ impl CpuAllocator {
     pub fn new() -> Self {
         Self::default()
     }
-
-    fn take(&self, size: usize) -> Option<RawBuffer> {
-        let mut c = self.cache.lock();
-        let buf = c.by_size.get_mut(&size)?.pop()?;
-        c.bytes -= size;
-        Some(buf)
-    }
 }
 
 impl Allocator for CpuAllocator {
     fn alloc(&self, size: usize) -> Result<RawBuffer> {
-        self.take(size).map_or_else(
-            || {
-                RawBuffer::host(size).or_else(|_| {
-                    self.free_cache();
-                    RawBuffer::host(size)
-                })
-            },
-            Ok,
-        )
+        self.cache.alloc(size, RawBuffer::host)
     }
 
     fn free(&self, buf: RawBuffer) {
-        let mut c = self.cache.lock();
-        if c.bytes + buf.size() <= CACHE_CAP {
-            c.bytes += buf.size();
-            c.by_size.entry(buf.size()).or_default().push(buf);
-        }
+        self.cache.free(buf);
     }
 
     fn free_cache(&self) {
-        *self.cache.lock() = FreeCache::default();
+        self.cache.clear();
     }
 
     fn copyin(&self, dst: &RawBuffer, src: &[u8]) {
@@ -641,8 +612,7 @@ mod tests {
         assert_eq!((z.size(), z.as_ptr() as usize % 64), (0, 0));
         a.free(z);
         a.free_cache();
-        let c = a.cache.lock();
-        assert_eq!((c.bytes, c.by_size.len()), (0, 0));
+        assert_eq!(a.cache.cached(), (0, 0));
     }
 
     #[test]
@@ -652,8 +622,7 @@ mod tests {
         let (x, y) = (a.alloc(big).unwrap(), a.alloc(big).unwrap());
         a.free(x);
         a.free(y); // over the 1 GiB cap: released
-        let c = a.cache.lock();
-        assert_eq!((c.bytes, c.by_size[&big].len()), (big, 1));
+        assert_eq!(a.cache.cached(), (big, 1));
     }
 
     #[test]

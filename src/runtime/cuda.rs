@@ -5,15 +5,13 @@
 //! [`device`] and [`NvrtcCompiler::new`] then err. Without a GPU, [`NvrtcCompiler`] and [`ptxas`] still check
 //! kernels down to machine code.
 
-use super::{Allocator, Compiled, Compiler, Device, Program, RawBuffer};
+use super::{Allocator, Compiled, Compiler, Device, FreeCache, Program, RawBuffer};
 use crate::codegen::LinearKernel;
 use crate::error::{Error, Result};
 use crate::helpers::cache_dir;
 use crate::renderer::Renderer;
 use libloading::Library;
-use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::ptr::{null, null_mut, NonNull};
@@ -430,7 +428,7 @@ impl CudaDevice {
         let (drv, arch) =
             Self::init().map_err(|why| format!("no CUDA device or driver found ({why}); DEV=CUDA needs an NVIDIA GPU with its driver"))?;
         let drv = Arc::new(drv);
-        Ok(CudaDevice { allocator: CudaAllocator { drv: drv.clone(), cache: Mutex::default() }, drv, arch, compiler: OnceLock::new() })
+        Ok(CudaDevice { allocator: CudaAllocator { drv: drv.clone(), cache: FreeCache::default() }, drv, arch, compiler: OnceLock::new() })
     }
 
     /// The driver with GPU 0's primary context current on this thread, and the GPU's `sm_XY`; why not, as text.
@@ -472,35 +470,13 @@ impl Device for CudaDevice {
         c.as_ref().map(|c| c as &dyn Compiler).map_err(|msg| device_err(msg.clone()))
     }
     fn load(&self, k: &LinearKernel, compiled: &Compiled) -> Result<Box<dyn Program>> {
-        let mut slots: Vec<usize> = k
-            .uops
-            .iter()
-            .filter_map(|u| {
-                if let crate::uop::Arg::Int(s) = u.arg {
-                    (u.op == crate::uop::Ops::DEFINE_GLOBAL).then_some(s as usize)
-                } else {
-                    None
-                }
-            })
-            .collect();
-        slots.sort_unstable();
-        slots.dedup();
         let mut p = CudaProgram::load(self, compiled)?;
-        p.slots = Some(slots);
+        p.slots = Some(super::global_slots(k));
         Ok(Box::new(p))
     }
 }
 
 // **************** allocator ****************
-
-/// Most bytes the free cache keeps; a buffer freed beyond it is released (as the CPU's).
-const CACHE_CAP: usize = 1 << 30;
-
-#[derive(Debug, Default)]
-struct FreeCache {
-    by_size: HashMap<usize, Vec<RawBuffer>>,
-    bytes: usize,
-}
 
 /// Device memory (tinygrad `CUDAAllocator`, an `LRUAllocator`): each [`RawBuffer`]'s handle is a `CUdeviceptr` made
 /// by `cuMemAlloc_v2` (at least 1 byte: CUDA has no empty allocations) and released by `cuMemFree_v2`; freed
@@ -509,7 +485,7 @@ struct FreeCache {
 #[derive(Debug)]
 pub struct CudaAllocator {
     drv: Arc<Driver>,
-    cache: Mutex<FreeCache>,
+    cache: FreeCache,
 }
 
 /// Frees a buffer's `CUdeviceptr`.
@@ -526,13 +502,6 @@ unsafe fn release_buffer(handle: NonNull<u8>, _size: usize) {
 }
 
 impl CudaAllocator {
-    fn take(&self, size: usize) -> Option<RawBuffer> {
-        let mut c = self.cache.lock();
-        let buf = c.by_size.get_mut(&size)?.pop()?;
-        c.bytes -= size;
-        Some(buf)
-    }
-
     /// A new allocation of `size` bytes (1 when `size` is 0).
     fn create(&self, size: usize) -> Result<RawBuffer> {
         let oom = |e: String| device_err(format!("allocating {size} bytes: {e}; free buffers or shrink the model"));
@@ -553,27 +522,15 @@ impl CudaAllocator {
 
 impl Allocator for CudaAllocator {
     fn alloc(&self, size: usize) -> Result<RawBuffer> {
-        self.take(size).map_or_else(
-            || {
-                self.create(size).or_else(|_| {
-                    self.free_cache();
-                    self.create(size)
-                })
-            },
-            Ok,
-        )
+        self.cache.alloc(size, |n| self.create(n))
     }
 
     fn free(&self, buf: RawBuffer) {
-        let mut c = self.cache.lock();
-        if c.bytes + buf.size() <= CACHE_CAP {
-            c.bytes += buf.size();
-            c.by_size.entry(buf.size()).or_default().push(buf);
-        }
+        self.cache.free(buf);
     }
 
     fn free_cache(&self) {
-        *self.cache.lock() = FreeCache::default();
+        self.cache.clear();
     }
 
     /// A `cuMemcpyHtoD_v2`. Panics when the sizes differ or CUDA fails (naming the call and error).

@@ -97,6 +97,67 @@ impl Drop for RawBuffer {
     }
 }
 
+/// Most bytes a [`FreeCache`] keeps; a buffer freed beyond it is released (tinygrad caches without bound).
+const CACHE_CAP: usize = 1 << 30;
+
+/// Freed buffers kept by size for reuse (tinygrad `LRUAllocator`'s cache), up to 1 GiB in all: what every
+/// device's allocator is built on.
+#[derive(Debug, Default)]
+pub struct FreeCache(parking_lot::Mutex<(std::collections::HashMap<usize, Vec<RawBuffer>>, usize)>);
+
+impl FreeCache {
+    /// A cached buffer of `size` bytes, else `create(size)`; when that fails the cache is released and `create`
+    /// tried once more.
+    pub fn alloc(&self, size: usize, create: impl Fn(usize) -> Result<RawBuffer>) -> Result<RawBuffer> {
+        let cached = {
+            let mut c = self.0.lock();
+            let buf = c.0.get_mut(&size).and_then(Vec::pop);
+            c.1 -= buf.as_ref().map_or(0, RawBuffer::size);
+            buf
+        };
+        match cached {
+            Some(buf) => Ok(buf),
+            None => create(size).or_else(|_| {
+                self.clear();
+                create(size)
+            }),
+        }
+    }
+    /// Keeps `buf` for reuse, or releases it when the cache is full.
+    pub fn free(&self, buf: RawBuffer) {
+        let mut c = self.0.lock();
+        if c.1 + buf.size() <= CACHE_CAP {
+            c.1 += buf.size();
+            c.0.entry(buf.size()).or_default().push(buf);
+        }
+    }
+    /// Releases every cached buffer.
+    pub fn clear(&self) {
+        *self.0.lock() = Default::default();
+    }
+    /// The bytes and the number of buffers cached.
+    pub fn cached(&self) -> (usize, usize) {
+        let c = self.0.lock();
+        (c.1, c.0.values().map(Vec::len).sum())
+    }
+}
+
+/// The argument slots a kernel's parameters take, in order (its DEFINE_GLOBALs'): a kernel need not use every
+/// buffer of its launch, and devices whose kernels take parameters by position set only these.
+pub fn global_slots(k: &LinearKernel) -> Vec<usize> {
+    let mut slots: Vec<usize> = k
+        .uops
+        .iter()
+        .filter_map(|u| match u.arg {
+            crate::uop::Arg::Int(s) if u.op == crate::uop::Ops::DEFINE_GLOBAL => Some(s as usize),
+            _ => None,
+        })
+        .collect();
+    slots.sort_unstable();
+    slots.dedup();
+    slots
+}
+
 /// A device's memory manager (tinygrad `Allocator` with `LRUAllocator`'s cache): freed buffers are kept, keyed by
 /// size, and handed back by the next `alloc` of the same size.
 pub trait Allocator: Send + Sync {
