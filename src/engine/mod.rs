@@ -89,7 +89,7 @@ fn mem(buf: &UOp) -> Result<*mut u8> {
             let raw = dev.rt.allocator().alloc(b.size * buf.dtype.itemsize())?;
             GLOBAL_COUNTERS.add_mem_used(raw.size() as i64);
             if let Some(bytes) = init.take() {
-                dev.rt.allocator().copyin(&raw, &bytes);
+                dev.rt.allocator().copyin(&raw, &bytes)?;
             }
             let _ = b.mem.set(Box::new(Mem { raw: Some(raw), dev, lock: Default::default() }));
         }
@@ -133,7 +133,7 @@ pub fn copyout(u: &UOp) -> Result<Vec<u8>> {
     let raw = m.raw.as_ref().expect("memory is held until drop");
     let _read = m.lock.read();
     let mut out = vec![0u8; raw.size()];
-    m.dev.rt.allocator().copyout(&mut out, raw);
+    m.dev.rt.allocator().copyout(&mut out, raw)?;
     Ok(out)
 }
 

@@ -126,7 +126,7 @@ pub(super) fn beam_opts_on(dev: &super::Device, ast: &UOp, amt: usize) -> Result
     let mut bufs = Vec::new();
     for size in scratch_sizes(&topo) {
         let b = alloc.alloc(size)?;
-        alloc.copyin(&b, &vec![0; size]);
+        alloc.copyin(&b, &vec![0; size])?;
         bufs.push(b);
     }
     let ptrs: Vec<*mut u8> = bufs.iter().map(|b| b.as_ptr()).collect();
@@ -183,7 +183,7 @@ pub(super) fn beam_opts(ren: &Renderer, ast: &UOp, amt: usize) -> Result<Vec<Opt
     let mut bufs = Vec::new();
     for size in scratch_sizes(&topo) {
         let b = dev.allocator.alloc(size)?;
-        dev.allocator.copyin(&b, &vec![0; size]);
+        dev.allocator.copyin(&b, &vec![0; size])?;
         bufs.push(b);
     }
     let ptrs: Vec<*mut u8> = bufs.iter().map(|b| b.as_ptr()).collect();

@@ -154,10 +154,10 @@ impl ClAllocator {
         Ok(unsafe { RawBuffer::from_handle(handle, size, release_buffer) })
     }
 
-    /// Waits for a transfer's event, panicking (naming `call`) when it failed to enqueue or run.
-    fn wait(call: &str, event: std::result::Result<opencl3::types::cl_event, cl_int>) {
-        let event = Event::new(event.unwrap_or_else(|code| panic!("CL: {}", cl_fail(call, code))));
-        event.wait().unwrap_or_else(|e| panic!("CL: {}", cl_fail(call, e.0)));
+    /// Waits for a transfer's event; an error names `call` when it failed to enqueue or run.
+    fn wait(call: &str, event: std::result::Result<opencl3::types::cl_event, cl_int>) -> Result<()> {
+        let event = Event::new(event.map_err(|code| device_err(cl_fail(call, code)))?);
+        event.wait().map_err(|e| device_err(cl_fail(call, e.0)))
     }
 }
 
@@ -174,31 +174,32 @@ impl Allocator for ClAllocator {
         self.cache.clear();
     }
 
-    /// A blocking `clEnqueueWriteBuffer`. Panics when the sizes differ or OpenCL fails (naming the call and code).
-    fn copyin(&self, dst: &RawBuffer, src: &[u8]) {
+    /// A blocking `clEnqueueWriteBuffer`. Errors naming the call and code when OpenCL fails; panics when the sizes
+    /// differ.
+    fn copyin(&self, dst: &RawBuffer, src: &[u8]) -> Result<()> {
         assert_eq!(dst.size(), src.len(), "copyin: buffer is {} bytes, source {}", dst.size(), src.len());
         if src.is_empty() {
-            return;
+            return Ok(());
         }
         // SAFETY: dst's handle is a live cl_mem of at least src.len() bytes from this allocator (the device's buffers
         // are only ever given back to it); the write is blocking, so src is read before the call returns.
         let ev = unsafe {
             enqueue_write_buffer(self.queue.get(), dst.as_ptr().cast(), CL_BLOCKING, 0, src.len(), src.as_ptr().cast(), 0, null())
         };
-        Self::wait("clEnqueueWriteBuffer", ev);
+        Self::wait("clEnqueueWriteBuffer", ev)
     }
 
-    /// A blocking `clEnqueueReadBuffer`. Panics when the sizes differ or OpenCL fails (naming the call and code).
-    fn copyout(&self, dst: &mut [u8], src: &RawBuffer) {
+    /// A blocking `clEnqueueReadBuffer`. Errors and panics as [`ClAllocator::copyin`].
+    fn copyout(&self, dst: &mut [u8], src: &RawBuffer) -> Result<()> {
         assert_eq!(dst.len(), src.size(), "copyout: buffer is {} bytes, destination {}", src.size(), dst.len());
         if dst.is_empty() {
-            return;
+            return Ok(());
         }
         // SAFETY: as in copyin; dst is an exclusive slice of the read's size, written before the blocking call returns.
         let ev = unsafe {
             enqueue_read_buffer(self.queue.get(), src.as_ptr().cast(), CL_BLOCKING, 0, dst.len(), dst.as_mut_ptr().cast(), 0, null())
         };
-        Self::wait("clEnqueueReadBuffer", ev);
+        Self::wait("clEnqueueReadBuffer", ev)
     }
 }
 
@@ -325,9 +326,9 @@ mod tests {
         let a = dev.allocator();
         let src: Vec<u8> = (0..1000).map(|i| (i * 7 % 256) as u8).collect();
         let b = a.alloc(1000).unwrap();
-        a.copyin(&b, &src);
+        a.copyin(&b, &src).unwrap();
         let mut dst = vec![0u8; 1000];
-        a.copyout(&mut dst, &b);
+        a.copyout(&mut dst, &b).unwrap();
         assert_eq!(dst, src);
         let p = b.as_ptr();
         a.free(b);
@@ -344,10 +345,10 @@ mod tests {
         let a = dev.allocator();
         let input: Vec<f32> = (0..8).map(|i| i as f32 * 0.5 - 1.0).collect();
         let (out, inp) = (a.alloc(32).unwrap(), a.alloc(32).unwrap());
-        a.copyin(&inp, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>());
+        a.copyin(&inp, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>()).unwrap();
         prog.launch(&[out.as_ptr(), inp.as_ptr()], &[7], [4, 1, 1], [2, 1, 1]).unwrap();
         let mut bytes = vec![0u8; 32];
-        a.copyout(&mut bytes, &out);
+        a.copyout(&mut bytes, &out).unwrap();
         assert_eq!(f32s(&bytes), [5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0]);
         // launches from several threads each get their own arguments
         let outs: Vec<RawBuffer> = (0..4).map(|_| a.alloc(32).unwrap()).collect();
@@ -362,7 +363,7 @@ mod tests {
             }
         });
         for (b, o) in outs.iter().enumerate() {
-            a.copyout(&mut bytes, o);
+            a.copyout(&mut bytes, o).unwrap();
             assert_eq!(f32s(&bytes), input.iter().map(|x| x * 2.0 + b as f32).collect::<Vec<_>>(), "thread {b}");
         }
     }

@@ -99,17 +99,19 @@ impl Allocator for CpuAllocator {
         self.cache.clear();
     }
 
-    fn copyin(&self, dst: &RawBuffer, src: &[u8]) {
+    fn copyin(&self, dst: &RawBuffer, src: &[u8]) -> Result<()> {
         assert_eq!(dst.size(), src.len(), "copyin: buffer is {} bytes, source {}", dst.size(), src.len());
         // SAFETY: dst is valid for its size bytes; src is a Rust slice, so it cannot overlap device memory that only
         // raw pointers reach.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_ptr(), src.len()) }
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_ptr(), src.len()) };
+        Ok(())
     }
 
-    fn copyout(&self, dst: &mut [u8], src: &RawBuffer) {
+    fn copyout(&self, dst: &mut [u8], src: &RawBuffer) -> Result<()> {
         assert_eq!(dst.len(), src.size(), "copyout: buffer is {} bytes, destination {}", src.size(), dst.len());
         // SAFETY: src is valid for its size bytes; dst is an exclusive Rust slice, disjoint from it.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr(), dst.len()) }
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr(), dst.len()) };
+        Ok(())
     }
 }
 
@@ -630,9 +632,9 @@ mod tests {
         let a = CpuAllocator::new();
         let src: Vec<u8> = (0..=255).collect();
         let b = a.alloc(256).unwrap();
-        a.copyin(&b, &src);
+        a.copyin(&b, &src).unwrap();
         let mut dst = vec![0u8; 256];
-        a.copyout(&mut dst, &b);
+        a.copyout(&mut dst, &b).unwrap();
         assert_eq!(dst, src);
     }
 
@@ -640,7 +642,7 @@ mod tests {
     #[should_panic(expected = "copyin: buffer is 8 bytes, source 4")]
     fn copyin_size_mismatch_panics() {
         let a = CpuAllocator::new();
-        a.copyin(&a.alloc(8).unwrap(), &[0; 4]);
+        a.copyin(&a.alloc(8).unwrap(), &[0; 4]).unwrap();
     }
 
     #[test]
@@ -653,16 +655,16 @@ mod tests {
         let n = 1000;
         let input: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 100.0).collect();
         let (out, inp, starts) = (a.alloc(n * 4).unwrap(), a.alloc(n * 4).unwrap(), a.alloc(n * 4).unwrap());
-        a.copyin(&inp, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>());
+        a.copyin(&inp, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>()).unwrap();
         let _g = Context::new(&[(&NUM_CPU_THREADS, 4)]);
         for (parallel, want_starts) in [(false, [0, 0, 0, 0]), (true, [0, 250, 500, 750])] {
-            a.copyin(&out, &vec![0; n * 4]);
+            a.copyin(&out, &vec![0; n * 4]).unwrap();
             prog.run(&[out.as_ptr(), inp.as_ptr(), starts.as_ptr()], &[7], n, parallel);
             let mut bytes = vec![0u8; n * 4];
-            a.copyout(&mut bytes, &out);
+            a.copyout(&mut bytes, &out).unwrap();
             let want: Vec<f32> = input.iter().map(|x| x * 2.0 + 7.0).collect();
             assert_eq!(f32s(&bytes), want, "parallel={parallel}");
-            a.copyout(&mut bytes, &starts);
+            a.copyout(&mut bytes, &starts).unwrap();
             let want: Vec<i32> = (0..n).map(|i| want_starts[i / 250]).collect();
             assert_eq!(i32s(&bytes), want, "chunk starts, parallel={parallel}");
         }
@@ -680,10 +682,10 @@ mod tests {
         let a = CpuAllocator::new();
         let input = [0.0f32, 1.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY];
         let (o, i) = (a.alloc(40).unwrap(), a.alloc(20).unwrap());
-        a.copyin(&i, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>());
+        a.copyin(&i, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>()).unwrap();
         prog.run(&[o.as_ptr(), i.as_ptr()], &[], 5, false);
         let mut bytes = vec![0u8; 40];
-        a.copyout(&mut bytes, &o);
+        a.copyout(&mut bytes, &o).unwrap();
         let got = f32s(&bytes);
         assert_eq!([got[0], got[2], got[6], got[8]], [1.0, 1f32.exp(), f32::INFINITY, 0.0]);
         assert!(got[4].is_nan());
@@ -717,10 +719,10 @@ void k(void** bufs, const int* vals, int s, int e) {
         for cc in ["clang", "gcc"].into_iter().filter_map(|cc| ClangCompiler::with_cc(cc).ok()) {
             let prog = CpuProgram::load(&cc.compile("k", src).unwrap()).unwrap();
             let (o, i) = (a.alloc(80 * 4).unwrap(), a.alloc(144 * 4).unwrap());
-            a.copyin(&i, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>());
+            a.copyin(&i, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>()).unwrap();
             prog.run(&[o.as_ptr(), i.as_ptr()], &[], 5, false);
             let mut bytes = vec![0u8; 80 * 4];
-            a.copyout(&mut bytes, &o);
+            a.copyout(&mut bytes, &o).unwrap();
             assert_eq!(f32s(&bytes), want, "{}", cc.cc());
         }
     }
@@ -776,12 +778,12 @@ void k(void** bufs, const int* vals, int s, int e) {
         assert!(matches!(&objects[2], Err(Error::Compile { name, .. }) if name == "broken"));
         let a = CpuAllocator::new();
         let (out, inp, starts) = (a.alloc(8).unwrap(), a.alloc(8).unwrap(), a.alloc(8).unwrap());
-        a.copyin(&inp, &[1f32, 3.0].iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>());
+        a.copyin(&inp, &[1f32, 3.0].iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>()).unwrap();
         for (i, o) in [0, 1, 3].into_iter().zip([0.0f32, 1.0, 2.0]) {
             let prog = CpuProgram::load(objects[i].as_ref().unwrap()).unwrap();
             prog.run(&[out.as_ptr(), inp.as_ptr(), starts.as_ptr()], &[5], 2, false);
             let mut bytes = vec![0u8; 8];
-            a.copyout(&mut bytes, &out);
+            a.copyout(&mut bytes, &out).unwrap();
             assert_eq!(f32s(&bytes), [o + 5.0, 3.0 * o + 5.0], "kernel {i} computes its own source");
         }
         for src in good.iter().chain([&broken]) {
@@ -808,10 +810,10 @@ void k(void** bufs, const int* vals, int s, int e) {
         std::fs::remove_dir_all(&dir).unwrap();
         let a = CpuAllocator::new();
         let (out, inp, starts) = (a.alloc(4).unwrap(), a.alloc(4).unwrap(), a.alloc(4).unwrap());
-        a.copyin(&inp, &4f32.to_ne_bytes());
+        a.copyin(&inp, &4f32.to_ne_bytes()).unwrap();
         prog.run(&[out.as_ptr(), inp.as_ptr(), starts.as_ptr()], &[1], 1, false);
         let mut bytes = vec![0u8; 4];
-        a.copyout(&mut bytes, &out);
+        a.copyout(&mut bytes, &out).unwrap();
         assert_eq!(f32s(&bytes), [9.0]);
     }
 

@@ -514,9 +514,9 @@ impl CudaAllocator {
         Ok(unsafe { RawBuffer::from_handle(handle, size, release_buffer) })
     }
 
-    /// Panics (naming the call) when `call` failed or the context could not be made current.
-    fn expect(&self, call: &str, code: impl FnOnce() -> CuResult) {
-        self.drv.current().and_then(|()| self.drv.check(call, code())).unwrap_or_else(|e| panic!("CUDA: {e}"));
+    /// Runs `code`, an error naming `call` when it failed or the context could not be made current.
+    fn run(&self, call: &str, code: impl FnOnce() -> CuResult) -> Result<()> {
+        self.drv.current().and_then(|()| self.drv.check(call, code())).map_err(device_err)
     }
 }
 
@@ -533,28 +533,25 @@ impl Allocator for CudaAllocator {
         self.cache.clear();
     }
 
-    /// A `cuMemcpyHtoD_v2`. Panics when the sizes differ or CUDA fails (naming the call and error).
-    fn copyin(&self, dst: &RawBuffer, src: &[u8]) {
+    /// A `cuMemcpyHtoD_v2`. Errors naming the call and error when CUDA fails; panics when the sizes differ.
+    fn copyin(&self, dst: &RawBuffer, src: &[u8]) -> Result<()> {
         assert_eq!(dst.size(), src.len(), "copyin: buffer is {} bytes, source {}", dst.size(), src.len());
         if src.is_empty() {
-            return;
+            return Ok(());
         }
         // SAFETY: dst's handle is a live allocation of at least src.len() bytes from this allocator (the device's
         // buffers are only ever given back to it); src is read before the call returns (staged when pageable).
-        self.expect("cuMemcpyHtoD_v2", || unsafe { (self.drv.memcpy_htod)(dst.as_ptr() as CuDevicePtr, src.as_ptr().cast(), src.len()) });
+        self.run("cuMemcpyHtoD_v2", || unsafe { (self.drv.memcpy_htod)(dst.as_ptr() as CuDevicePtr, src.as_ptr().cast(), src.len()) })
     }
 
-    /// A `cuMemcpyDtoH_v2`, which waits for the copy. Panics when the sizes differ or CUDA fails (naming the call
-    /// and error).
-    fn copyout(&self, dst: &mut [u8], src: &RawBuffer) {
+    /// A `cuMemcpyDtoH_v2`, which waits for the copy. Errors and panics as [`CudaAllocator::copyin`].
+    fn copyout(&self, dst: &mut [u8], src: &RawBuffer) -> Result<()> {
         assert_eq!(dst.len(), src.size(), "copyout: buffer is {} bytes, destination {}", src.size(), dst.len());
         if dst.is_empty() {
-            return;
+            return Ok(());
         }
         // SAFETY: as in copyin; dst is an exclusive slice of the copy's size, written before the call returns.
-        self.expect("cuMemcpyDtoH_v2", || unsafe {
-            (self.drv.memcpy_dtoh)(dst.as_mut_ptr().cast(), src.as_ptr() as CuDevicePtr, dst.len())
-        });
+        self.run("cuMemcpyDtoH_v2", || unsafe { (self.drv.memcpy_dtoh)(dst.as_mut_ptr().cast(), src.as_ptr() as CuDevicePtr, dst.len()) })
     }
 }
 
@@ -730,9 +727,9 @@ mod tests {
         let a = dev.allocator();
         let src: Vec<u8> = (0..1000).map(|i| (i * 7 % 256) as u8).collect();
         let b = a.alloc(1000).unwrap();
-        a.copyin(&b, &src);
+        a.copyin(&b, &src).unwrap();
         let mut dst = vec![0u8; 1000];
-        a.copyout(&mut dst, &b);
+        a.copyout(&mut dst, &b).unwrap();
         assert_eq!(dst, src);
         let p = b.as_ptr();
         a.free(b);
@@ -751,10 +748,10 @@ mod tests {
         let a = dev.allocator();
         let input: Vec<f32> = (0..8).map(|i| i as f32 * 0.5 - 1.0).collect();
         let (out, inp) = (a.alloc(32).unwrap(), a.alloc(32).unwrap());
-        a.copyin(&inp, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>());
+        a.copyin(&inp, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>()).unwrap();
         prog.launch(&[out.as_ptr(), inp.as_ptr()], &[7], [4, 1, 1], [2, 1, 1]).unwrap();
         let mut bytes = vec![0u8; 32];
-        a.copyout(&mut bytes, &out);
+        a.copyout(&mut bytes, &out).unwrap();
         assert_eq!(f32s(&bytes), [5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0]);
         // launches from several threads (each making the context current) get their own parameters
         let outs: Vec<RawBuffer> = (0..4).map(|_| a.alloc(32).unwrap()).collect();
@@ -769,7 +766,7 @@ mod tests {
             }
         });
         for (b, o) in outs.iter().enumerate() {
-            a.copyout(&mut bytes, o);
+            a.copyout(&mut bytes, o).unwrap();
             assert_eq!(f32s(&bytes), input.iter().map(|x| x * 2.0 + b as f32).collect::<Vec<_>>(), "thread {b}");
         }
         let missing = Compiled { entry: "nope".into(), ..compiled };

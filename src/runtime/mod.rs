@@ -168,10 +168,12 @@ pub trait Allocator: Send + Sync {
     fn free(&self, buf: RawBuffer);
     /// Releases every cached buffer (tinygrad `LRUAllocator.free_cache`).
     fn free_cache(&self);
-    /// Copies host bytes `src` into `dst` (tinygrad `_copyin`). Panics when the sizes differ.
-    fn copyin(&self, dst: &RawBuffer, src: &[u8]);
-    /// Copies `src` into host bytes `dst` (tinygrad `_copyout`). Panics when the sizes differ.
-    fn copyout(&self, dst: &mut [u8], src: &RawBuffer);
+    /// Copies host bytes `src` into `dst` (tinygrad `_copyin`). Errors with [`Error::Device`] when the device
+    /// fails (a GPU driver may report a failed allocation only now). Panics when the sizes differ.
+    fn copyin(&self, dst: &RawBuffer, src: &[u8]) -> Result<()>;
+    /// Copies `src` into host bytes `dst` (tinygrad `_copyout`). Errors as [`Allocator::copyin`]; panics when the
+    /// sizes differ.
+    fn copyout(&self, dst: &mut [u8], src: &RawBuffer) -> Result<()>;
 }
 
 /// A compiled kernel: the object's bytes and the name of the kernel's function in it.
