@@ -151,7 +151,7 @@ impl ClAllocator {
         })?;
         let handle = NonNull::new(mem.cast::<u8>()).expect("clCreateBuffer succeeded with a null cl_mem");
         // SAFETY: `release_buffer` releases this new cl_mem once, when the RawBuffer drops.
-        Ok(unsafe { RawBuffer::from_handle(handle, size, release_buffer) })
+        Ok(unsafe { RawBuffer::from_handle(handle, size, release_buffer, "CL") })
     }
 
     /// Waits for a transfer's event; an error names `call` when it failed to enqueue or run.
@@ -167,6 +167,7 @@ impl Allocator for ClAllocator {
     }
 
     fn free(&self, buf: RawBuffer) {
+        buf.check_owner("CL");
         self.cache.free(buf);
     }
 
@@ -177,12 +178,12 @@ impl Allocator for ClAllocator {
     /// A blocking `clEnqueueWriteBuffer`. Errors naming the call and code when OpenCL fails; panics when the sizes
     /// differ.
     fn copyin(&self, dst: &RawBuffer, src: &[u8]) -> Result<()> {
+        dst.check_owner("CL");
         assert_eq!(dst.size(), src.len(), "copyin: buffer is {} bytes, source {}", dst.size(), src.len());
         if src.is_empty() {
             return Ok(());
         }
-        // SAFETY: dst's handle is a live cl_mem of at least src.len() bytes from this allocator (the device's buffers
-        // are only ever given back to it); the write is blocking, so src is read before the call returns.
+        // SAFETY: dst's handle is a live cl_mem of at least src.len() bytes from this allocator (`check_owner`); the write is blocking, so src is read before the call returns.
         let ev = unsafe {
             enqueue_write_buffer(self.queue.get(), dst.as_ptr().cast(), CL_BLOCKING, 0, src.len(), src.as_ptr().cast(), 0, null())
         };
@@ -191,6 +192,7 @@ impl Allocator for ClAllocator {
 
     /// A blocking `clEnqueueReadBuffer`. Errors and panics as [`ClAllocator::copyin`].
     fn copyout(&self, dst: &mut [u8], src: &RawBuffer) -> Result<()> {
+        src.check_owner("CL");
         assert_eq!(dst.len(), src.size(), "copyout: buffer is {} bytes, destination {}", src.size(), dst.len());
         if dst.is_empty() {
             return Ok(());

@@ -92,6 +92,7 @@ impl Allocator for CpuAllocator {
     }
 
     fn free(&self, buf: RawBuffer) {
+        buf.check_owner("host");
         self.cache.free(buf);
     }
 
@@ -100,6 +101,7 @@ impl Allocator for CpuAllocator {
     }
 
     fn copyin(&self, dst: &RawBuffer, src: &[u8]) -> Result<()> {
+        dst.check_owner("host");
         assert_eq!(dst.size(), src.len(), "copyin: buffer is {} bytes, source {}", dst.size(), src.len());
         // SAFETY: dst is valid for its size bytes; src is a Rust slice, so it cannot overlap device memory that only
         // raw pointers reach.
@@ -108,6 +110,7 @@ impl Allocator for CpuAllocator {
     }
 
     fn copyout(&self, dst: &mut [u8], src: &RawBuffer) -> Result<()> {
+        src.check_owner("host");
         assert_eq!(dst.len(), src.size(), "copyout: buffer is {} bytes, destination {}", src.size(), dst.len());
         // SAFETY: src is valid for its size bytes; dst is an exclusive Rust slice, disjoint from it.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr(), dst.len()) };
@@ -615,6 +618,17 @@ mod tests {
         a.free(z);
         a.free_cache();
         assert_eq!(a.cache.cached(), (0, 0));
+    }
+
+    #[test]
+    #[should_panic(expected = "a CL buffer handed to the host allocator")]
+    fn another_devices_buffer_is_refused() {
+        /// Releases nothing.
+        unsafe fn keep(_: std::ptr::NonNull<u8>, _: usize) {}
+        let mut host = [0u8; 8];
+        // SAFETY: `keep` releases nothing, so any handle is sound to drop.
+        let foreign = unsafe { RawBuffer::from_handle(std::ptr::NonNull::from(&mut host).cast(), 8, keep, "CL") };
+        CpuAllocator::new().copyin(&foreign, &[0; 8]).unwrap();
     }
 
     #[test]

@@ -511,7 +511,7 @@ impl CudaAllocator {
         self.drv.check("cuMemAlloc_v2", unsafe { (self.drv.mem_alloc)(&mut ptr, size.max(1)) }).map_err(oom)?;
         let handle = NonNull::new(ptr as *mut u8).expect("cuMemAlloc_v2 succeeded with a null pointer");
         // SAFETY: `release_buffer` frees this new allocation once, when the RawBuffer drops.
-        Ok(unsafe { RawBuffer::from_handle(handle, size, release_buffer) })
+        Ok(unsafe { RawBuffer::from_handle(handle, size, release_buffer, "CUDA") })
     }
 
     /// Runs `code`, an error naming `call` when it failed or the context could not be made current.
@@ -526,6 +526,7 @@ impl Allocator for CudaAllocator {
     }
 
     fn free(&self, buf: RawBuffer) {
+        buf.check_owner("CUDA");
         self.cache.free(buf);
     }
 
@@ -535,17 +536,19 @@ impl Allocator for CudaAllocator {
 
     /// A `cuMemcpyHtoD_v2`. Errors naming the call and error when CUDA fails; panics when the sizes differ.
     fn copyin(&self, dst: &RawBuffer, src: &[u8]) -> Result<()> {
+        dst.check_owner("CUDA");
         assert_eq!(dst.size(), src.len(), "copyin: buffer is {} bytes, source {}", dst.size(), src.len());
         if src.is_empty() {
             return Ok(());
         }
-        // SAFETY: dst's handle is a live allocation of at least src.len() bytes from this allocator (the device's
-        // buffers are only ever given back to it); src is read before the call returns (staged when pageable).
+        // SAFETY: dst's handle is a live allocation of at least src.len() bytes from this allocator
+        // (`check_owner`); src is read before the call returns (staged when pageable).
         self.run("cuMemcpyHtoD_v2", || unsafe { (self.drv.memcpy_htod)(dst.as_ptr() as CuDevicePtr, src.as_ptr().cast(), src.len()) })
     }
 
     /// A `cuMemcpyDtoH_v2`, which waits for the copy. Errors and panics as [`CudaAllocator::copyin`].
     fn copyout(&self, dst: &mut [u8], src: &RawBuffer) -> Result<()> {
+        src.check_owner("CUDA");
         assert_eq!(dst.len(), src.size(), "copyout: buffer is {} bytes, destination {}", src.size(), dst.len());
         if dst.is_empty() {
             return Ok(());

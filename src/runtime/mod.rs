@@ -29,6 +29,8 @@ pub struct RawBuffer {
     ptr: NonNull<u8>,
     size: usize,
     release: unsafe fn(NonNull<u8>, usize),
+    /// The kind of memory, which only its own allocator may touch: `host`, `CL`, `CUDA`.
+    owner: &'static str,
 }
 
 /// Bytes past the end of every host [`RawBuffer`] that a kernel may read (never write): what the CPU renderer's
@@ -67,15 +69,27 @@ impl RawBuffer {
             // SAFETY: the function's contract.
             unsafe { std::alloc::dealloc(ptr.as_ptr(), RawBuffer::layout(size).expect("layout was valid at allocation")) }
         }
-        Ok(RawBuffer { ptr: NonNull::new(ptr).ok_or_else(oom)?, size, release: free })
+        Ok(RawBuffer { ptr: NonNull::new(ptr).ok_or_else(oom)?, size, release: free, owner: "host" })
     }
 
-    /// A buffer of `size` bytes from a device handle, which `release` frees when the buffer drops.
+    /// A buffer of `size` bytes from a device handle of memory kind `owner`, which `release` frees when the
+    /// buffer drops.
     ///
     /// # Safety
     /// `release(handle, size)` must be sound to call once, after every use of the handle.
-    pub(crate) unsafe fn from_handle(handle: NonNull<u8>, size: usize, release: unsafe fn(NonNull<u8>, usize)) -> Self {
-        RawBuffer { ptr: handle, size, release }
+    pub(crate) unsafe fn from_handle(
+        handle: NonNull<u8>,
+        size: usize,
+        release: unsafe fn(NonNull<u8>, usize),
+        owner: &'static str,
+    ) -> Self {
+        RawBuffer { ptr: handle, size, release, owner }
+    }
+
+    /// Panics unless this buffer is memory of kind `owner` (an allocator handed another's buffer would treat a host
+    /// pointer as a device handle, or the reverse).
+    pub fn check_owner(&self, owner: &str) {
+        assert_eq!(self.owner, owner, "a {} buffer handed to the {owner} allocator", self.owner);
     }
 
     /// The size in bytes.
