@@ -100,7 +100,10 @@ fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
         }
         let group = |m: u64| ends.iter().filter(|g| *g & m != 0).fold(m, |a, g| a | g);
         let missing = |u: &UOp| group(if u.op == Ops::RANGE { bit(u) } else { need(u) & !om });
-        let unblocked = |u: &&&UOp| (0..64).filter(|b| missing(u) >> b & 1 != 0).all(|b| before[b] & !closed == 0);
+        let unblocked = |u: &&&UOp| {
+            let m = missing(u);
+            (0..64).filter(|b| m >> b & 1 != 0).all(|b| before[b] & !closed == 0)
+        };
         let key = |u: &&&UOp| ((group(need(u) & !om)).count_ones(), u.op != Ops::RANGE);
         let Some(u) = ready.iter().filter(unblocked).min_by_key(key).or_else(|| ready.iter().min_by_key(key)).copied() else { break };
         let missing = missing(u);

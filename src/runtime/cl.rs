@@ -45,8 +45,6 @@ fn device_err(msg: String) -> Error {
 pub struct ClDevice {
     context: Arc<Context>,
     queue: Arc<CommandQueue>,
-    /// The device's `cl_device_id` (opencl3's `Send + Sync` wrapper of it).
-    id: DeviceId,
     /// Whether the device has `cl_khr_fp16`.
     fp16: bool,
     allocator: ClAllocator,
@@ -75,7 +73,7 @@ impl ClDevice {
         let fp16 = id.extensions().is_ok_and(|ext| ext.split_whitespace().any(|e| e == "cl_khr_fp16"));
         let allocator = ClAllocator { context: context.clone(), queue: queue.clone(), cache: FreeCache::default() };
         let compiler = ClCompiler { context: context.clone(), id, name };
-        Ok(ClDevice { context, queue, id, fp16, allocator, compiler })
+        Ok(ClDevice { context, queue, fp16, allocator, compiler })
     }
 
     /// The first GPU of the first platform that has one, else the first device of any type; why not, as text.
@@ -87,16 +85,6 @@ impl ClDevice {
         let first_of = |ty| platforms.iter().find_map(|p| p.get_devices(ty).ok()?.first().copied());
         let id = first_of(CL_DEVICE_TYPE_GPU).or_else(|| first_of(CL_DEVICE_TYPE_ALL));
         id.map(DeviceId::new).ok_or_else(|| format!("{} platforms, none with a device", platforms.len()))
-    }
-
-    /// The device's name as the driver reports it (PoCL's CPU device: `pthread-<cpu>`).
-    pub fn device_name(&self) -> &str {
-        &self.compiler.name
-    }
-
-    /// The device's `cl_device_id`, for queries (`clGetDeviceInfo`).
-    pub fn cl_device_id(&self) -> opencl3::types::cl_device_id {
-        self.id.id()
     }
 }
 
