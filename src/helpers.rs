@@ -265,9 +265,11 @@ pub static PARALLEL: ContextVar = ContextVar::new_lazy("PARALLEL", || NUM_CPU_TH
 pub static TRACK_MATCH_STATS: ContextVar = ContextVar::new("TRACK_MATCH_STATS", 0);
 /// 1 splits a large reduction into two kernels. Default 1.
 pub static SPLIT_REDUCEOP: ContextVar = ContextVar::new("SPLIT_REDUCEOP", 1);
+/// 1 lets the hand-coded opts use tensor cores (the TC opt) where the target has them (tinygrad `TC`). Default 1.
+pub static TC: ContextVar = ContextVar::new("TC", 1);
 
 /// Every [`ContextVar`] above with the values it accepts, for [`check_env`].
-static CONTEXT_VARS: [(&ContextVar, i64, i64); 12] = [
+static CONTEXT_VARS: [(&ContextVar, i64, i64); 13] = [
     (&DEBUG, 0, 7),
     (&BEAM, 0, 1024),
     (&NOOPT, 0, 1),
@@ -280,6 +282,7 @@ static CONTEXT_VARS: [(&ContextVar, i64, i64); 12] = [
     (&PARALLEL, 0, 4096),
     (&TRACK_MATCH_STATS, 0, 2),
     (&SPLIT_REDUCEOP, 0, 1),
+    (&TC, 0, 1),
 ];
 
 /// The devices `DEV` may name (any case, an optional `:0`; `CLANG` is the CPU's old name); "" means the default,

@@ -17,7 +17,7 @@ mod model;
 #[path = "../examples/conformance/runner.rs"]
 mod runner;
 
-use tinygrad::codegen::{full_rewrite, Opt};
+use tinygrad::codegen::{full_rewrite, Opt, OptOps};
 use tinygrad::helpers::{Context, TRAINING};
 use tinygrad::nn::{optim, Module};
 use tinygrad::renderer::Renderer;
@@ -38,6 +38,23 @@ fn mnist_step() -> Vec<UOp> {
     loss.backward();
     let roots: Vec<UOp> = std::iter::once(loss).chain(opt.schedule_step()).map(|t| t.uop()).collect();
     tinygrad::schedule::create_schedule(&roots, "PYTHON").items.into_iter().map(|i| i.ast).collect()
+}
+
+/// Half and bf16 matmuls (one batched, one with a bias and relu), which the hand-coded opts put on tensor cores.
+fn tc_matmuls() -> Vec<UOp> {
+    let mut roots = Vec::new();
+    for dt in [tinygrad::dtypes::FLOAT16, tinygrad::dtypes::BFLOAT16] {
+        let t = |shape: &[usize]| Tensor::from_slice(&vec![1.0f32; shape.iter().product()], shape.to_vec()).cast(dt);
+        roots.push(t(&[64, 128]).matmul(&t(&[128, 32])).uop());
+        roots.push(t(&[2, 32, 64]).matmul(&t(&[2, 64, 16])).uop());
+        roots.push((t(&[16, 256]).matmul(&t(&[256, 64])) + t(&[64])).relu().uop());
+    }
+    tinygrad::schedule::create_schedule(&roots, "PYTHON")
+        .items
+        .into_iter()
+        .map(|i| i.ast)
+        .filter(|a| a.toposort().iter().any(|u| u.op == tinygrad::Ops::REDUCE))
+        .collect()
 }
 
 /// Compiles `srcs` (kernels with distinct names) as one NVRTC program for `arch` and assembles it; on a failure,
@@ -79,6 +96,7 @@ fn every_kernel_compiles_for_sm80_and_sm90() {
     assert!(passed > 0 && failed.is_empty(), "conformance on PYTHON: {passed} passed, {} failed", failed.len());
     let mut asts = tinygrad::engine::compiled_asts("PYTHON").unwrap();
     asts.extend(mnist_step());
+    asts.extend(tc_matmuls());
     asts.sort_by_key(|a| a.key());
     asts.dedup();
     let ren = Renderer::cuda();
@@ -90,6 +108,19 @@ fn every_kernel_compiles_for_sm80_and_sm90() {
             srcs.push(ren.render(&k));
         }
     }
+    // tensor cores: the hand-coded opts chose them above; here alone and with unrolled tiles
+    let tc = Opt::new(OptOps::Tc, 0, 0);
+    for (i, ast) in tc_matmuls().iter().enumerate() {
+        let k = tinygrad::codegen::kernel(ast, &ren);
+        assert_eq!(tinygrad::codegen::opt::heuristic::hand_coded_optimizations(&k).first().map(|o| o.op), Some(OptOps::Tc));
+        let tc = Opt { arg: ren.tensor_cores.iter().position(|t| ast.toposort().iter().any(|u| u.dtype == t.dtype_in)).unwrap(), ..tc };
+        for (j, opts) in [vec![tc], vec![tc, Opt::new(OptOps::Unroll, 0, 2), Opt::new(OptOps::Upcast, 0, 2)]].iter().enumerate() {
+            let mut k = full_rewrite(ast, &ren, Some(opts)).expect("TC fits these matmuls");
+            k.name = format!("tc{i}_{j}");
+            srcs.push(ren.render(&k));
+        }
+    }
+    assert!(srcs.iter().any(|s| s.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")));
     println!("{} kernels ({} ASTs, with and without opts)", srcs.len(), asts.len());
     for (arch, cc) in &compilers {
         let cc = cc.as_ref().expect("checked above");

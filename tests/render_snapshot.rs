@@ -25,6 +25,7 @@ fn check(name: &str, t: &Tensor) {
         overread: 64,
         half: true,
         decomposed: &[Ops::EXP2, Ops::THREEFRY],
+        tensor_cores: &[],
     };
     let sched = create_schedule(&[t.uop()], "CPU");
     let src: String =

@@ -35,7 +35,8 @@ pub fn lower_reduces(sink: &UOp) -> UOp {
                 UOp::new(Ops::LOAD, r.dtype, [idx.clone(), init].into_iter().chain(ranges.iter().cloned()).collect::<Vec<_>>(), Arg::None);
             // (a reduction inside the value, lowered already: a grouped reduction's partial)
             let val = if map.is_empty() { r.src[0].clone() } else { r.src[0].substitute(&map) };
-            let src: Vec<UOp> = [idx.clone(), cur.alu(op, &[&val])].into_iter().chain(ranges.iter().cloned()).collect();
+            let update = if op == Ops::ADD { chain_wmma(&cur, &val) } else { None }.unwrap_or_else(|| cur.alu(op, &[&val]));
+            let src: Vec<UOp> = [idx.clone(), update].into_iter().chain(ranges.iter().cloned()).collect();
             updates.push(UOp::new(Ops::STORE, dtypes::VOID, src, Arg::None));
             accs.push(idx);
         }
@@ -49,4 +50,19 @@ pub fn lower_reduces(sink: &UOp) -> UOp {
     } else {
         sink.substitute(&map)
     }
+}
+
+/// `acc + val` where `val` is a sum of WMMAs that each add to zero: the WMMAs chained, each adding to the one
+/// before and the first to `acc` (tensor cores accumulate in place; vectors of CUDA have no `+`).
+fn chain_wmma(acc: &UOp, val: &UOp) -> Option<UOp> {
+    let zero = |c: &UOp| c.src.iter().all(|x| x.const_value().is_some_and(|v| v.as_f64() == 0.0)) && c.op == Ops::VECTORIZE;
+    let (mut stack, mut leaves) = (vec![val], Vec::new());
+    while let Some(u) = stack.pop() {
+        match u.op {
+            Ops::ADD => stack.extend([&u.src[1], &u.src[0]]),
+            Ops::WMMA if zero(&u.src[2]) => leaves.push(u),
+            _ => return None,
+        }
+    }
+    Some(leaves.into_iter().fold(acc.clone(), |c, w| w.with_src([w.src[0].clone(), w.src[1].clone(), c])))
 }

@@ -154,6 +154,20 @@ fn vtype(dt: DType, defs: &mut Vec<String>, d: Dialect) -> String {
     if d.opencl {
         return format!("{}{}", d.ty(dt.scalar()), dt.count);
     }
+    if d.cuda {
+        // (only tensor-core fragments are vectors in CUDA: a struct of an array, lanes `.v[k]`)
+        let base = d.ty(dt.scalar());
+        let name = format!("tg_{}{}", base.replace(' ', "_"), dt.count);
+        let def = format!(
+            "#ifndef TG_{name}\n#define TG_{name}\nstruct __align__({}) {name} {{ {base} v[{}]; }};\n#endif\n",
+            dt.itemsize(),
+            dt.count
+        );
+        if !defs.contains(&def) {
+            defs.push(def);
+        }
+        return name;
+    }
     let base = ctype(dt.scalar(), false);
     let name = format!("{}{}", base.replace(' ', "_"), dt.count);
     let def = format!("typedef {base} {name} __attribute__((vector_size({}), aligned({})));\n", dt.itemsize(), dt.scalar().itemsize());
@@ -324,11 +338,25 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
             }
             Ops::GEP => {
                 let Arg::Int(k) = u.arg else { unreachable!("GEP of one lane") };
-                if d.opencl {
+                if d.cuda {
+                    format!("{}.v[{k}]", s(0))
+                } else if d.opencl {
                     format!("{}.s{k:x}", s(0))
                 } else {
                     format!("{}[{k}]", s(0))
                 }
+            }
+            Ops::VECTORIZE if d.cuda => {
+                format!("{}{{{{{}}}}}", vtype(u.dtype, &mut vtypes, d), (0..src.len()).map(s).collect::<Vec<_>>().join(", "))
+            }
+            Ops::WMMA if d.cuda => {
+                let Arg::Str(name) = &u.arg else { unreachable!("WMMA without a name") };
+                let tc = crate::renderer::tensor_core(name).expect("the spec checks WMMA names");
+                let def = wmma_cuda(tc, &mut vtypes, d);
+                if !vtypes.contains(&def) {
+                    vtypes.push(def);
+                }
+                format!("__{name}({}, {}, {})", s(0), s(1), s(2))
             }
             Ops::VECTORIZE => {
                 let (open, close) = if d.opencl { ("(", ")") } else { ("{", "}") };
@@ -408,8 +436,9 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
             .collect();
         let half = if uops.iter().any(|u| u.dtype.scalar == Scalar::Float16) { "#include <cuda_fp16.h>\n" } else { "" };
         return format!(
-            "{half}{CUDA_PRELUDE}{}extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n{body}}}\n",
+            "{half}{CUDA_PRELUDE}{}{}extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n{body}}}\n",
             if bf16 { BF16_PRELUDE_CUDA } else { "" },
+            vtypes.concat(),
             k.local_size.iter().product::<usize>(),
             k.name,
             params.join(", ")
@@ -485,6 +514,35 @@ ushort tg_f2bf(float f) { uint u = as_uint(f);
 
 /// CUDA helpers: a bit cast between types of one size (guarded, so kernels concatenate).
 const CUDA_PRELUDE: &str = "#ifndef TG_BITCAST\n#define TG_BITCAST\ntemplate <class T, class F> __device__ __forceinline__ T tg_bitcast(F x) { T y; memcpy(&y, &x, sizeof(T)); return y; }\n#endif\n";
+
+/// The CUDA function computing tensor core `tc` (`D = A·B + C` on a warp's fragments) with one PTX `mma.sync`:
+/// fragments of 16-bit inputs travel as 32-bit registers of two elements each, the accumulator as floats updated in
+/// place. Its fragment types are added to `defs` (they precede it there).
+fn wmma_cuda(tc: &crate::renderer::TensorCore, defs: &mut Vec<String>, d: Dialect) -> String {
+    let [fa, fb, fc] = &tc.fragments;
+    let (ta, tb, tc_) = (
+        vtype(tc.dtype_in.vec(fa.elements() as u16), defs, d),
+        vtype(tc.dtype_in.vec(fb.elements() as u16), defs, d),
+        vtype(tc.dtype_out.vec(fc.elements() as u16), defs, d),
+    );
+    let regs = |n: usize| n * tc.dtype_in.itemsize() / 4;
+    let (na, nb, nc) = (regs(fa.elements()), regs(fb.elements()), fc.elements());
+    let list = |from: usize, n: usize| (from..from + n).map(|i| format!("%{i}")).collect::<Vec<_>>().join(",");
+    let ptx_in = if tc.dtype_in.scalar == Scalar::BFloat16 { "bf16" } else { "f16" };
+    let (m, n, k) = tc.dims;
+    let outs: Vec<String> = (0..nc).map(|i| format!("\"+f\"(c.v[{i}])")).collect();
+    let ins: Vec<String> = (0..na).map(|i| format!("\"r\"(a_[{i}])")).chain((0..nb).map(|i| format!("\"r\"(b_[{i}])"))).collect();
+    format!(
+        "#ifndef TG_{name}\n#define TG_{name}\n__device__ __forceinline__ {tc_} __{name}({ta} a, {tb} b, {tc_} c) {{\n  const unsigned *a_ = (const unsigned *)&a, *b_ = (const unsigned *)&b;\n  asm(\"mma.sync.aligned.m{m}n{n}k{k}.row.col.f32.{ptx_in}.{ptx_in}.f32 {{{}}}, {{{}}}, {{{}}}, {{{}}};\"\n      : {} : {});\n  return c;\n}}\n#endif\n",
+        list(0, nc),
+        list(nc, na),
+        list(nc + na, nb),
+        list(0, nc),
+        outs.join(", "),
+        ins.join(", "),
+        name = tc.name,
+    )
+}
 
 /// [`BF16_PRELUDE`] in CUDA, with `__uint_as_float`/`__float_as_uint` for the bit casts.
 const BF16_PRELUDE_CUDA: &str = "#ifndef TG_BF16\n#define TG_BF16\n__device__ __forceinline__ float tg_bf2f(unsigned short b) { return __uint_as_float((unsigned int)b << 16); }

@@ -8,6 +8,7 @@ pub mod cstyle;
 pub mod python;
 
 use crate::codegen::LinearKernel;
+use crate::dtype::DType;
 
 use std::sync::LazyLock;
 
@@ -43,6 +44,88 @@ pub struct Renderer {
     /// renderer's `code_for_op`, which its decompositions rewrite): on the CPU, float32 EXP2 (a polynomial, so it
     /// vectorizes) and THREEFRY.
     pub decomposed: &'static [crate::uop::Ops],
+    /// The warp-wide matrix multiply-accumulate units the TC opt may use (empty: none).
+    pub tensor_cores: &'static [TensorCore],
+}
+
+/// One tensor-core instruction (tinygrad `TensorCore`): the `threads` of a warp together compute `D = A·B + C`
+/// with A `dims.0`×`dims.2`, B `dims.2`×`dims.1` and C, D `dims.0`×`dims.1`, each thread holding a few elements of
+/// each matrix (its fragments) in registers. Where each element sits is [`TensorCore::fragments`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorCore {
+    /// The WMMA function renderers define for it (`__{name}(a, b, c)`), and the WMMA UOp's arg.
+    pub name: &'static str,
+    /// `(M, N, K)`: rows of A and C, columns of B and C, and the reduction (PTX's `m16n8k16` is `(16, 8, 16)`).
+    pub dims: (usize, usize, usize),
+    /// Threads of the warp that execute it together (lane `l` is thread `l` of the workgroup's dimension 0).
+    pub threads: usize,
+    /// The dtype of A and B.
+    pub dtype_in: DType,
+    /// The dtype of C and D (the accumulator).
+    pub dtype_out: DType,
+    /// The layouts of A, B and C (D as C).
+    pub fragments: [Fragment; 3],
+}
+
+/// Where a thread's fragment elements sit in their matrix: element `e` of lane `l` is at row
+/// `Σ row.0[b]·bit_b(l) + Σ row.1[b]·bit_b(e)` and column likewise from `col`; a fragment holds `2^row.1.len()`
+/// elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fragment {
+    /// `(weights of the lane's bits, weights of the element's bits)` summing to the row.
+    pub row: (&'static [usize], &'static [usize]),
+    /// The same for the column.
+    pub col: (&'static [usize], &'static [usize]),
+}
+
+impl Fragment {
+    /// Elements each thread holds.
+    pub fn elements(&self) -> usize {
+        1 << self.row.1.len()
+    }
+    /// `(row, column)` of element `e` held by lane `l`.
+    pub fn at(&self, l: usize, e: usize) -> (usize, usize) {
+        let sum = |(lane, elem): (&[usize], &[usize])| -> usize {
+            lane.iter().enumerate().map(|(b, w)| (l >> b & 1) * w).sum::<usize>()
+                + elem.iter().enumerate().map(|(b, w)| (e >> b & 1) * w).sum::<usize>()
+        };
+        (sum(self.row), sum(self.col))
+    }
+}
+
+/// PTX `mma.sync.aligned.m16n8k16.row.col` fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16"): with
+/// `g = lane / 4` and `t = lane % 4`, A's element `i` is at `(g + 8·i₁, 2t + i₀ + 8·i₂)`, B's element `j` at
+/// `(2t + j₀ + 8·j₁, g)`, C's element `c` at `(g + 8·c₁, 2t + c₀)` (subscripts are bits).
+const MMA_16_8_16: [Fragment; 3] = [
+    Fragment { row: (&[0, 0, 1, 2, 4], &[0, 8, 0]), col: (&[2, 4, 0, 0, 0], &[1, 0, 8]) },
+    Fragment { row: (&[2, 4, 0, 0, 0], &[1, 8]), col: (&[0, 0, 1, 2, 4], &[0, 0]) },
+    Fragment { row: (&[0, 0, 1, 2, 4], &[0, 8]), col: (&[2, 4, 0, 0, 0], &[1, 0]) },
+];
+
+/// NVIDIA's tensor cores from sm_80 (Ampere) on: half or bfloat16 inputs, float accumulation (tinygrad
+/// `tc.cuda_sm80`'s float-accumulating entries).
+pub const CUDA_TENSOR_CORES: &[TensorCore] = &[
+    TensorCore {
+        name: "WMMA_16_8_16_half_float",
+        dims: (16, 8, 16),
+        threads: 32,
+        dtype_in: crate::dtype::dtypes::FLOAT16,
+        dtype_out: crate::dtype::dtypes::FLOAT32,
+        fragments: MMA_16_8_16,
+    },
+    TensorCore {
+        name: "WMMA_16_8_16_bf16_float",
+        dims: (16, 8, 16),
+        threads: 32,
+        dtype_in: crate::dtype::dtypes::BFLOAT16,
+        dtype_out: crate::dtype::dtypes::FLOAT32,
+        fragments: MMA_16_8_16,
+    },
+];
+
+/// The tensor core named `name` (a WMMA UOp's arg).
+pub fn tensor_core(name: &str) -> Option<&'static TensorCore> {
+    CUDA_TENSOR_CORES.iter().find(|tc| tc.name == name)
 }
 
 /// The source language a [`Renderer`] prints: one file of this module each.
@@ -85,6 +168,7 @@ impl Renderer {
             overread: CPU_OVERREAD,
             half: true,
             decomposed: &[crate::uop::Ops::EXP2, crate::uop::Ops::THREEFRY],
+            tensor_cores: &[],
         }
     }
 
@@ -102,12 +186,19 @@ impl Renderer {
             overread: 0,
             half: fp16,
             decomposed: &[crate::uop::Ops::THREEFRY],
+            tensor_cores: &[],
         }
     }
 
-    /// The CUDA renderer (tinygrad `CUDARenderer`): workgroups (blocks) and shared memory, halves, and no vectors
-    /// (CUDA's vector types have no arithmetic: lanes are unrolled).
+    /// The CUDA renderer (tinygrad `CUDARenderer`) for sm_80 and later: workgroups (blocks) and shared memory,
+    /// halves, tensor cores ([`CUDA_TENSOR_CORES`]; a GPU before sm_80 gets none, see [`Renderer::cuda_for`]), and
+    /// no vectors (CUDA's vector types have no arithmetic: lanes are unrolled).
     pub fn cuda() -> Renderer {
+        Renderer::cuda_for(80)
+    }
+
+    /// The CUDA renderer for a GPU of compute capability `sm` (`86` for 8.6): tensor cores from 80 on.
+    pub fn cuda_for(sm: u32) -> Renderer {
         Renderer {
             device: "CUDA",
             language: Language::Cuda,
@@ -119,14 +210,21 @@ impl Renderer {
             overread: 0,
             half: true,
             decomposed: &[crate::uop::Ops::THREEFRY],
+            tensor_cores: if sm >= 80 { CUDA_TENSOR_CORES } else { &[] },
         }
     }
 
     /// The interpreter's renderer (tinygrad `PythonRenderer`): GPU-shaped, as tinygrad's PYTHON device (a launch
     /// grid, workgroups and their shared memory, so the interpreter checks what GPU codegen makes), 16-byte vectors
     /// (so kernels keep vector loads, stores and accumulators, which the interpreter checks too), no slack past a
-    /// buffer's end (every out-of-bounds access is an error there), THREEFRY decomposed.
+    /// buffer's end (every out-of-bounds access is an error there), THREEFRY decomposed. With `EMULATE=CUDA` (as
+    /// tinygrad's), it emulates CUDA's codegen instead: no vectors, and CUDA's tensor cores, whose WMMA the
+    /// interpreter computes warp by warp.
     pub fn python() -> Renderer {
+        static EMULATE: LazyLock<bool> = LazyLock::new(|| std::env::var("EMULATE").is_ok_and(|e| e.eq_ignore_ascii_case("cuda")));
+        if *EMULATE {
+            return Renderer { device: "PYTHON", language: Language::UOps, ..Renderer::cuda() };
+        }
         Renderer {
             device: "PYTHON",
             language: Language::UOps,
@@ -138,6 +236,7 @@ impl Renderer {
             overread: 0,
             half: true,
             decomposed: &[crate::uop::Ops::THREEFRY],
+            tensor_cores: &[],
         }
     }
 }

@@ -459,7 +459,7 @@ impl Device for CudaDevice {
         "CUDA"
     }
     fn renderer(&self) -> Renderer {
-        Renderer::cuda()
+        Renderer::cuda_for(self.arch.trim_start_matches("sm_").parse().unwrap_or(0))
     }
     fn allocator(&self) -> &dyn Allocator {
         &self.allocator

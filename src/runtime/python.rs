@@ -214,6 +214,11 @@ impl PythonProgram {
                     t.pc = pc + 1;
                     return Ok(false);
                 }
+                // a warp-wide op: the thread waits here until its warp has arrived (see `wmma`)
+                Ops::WMMA => {
+                    t.pc = pc;
+                    return Ok(false);
+                }
                 Ops::DEFINE_REG => {
                     let lanes = x.dtype.base().count as usize * x.dtype.size.max(1) as usize;
                     regs.insert(pc, vec![ConstValue::Int(0); lanes]);
@@ -360,6 +365,46 @@ impl PythonProgram {
         Ok(true)
     }
 
+    /// The WMMA all threads of `warp` wait at: the tensor core's `D = A·B + C` from the lanes' fragments (exact
+    /// products, summed in f64, rounded to the output dtype), each lane given its fragment of D.
+    fn wmma(&self, warp: &mut [Thread]) -> Result<()> {
+        let pc = warp[0].pc;
+        let x = &self.insts[pc];
+        let tc = match &x.arg {
+            Arg::Str(name) => crate::renderer::tensor_core(name),
+            _ => None,
+        };
+        let tc = tc.ok_or_else(|| self.err(pc, format!("no tensor core {:?}", x.arg)))?;
+        if warp.len() != tc.threads {
+            return Err(self.err(pc, format!("a warp of {} threads; the tensor core needs {}", warp.len(), tc.threads)));
+        }
+        let ((m, n, k), [fa, fb, fc]) = (tc.dims, &tc.fragments);
+        let (mut a, mut b, mut d) = (vec![0.0; m * k], vec![0.0; k * n], vec![0.0; m * n]);
+        for (l, t) in warp.iter().enumerate() {
+            let gather = |f: &crate::renderer::Fragment, src: usize, to: &mut [f64], cols: usize| {
+                (0..f.elements()).for_each(|e| {
+                    let (i, j) = f.at(l, e);
+                    to[i * cols + j] = t.v[x.src[src]].lane(e).as_f64();
+                })
+            };
+            gather(fa, 0, &mut a, k);
+            gather(fb, 1, &mut b, n);
+            gather(fc, 2, &mut d, n);
+        }
+        for (i, j, kk) in (0..m).flat_map(|i| (0..n).flat_map(move |j| (0..k).map(move |kk| (i, j, kk)))) {
+            d[i * n + j] += a[i * k + kk] * b[kk * n + j];
+        }
+        for (l, t) in warp.iter_mut().enumerate() {
+            let lanes = (0..fc.elements()).map(|e| {
+                let (i, j) = fc.at(l, e);
+                ConstValue::Float(d[i * n + j]).cast(tc.dtype_out)
+            });
+            t.v[pc] = Val::Vector(lanes.collect());
+            t.pc = pc + 1;
+        }
+        Ok(())
+    }
+
     /// `count` lanes of register `r` (a DEFINE_REG's position) from element `o`.
     fn read_reg(&self, pc: usize, regs: &FxHashMap<usize, Vec<ConstValue>>, r: usize, o: i128, count: usize) -> Result<Val> {
         let w = self.insts[r].dtype.base().count as usize;
@@ -430,6 +475,11 @@ impl Program for PythonProgram {
                 x
             })
         };
+        let tc =
+            self.insts
+                .iter()
+                .find_map(|x| if let (Ops::WMMA, Arg::Str(s)) = (x.op, &x.arg) { crate::renderer::tensor_core(s) } else { None });
+        let warp = tc.map_or(1, |tc| tc.threads);
         for g in 0..global.iter().product::<usize>() {
             let g = unravel(g, global);
             let mut threads: Vec<Thread> = (0..local.iter().product::<usize>())
@@ -447,13 +497,24 @@ impl Program for PythonProgram {
                 })
                 .collect();
             let mut locals = FxHashMap::default();
-            let mut running = threads.len();
-            while running > 0 {
-                running = 0;
-                for t in threads.iter_mut().filter(|t| t.pc < self.insts.len()) {
-                    if !self.run(bufs, vals, t, &mut locals)? {
-                        running += 1;
+            let n = self.insts.len();
+            let waits = |t: &Thread| t.pc < n && self.insts[t.pc].op == Ops::WMMA;
+            while threads.iter().any(|t| t.pc < n) {
+                let mut moved = false;
+                for t in threads.iter_mut().filter(|t| t.pc < n && !waits(t)) {
+                    self.run(bufs, vals, t, &mut locals)?;
+                    moved = true;
+                }
+                // a warp (threads in order of their local index, dimension 0 fastest, as CUDA's) all at one WMMA
+                for warp in threads.chunks_mut(warp) {
+                    if warp.iter().all(|t| waits(t) && t.pc == warp[0].pc) {
+                        self.wmma(warp)?;
+                        moved = true;
                     }
+                }
+                if !moved {
+                    let pc = threads.iter().find(|t| waits(t)).map_or(0, |t| t.pc);
+                    return Err(self.err(pc, "the threads of a warp do not all reach this WMMA".into()));
                 }
             }
         }

@@ -25,6 +25,25 @@ fn try_apply(k: &mut Kernel, op: OptOps, id: i64, amt: usize) {
 /// The opts the hand-written rules choose for `k` (tinygrad `hand_coded_optimizations`).
 pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
     let mut k = k.clone();
+    // a sum of products a tensor core takes: TC on the first reduce axis it fits, the rows' and columns' tiles
+    // unrolled two by two where the target has no vectors (each load feeds two WMMAs)
+    if crate::helpers::TC.value() != 0 {
+        let tcs = (0..k.ren.tensor_cores.len()).filter_map(|i| {
+            (0..k.unrollable_dims().len()).find_map(|a| {
+                let mut t = k.clone();
+                t.apply_opt(Opt::new(OptOps::Tc, a, i)).ok().map(|_| t)
+            })
+        });
+        if let Some(mut t) = tcs.into_iter().next() {
+            let grid: Vec<i64> = t.rngs().iter().filter(|r| r.axis().1 == crate::uop::AxisType::Global).map(|r| r.axis().0).collect();
+            for &id in grid.iter().rev().take(2) {
+                if axis_of(&t, id).is_some_and(|a| t.full_shape()[a] % 2 == 0) {
+                    try_apply(&mut t, OptOps::Upcast, id, 2);
+                }
+            }
+            return t.applied_opts;
+        }
+    }
     let topo = k.ast.toposort();
     // GROUPTOP: on a target with shared memory, a long reduction into few outputs is split over a workgroup of 16
     // (tinygrad's rule for small outputs), before any lanes

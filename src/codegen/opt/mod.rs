@@ -6,6 +6,7 @@
 
 pub mod heuristic;
 pub mod search;
+mod tc;
 
 use crate::renderer::Renderer;
 use crate::uop::{symbolic::identity_element, Arg, AxisType, Ops, UOp};
@@ -33,6 +34,9 @@ pub enum OptOps {
     Swap,
     /// No workgroups for this kernel.
     NoLocals,
+    /// The reduction over reduce axis `axis` computed by tensor core `arg` of the renderer's list (warp-wide WMMA);
+    /// only as the first opt.
+    Tc,
 }
 
 impl fmt::Display for OptOps {
@@ -47,6 +51,7 @@ impl fmt::Display for OptOps {
             OptOps::Padto => "PADTO",
             OptOps::Swap => "SWAP",
             OptOps::NoLocals => "NOLOCALS",
+            OptOps::Tc => "TC",
         };
         f.write_str(s)
     }
@@ -301,7 +306,7 @@ impl Kernel {
         }
         let a = opt.axis.ok_or_else(|| err("needs an axis"))?;
         let axis = match opt.op {
-            OptOps::Unroll | OptOps::Group | OptOps::GroupTop => {
+            OptOps::Unroll | OptOps::Group | OptOps::GroupTop | OptOps::Tc => {
                 *self.unrollable_dims().get(a).ok_or_else(|| err("no such reduce axis"))?
             }
             _ => a,
@@ -310,6 +315,12 @@ impl Kernel {
         let (size, kind) = (range_size(&r), r.axis().1);
         let amt = if opt.arg == 0 { size } else { opt.arg };
         let divides = amt >= 1 && size.is_multiple_of(amt);
+        // after TC the warp is the workgroup, and its fragments are gathered lane by lane: only unrolled lanes may
+        // follow (on targets without vectors)
+        if self.applied_opts.iter().any(|o| o.op == OptOps::Tc) {
+            let unrolled = matches!(opt.op, OptOps::Upcast | OptOps::Unroll | OptOps::Swap) && self.ren.vector_bytes == 0;
+            self.check(opt, unrolled, "only UPCAST, UNROLL and SWAP follow TC, on targets without vectors")?;
+        }
         match opt.op {
             OptOps::Upcast | OptOps::Unroll => {
                 let want = if opt.op == OptOps::Upcast { AxisType::Loop } else { AxisType::Reduce };
@@ -370,6 +381,11 @@ impl Kernel {
                 let (ra, rb) =
                     (UOp::range(r.src[0].clone(), other.axis().0, kind), UOp::range(other.src[0].clone(), r.axis().0, other.axis().1));
                 self.ast = substitute_ranges(&self.ast, &[(r.clone(), ra), (other.clone(), rb)].into_iter().collect());
+            }
+            OptOps::Tc => {
+                let tc = self.ren.tensor_cores.get(opt.arg).ok_or_else(|| err("the target has no such tensor core"))?;
+                self.check(opt, self.applied_opts.is_empty() && !self.dont_use_locals, "TC must be the first opt")?;
+                self.ast = tc::apply(self, &r, tc).map_err(err)?;
             }
             OptOps::NoLocals => unreachable!(),
         }

@@ -17,7 +17,8 @@ use std::time::Instant;
 /// Every opt BEAM may try, in a fixed order (tinygrad `actions`, with THREAD amounts for CPUs).
 pub fn actions() -> &'static [Opt] {
     static ACTIONS: LazyLock<Vec<Opt>> = LazyLock::new(|| {
-        let mut a = Vec::new();
+        // (tensor cores: reduce axis, then which of the renderer's cores; legal only as the first opt)
+        let mut a: Vec<Opt> = (0..2).flat_map(|axis| (0..2).map(move |tc| Opt::new(OptOps::Tc, axis, tc))).collect();
         for axis in 0..8 {
             a.extend([0, 2, 3, 4, 5, 6, 7, 8, 16].map(|amt| Opt::new(OptOps::Upcast, axis, amt)));
         }
