@@ -14,6 +14,7 @@ pub mod engine;
 pub mod error;
 pub mod gradient;
 pub mod helpers;
+pub mod llm;
 pub mod nn;
 pub mod renderer;
 pub mod runtime;

@@ -4,6 +4,7 @@
 
 pub mod datasets;
 pub mod optim;
+pub mod gguf;
 pub mod state;
 
 use crate::error::{Error, Result};
