@@ -97,6 +97,14 @@ fn every_kernel_compiles_for_sm80_and_sm90() {
     let mut asts = tinygrad::engine::compiled_asts("PYTHON").unwrap();
     asts.extend(mnist_step());
     asts.extend(tc_matmuls());
+    // kernels reading a symbolic variable (its value a kernel parameter)
+    let table = Tensor::from_slice(&[1.0f32; 64], [64]);
+    let pos = Tensor::bind_var("start_pos", 0, 63, 5);
+    let read = Tensor::arange(0.0, 64.0, 1.0).eq(&pos).where_(&table, 0.0f32).sum(..);
+    let roots = [read.uop(), (Tensor::arange(0.0, 3.0, 1.0) + &pos).uop()];
+    let var_asts: Vec<UOp> = tinygrad::schedule::create_schedule(&roots, "PYTHON").items.into_iter().map(|i| i.ast).collect();
+    assert!(var_asts.iter().any(|a| a.toposort().iter().any(|u| u.op == tinygrad::Ops::DEFINE_VAR)));
+    asts.extend(var_asts);
     asts.sort_by_key(|a| a.key());
     asts.dedup();
     let ren = Renderer::cuda();

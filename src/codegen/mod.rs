@@ -41,6 +41,8 @@ pub struct LinearKernel {
     pub mem: u64,
     /// The optimizations applied.
     pub opts: Vec<Opt>,
+    /// The symbolic variables (DEFINE_VAR) the kernel reads, sorted by name: a launch's `vals` in this order.
+    pub vars: Vec<std::sync::Arc<str>>,
 }
 
 /// Simplifies `ast` (a SINK of STOREs), applies `opts` (`None`: the hand-coded heuristics, none under NOOPT=1),
@@ -83,7 +85,10 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
     spec::verify(&sink, &spec::PROGRAM_SPEC, "lower reduces");
     let uops = linearize::linearize(&sink);
     spec::verify_list(&uops, &spec::PROGRAM_SPEC, "linearize");
-    Ok(LinearKernel { name, display_name, uops, outer, global_size, local_size, ops, mem, opts: k.applied_opts })
+    let mut vars: Vec<std::sync::Arc<str>> = uops.iter().filter(|u| u.op == Ops::DEFINE_VAR).map(|u| u.var_name().into()).collect();
+    vars.sort();
+    vars.dedup();
+    Ok(LinearKernel { name, display_name, uops, outer, global_size, local_size, ops, mem, opts: k.applied_opts, vars })
 }
 
 /// The [`Kernel`] that opts for `ast` apply to: `ast` simplified, with no opts yet; on a target with workgroups its

@@ -7,14 +7,15 @@
 //! or an [`Error::Jit`]: inputs are checked (shape, dtype, device, which of them share a buffer), each replay
 //! writes its outputs to new buffers (an earlier call's outputs stay valid), pending assigns to any buffer the
 //! kernels touch run first, non-tensor arguments select their own capture ([`TinyJit::call_with`]), nested
-//! TinyJits are captured by the outer one, and reading tensor data or drawing random numbers while capturing
+//! TinyJits are captured by the outer one, bound variables among the inputs ([`Tensor::bind_var`]) take their new
+//! values at each replay (a KV-cache decoder's position: one capture serves every token), and reading tensor data or drawing random numbers while capturing
 //! (values that would be baked in) is an error.
 
 use super::{info, new_buffer, ExecItem};
 use crate::error::{Error, Result};
 use crate::helpers::JIT;
 use crate::schedule::{buffer_view, contiguous_buffer};
-use crate::uop::UOp;
+use crate::uop::{Ops, UOp};
 use crate::{DType, Tensor};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::RefCell;
@@ -144,18 +145,27 @@ fn run_f(f: &mut dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>>, inputs: &[Tensor])
     Ok(out)
 }
 
-fn step(state: &mut State, inputs: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>>) -> Result<Vec<Tensor>> {
+/// The value of each bound variable among `inputs` (tensors made by [`Tensor::bind_var`]), by name.
+fn input_vars(inputs: &[Tensor]) -> Vec<(std::sync::Arc<str>, i64)> {
+    let binds = inputs.iter().map(Tensor::uop).filter(|u| u.op == Ops::BIND);
+    binds.map(|b| (b.var_name().into(), b.src[1].const_int().expect("BIND of a constant") as i64)).collect()
+}
+
+fn step(state: &mut State, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>>) -> Result<Vec<Tensor>> {
     state.calls += 1;
     if JIT.value() == 0 || state.calls == 1 {
-        return run_f(f, inputs);
+        return run_f(f, all);
     }
+    // bound variables among the inputs are not buffers: each replay passes their new values to the kernels
+    let inputs: Vec<Tensor> = all.iter().filter(|t| t.uop().op != Ops::BIND).cloned().collect();
+    let vars = input_vars(all);
     let bufs = inputs.iter().map(buffer_of).collect::<Result<Vec<_>>>()?;
     let specs: Vec<Spec> = inputs.iter().map(|t| Spec { shape: t.shape(), dtype: t.dtype(), device: t.device() }).collect();
     let aliases: Vec<usize> = bufs.iter().map(|b| bufs.iter().position(|x| x == b).unwrap()).collect();
     let Some(cap) = &state.captured else {
         let draws = crate::tensor::RANDOM_DRAWS.with(|d| d.get());
         CAPTURING.with(|c| c.borrow_mut().push(Vec::new()));
-        let out = run_f(f, inputs);
+        let out = run_f(f, all);
         let items = CAPTURING.with(|c| c.borrow_mut().pop()).unwrap_or_default();
         let out = out?;
         if crate::tensor::RANDOM_DRAWS.with(|d| d.get()) != draws {
@@ -208,6 +218,7 @@ fn step(state: &mut State, inputs: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Re
                 *b = n.clone();
             }
         });
+        ei.rebind(&vars);
         record(&ei);
         ei.run()?;
     }

@@ -144,9 +144,39 @@ pub(crate) struct ExecItem {
     /// BUFFER nodes by slot (slot 0 written).
     bufs: Vec<UOp>,
     dev: &'static Device,
+    /// The values of the kernel's variables, in [`LinearKernel::vars`](crate::codegen::LinearKernel) order.
+    vals: Vec<i32>,
 }
 
 impl ExecItem {
+    /// The item for `runner` on `bufs`, its variables' values taken from `var_vals` (name, value).
+    ///
+    /// # Panics
+    /// If the kernel reads a variable `var_vals` does not bind, or a value does not fit an `int`.
+    fn new(runner: Arc<Runner>, bufs: Vec<UOp>, dev: &'static Device, var_vals: &[(Arc<str>, i64)]) -> ExecItem {
+        let vals = runner.kernel.vars.iter().map(|v| {
+            let val = var_vals
+                .iter()
+                .find(|(n, _)| n == v)
+                .unwrap_or_else(|| panic!("kernel {}: variable {v} is not bound to a value (Variable::bind)", runner.kernel.name))
+                .1;
+            i32::try_from(val).unwrap_or_else(|_| panic!("variable {v} = {val} does not fit a 32-bit int"))
+        });
+        ExecItem { vals: vals.collect(), runner, bufs, dev }
+    }
+
+    /// The values of the kernel's variables among `var_vals` replaced (a TinyJit replay's bound inputs).
+    ///
+    /// # Panics
+    /// If a value does not fit an `int`.
+    fn rebind(&mut self, var_vals: &[(Arc<str>, i64)]) {
+        for (slot, v) in self.vals.iter_mut().zip(&self.runner.kernel.vars) {
+            if let Some((_, val)) = var_vals.iter().find(|(n, _)| n == v) {
+                *slot = i32::try_from(*val).unwrap_or_else(|_| panic!("variable {v} = {val} does not fit a 32-bit int"));
+            }
+        }
+    }
+
     /// Launches the kernel (allocating buffers on first use), counting it in GlobalCounters; DEBUG=2 prints it.
     fn run(&self) -> Result<std::time::Duration> {
         // a kernel may touch no more of a buffer than it holds (a scheduler bug otherwise, which a C kernel would
@@ -169,7 +199,7 @@ impl ExecItem {
             }
         }
         let k = &self.runner.kernel;
-        let tm = self.runner.program.launch(&ptrs, &[], k.global_size, k.local_size)?;
+        let tm = self.runner.program.launch(&ptrs, &self.vals, k.global_size, k.local_size)?;
         GLOBAL_COUNTERS.add_kernel(k.ops, k.mem, tm.as_nanos() as u64);
         if DEBUG.value() >= 2 {
             let s = tm.as_secs_f64();
@@ -277,7 +307,7 @@ pub fn compiled_asts(device: &str) -> Result<Vec<UOp>> {
 /// If `bufs` is empty or `bufs[0]` is not a BUFFER node.
 pub fn run_with_opts(ast: &UOp, bufs: &[UOp], opts: &[Opt]) -> Result<std::time::Duration> {
     let dev = device(&info(&bufs[0]).device)?;
-    let ei = ExecItem { runner: compile(dev, ast, Some(opts))?, bufs: bufs.to_vec(), dev };
+    let ei = ExecItem::new(compile(dev, ast, Some(opts))?, bufs.to_vec(), dev, &[]);
     ei.run()
 }
 
@@ -363,6 +393,12 @@ fn compile_missing(dev: &'static Device, asts: &[&UOp]) -> Result<()> {
 /// # Errors
 /// If a kernel fails to compile or a device fails.
 pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
+    // (buffers already: nothing to schedule, but their devices must exist)
+    let bufs: Option<Vec<&UOp>> = roots.iter().map(crate::schedule::contiguous_buffer).collect();
+    if let Some(bufs) = bufs {
+        bufs.iter().try_for_each(|b| device(&info(b).device).map(drop))?;
+        return Ok(roots.to_vec());
+    }
     let t0 = Instant::now();
     let topo = UOp::sink(roots.to_vec()).toposort();
     if topo.iter().any(|u| u.op == Ops::COPY) {
@@ -404,7 +440,7 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
         compile_missing(dev, &asts)?;
     }
     for (item, dev) in sched.items.into_iter().zip(devs) {
-        let ei = ExecItem { runner: runner(dev, &item.ast)?, bufs: item.bufs, dev };
+        let ei = ExecItem::new(runner(dev, &item.ast)?, item.bufs, dev, &sched.var_vals);
         jit::record(&ei);
         ei.run()?;
     }

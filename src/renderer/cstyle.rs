@@ -227,6 +227,17 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
                 format!("data{slot}")
             }
             Ops::CONST => literal(u.const_value().unwrap(), u.dtype, d),
+            // a symbolic variable: a kernel parameter on GPUs, the launch's `vals` array on the CPU
+            Ops::DEFINE_VAR => {
+                let name = u.var_name();
+                if !(d.opencl || d.cuda) {
+                    let k = k.vars.iter().position(|v| &**v == name).expect("LinearKernel::vars lists every DEFINE_VAR");
+                    indent(&mut body, depth);
+                    let _ = writeln!(body, "long {name} = (long)vals[{k}];");
+                }
+                r[i] = name.to_string();
+                continue;
+            }
             Ops::SPECIAL => {
                 let Arg::Str(name) = &u.arg else { unreachable!("SPECIAL without a name") };
                 let dim = &name[name.len() - 1..];
@@ -433,6 +444,7 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
         let params: Vec<String> = globals
             .iter()
             .map(|(slot, dt)| format!("{}{}* __restrict__ data{slot}", if *slot == 0 { "" } else { "const " }, d.buf_ty(*dt)))
+            .chain(k.vars.iter().map(|v| format!("const int {v}")))
             .collect();
         let half = if uops.iter().any(|u| u.dtype.scalar == Scalar::Float16) { "#include <cuda_fp16.h>\n" } else { "" };
         return format!(
@@ -448,6 +460,7 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
         let params: Vec<String> = globals
             .iter()
             .map(|(slot, dt)| format!("__global {}{}* restrict data{slot}", if *slot == 0 { "" } else { "const " }, d.buf_ty(*dt)))
+            .chain(k.vars.iter().map(|v| format!("const int {v}")))
             .collect();
         let fp64 = if uops.iter().any(|u| u.dtype.scalar == Scalar::Float64 || (u.op == Ops::POW && !u.dtype.is_float())) {
             "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"

@@ -161,10 +161,7 @@ impl PythonProgram {
             }
         }
         assert!(insts.iter().enumerate().all(|(i, x)| x.op != Ops::RANGE || end_of.contains_key(&i)), "{}: a RANGE without an END", k.name);
-        let mut vars: Vec<Arc<str>> =
-            k.uops.iter().filter_map(|u| if let Arg::Var { name, .. } = &u.arg { Some(name.clone()) } else { None }).collect();
-        vars.sort();
-        vars.dedup();
+        let vars = k.vars.clone();
         let reg_load = insts
             .iter()
             .map(|x| x.op == Ops::LOAD && insts[x.src[0]].src.first().is_some_and(|&d| insts[d].op == Ops::DEFINE_REG))
@@ -547,6 +544,7 @@ mod tests {
             ops: 0,
             mem: 0,
             opts: vec![],
+            vars: vec![],
         }
     }
 

@@ -24,7 +24,13 @@ pub struct Schedule {
     pub items: Vec<ScheduleItem>,
     /// For each root: a view of the buffer that holds it (a BUFFER, or a RESHAPE of one).
     pub outputs: Vec<UOp>,
+    /// The value of each symbolic variable the roots bound (BIND), sorted by name: the kernels hold the unbound
+    /// variables (DEFINE_VAR), so one kernel serves every value (tinygrad's `var_vals`).
+    pub var_vals: VarVals,
 }
+
+/// Symbolic variables' values: `(name, value)` sorted by name.
+pub type VarVals = Vec<(Arc<str>, i64)>;
 
 /// A view of `buf` (a BUFFER node) in `shape`.
 pub fn buffer_view(buf: &UOp, shape: &[usize]) -> UOp {
@@ -69,28 +75,60 @@ fn info_size(buf: &UOp) -> usize {
     }
 }
 
-/// `roots` with every BUFFER replaced by a placeholder numbered by first appearance (same dtype and size), and
-/// the BUFFERs in that order.
-fn normalize(roots: &[UOp]) -> (UOp, Vec<UOp>) {
+/// `roots` with every BUFFER replaced by a placeholder numbered by first appearance (same dtype and size) and
+/// every BIND by its variable; the BUFFERs in that order; the variables' values, sorted by name.
+///
+/// # Panics
+/// If a variable is bound to two values.
+fn normalize(roots: &[UOp]) -> (UOp, Vec<UOp>, VarVals) {
     let sink = UOp::sink(roots.to_vec());
     let mut map: FxHashMap<UOp, UOp> = FxHashMap::default();
-    let mut inputs = Vec::new();
+    let (mut inputs, mut vals) = (Vec::new(), Vec::new());
     for u in sink.toposort() {
-        let new = if let Arg::Buffer(b) = &u.arg {
-            inputs.push(u.clone());
-            UOp::new(Ops::BUFFER, u.dtype, [], Arg::Ints(vec![inputs.len() as i64 - 1, b.size as i64].into()))
-        } else {
-            u.with_src(u.src.iter().map(|s| map[s].clone()).collect::<Vec<_>>())
+        let new = match &u.arg {
+            Arg::Buffer(b) => {
+                inputs.push(u.clone());
+                UOp::new(Ops::BUFFER, u.dtype, [], Arg::Ints(vec![inputs.len() as i64 - 1, b.size as i64].into()))
+            }
+            _ if u.op == Ops::BIND => {
+                let Arg::Var { name, .. } = &u.src[0].arg else { unreachable!("the spec checks BIND's variable") };
+                vals.push((name.clone(), u.src[1].const_int().expect("the spec checks BIND's value") as i64));
+                u.src[0].clone()
+            }
+            _ => u.with_src(u.src.iter().map(|s| map[s].clone()).collect::<Vec<_>>()),
         };
         map.insert(u, new);
     }
-    (map[&sink].clone(), inputs)
+    vals.sort();
+    vals.dedup();
+    if let Some(w) = vals.windows(2).find(|w| w[0].0 == w[1].0) {
+        panic!("schedule: variable {} is bound to {} and to {}", w[0].0, w[0].1, w[1].1);
+    }
+    (map[&sink].clone(), inputs, vals)
+}
+
+/// `roots` with each BIND replaced by its variable.
+fn unbind(roots: &[UOp]) -> Vec<UOp> {
+    let binds: FxHashMap<UOp, UOp> =
+        UOp::sink(roots.to_vec()).toposort().into_iter().filter(|u| u.op == Ops::BIND).map(|b| (b.clone(), b.src[0].clone())).collect();
+    roots.iter().map(|r| r.substitute(&binds)).collect()
+}
+
+thread_local! {
+    static SCHEDULES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many schedules this thread has made ([`create_schedule`] calls, cache hits included): a TinyJit replay
+/// makes none.
+pub fn schedule_count() -> u64 {
+    SCHEDULES.with(std::cell::Cell::get)
 }
 
 /// Kernels for `roots`, on `device`, from the schedule cache when the graph's structure was seen before.
 pub fn create_schedule(roots: &[UOp], device: &str) -> Schedule {
+    SCHEDULES.with(|n| n.set(n.get() + 1));
     spec::verify(&UOp::sink(roots.to_vec()), &spec::TENSOR_SPEC, "schedule input");
-    let (key, inputs) = normalize(roots);
+    let (key, inputs, var_vals) = normalize(roots);
     let hit = CACHE.lock().get(&key).cloned();
     if let Some(t) = hit {
         let mut outs: Vec<UOp> = Vec::with_capacity(t.kernels.len());
@@ -109,9 +147,11 @@ pub fn create_schedule(roots: &[UOp], device: &str) -> Schedule {
         }
         let outputs =
             roots.iter().zip(&t.outputs).map(|(r, k)| k.map_or_else(|| r.clone(), |k| buffer_view(&outs[k], r.shape().unwrap()))).collect();
-        return Schedule { items, outputs };
+        return Schedule { items, outputs, var_vals };
     }
-    let sched = schedule_uncached(roots, device);
+    let unbound = if var_vals.is_empty() { roots.to_vec() } else { unbind(roots) };
+    let mut sched = schedule_uncached(&unbound, device);
+    sched.var_vals = var_vals;
     let index: FxHashMap<&UOp, Src> = inputs.iter().enumerate().map(|(i, b)| (b, Src::Input(i))).collect();
     let mut index: FxHashMap<UOp, Src> = index.into_iter().map(|(b, s)| (b.clone(), s)).collect();
     let mut kernels = Vec::with_capacity(sched.items.len());
@@ -128,7 +168,7 @@ pub fn create_schedule(roots: &[UOp], device: &str) -> Schedule {
     let outputs = sched
         .outputs
         .iter()
-        .zip(roots)
+        .zip(&unbound)
         .map(|(o, r)| {
             let b = contiguous_buffer(o)?;
             // the kernel that wrote this root's buffer (for an assign: the kernel whose output it is)
@@ -220,7 +260,7 @@ fn schedule_uncached(roots: &[UOp], device: &str) -> Schedule {
     }
     let items = order_reads_before_assigns(&order, items, &bufs, device);
     let outputs = roots.iter().map(|r| bufs.get(r).map_or_else(|| r.clone(), |b| buffer_view(b, r.shape().unwrap()))).collect();
-    Schedule { items, outputs }
+    Schedule { items, outputs, var_vals: Vec::new() }
 }
 
 /// Orders the kernels of the realized nodes `order` (in toposort order, `items[i]` computing `order[i]` with

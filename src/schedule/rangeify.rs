@@ -145,7 +145,7 @@ impl Ctx<'_> {
         let same = |j: Vec<UOp>| Err(Plan { kids: vec![(u.src[0].clone(), j, valid.clone())], finish: Finish::Same });
         match u.op {
             Ops::BUFFER => Ok(self.load(u, shape, idx, valid)),
-            Ops::CONST => Ok(u.clone()),
+            Ops::CONST | Ops::DEFINE_VAR => Ok(u.clone()),
             Ops::RANGE => Ok(idx[0].cast(u.dtype)),
             op if GroupOp::ELEMENTWISE.contains(op) => {
                 let kids = u.src.iter().map(|s| (s.clone(), idx.to_vec(), valid.clone())).collect();

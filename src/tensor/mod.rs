@@ -210,6 +210,16 @@ impl Tensor {
         assert!(u.shape().is_some(), "Tensor: {} has no shape", u.op);
         Tensor(Arc::new(TensorInner { uop: RwLock::new(u), requires_grad: false.into(), is_param: true.into(), grad: RwLock::new(None) }))
     }
+    /// A scalar (shape `[]`, dtype `weakint`) holding symbolic variable `name` (in `[min, max]`) bound to `value`
+    /// (tinygrad `Tensor(Variable(name, min, max).bind(value))`). Kernels read the variable, not the value: graphs
+    /// that differ only in `value` share their schedule and compiled kernels, and a TinyJit given it as an input
+    /// replays with each call's value.
+    ///
+    /// # Panics
+    /// If `value` is outside `[min, max]` or `name` is not an identifier.
+    pub fn bind_var(name: &str, min: i64, max: i64, value: i64) -> Tensor {
+        Tensor::from_uop(UOp::variable(name, min.into(), max.into()).bind(value.into()))
+    }
     /// The UOp graph this tensor is now.
     pub fn uop(&self) -> UOp {
         self.0.uop.read().clone()

@@ -250,6 +250,9 @@ impl UOp {
     /// If `min > max`.
     pub fn variable(name: &str, min: i128, max: i128) -> UOp {
         assert!(min <= max, "Variable {name}: min {min} > max {max}");
+        let ident = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        assert!(ident, "Variable {name:?}: the name must be an identifier (letters, digits, _): kernels declare it");
         UOp::new(Ops::DEFINE_VAR, dtypes::WEAKINT, [], Arg::Var { name: name.into(), min, max })
     }
     /// This variable bound to `val` (tinygrad `bind`).

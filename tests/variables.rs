@@ -1,0 +1,76 @@
+//! Symbolic variables end to end (tinygrad `Variable`): a bound variable flows from a tensor through the schedule
+//! (kernels hold the unbound DEFINE_VAR) to the launch's values, on every device; graphs differing only in the
+//! value schedule and compile once; a TinyJit replays with each call's value and schedules nothing.
+
+use tinygrad::helpers::Context;
+use tinygrad::schedule::schedule_count;
+use tinygrad::{Tensor, TinyJit};
+
+/// `table[pos]` read with a one-hot sum (a gather), and `pos + [0, 1, 2]`.
+fn read_at(table: &Tensor, pos: &Tensor) -> (Tensor, Tensor) {
+    let n = table.shape()[0];
+    let hit = Tensor::arange(0.0, n as f64, 1.0).eq(pos).where_(table, 0.0f32).sum(..);
+    (hit, Tensor::arange(0.0, 3.0, 1.0) + pos)
+}
+
+fn steps_compile_once(dev: &str) {
+    let _dev = Context::new(&[]).dev(dev);
+    let table = Tensor::from_slice(&(0..100).map(|i| (i * i) as f32).collect::<Vec<_>>(), [100]);
+    table.realize().unwrap();
+    let mut compiled = None;
+    for pos in 0..100i64 {
+        let (hit, next) = read_at(&table, &Tensor::bind_var("pos", 0, 99, pos));
+        assert_eq!(hit.to_vec::<f32>().unwrap(), [(pos * pos) as f32], "{dev} pos {pos}");
+        assert_eq!(next.to_vec::<i32>().unwrap(), [pos as i32, pos as i32 + 1, pos as i32 + 2], "{dev} pos {pos}");
+        let n = tinygrad::engine::compiled_asts(dev).unwrap().len();
+        assert!(compiled.is_none_or(|c| c == n), "{dev}: step {pos} compiled a new kernel ({compiled:?} -> {n})");
+        compiled = Some(n);
+    }
+}
+
+#[test]
+fn a_hundred_steps_compile_once_on_the_cpu() {
+    steps_compile_once("CPU");
+}
+
+#[test]
+fn a_hundred_steps_compile_once_on_the_interpreter() {
+    steps_compile_once("PYTHON");
+}
+
+#[test]
+fn variables_on_opencl() {
+    match tinygrad::runtime::cl::device() {
+        Ok(_) => steps_compile_once("CL"),
+        Err(e) => {
+            assert!(std::env::var_os("CI").is_none(), "CI must have an OpenCL device (.ci/run installs PoCL): {e}");
+            eprintln!("skipping: {e}");
+        }
+    }
+}
+
+#[test]
+fn tinyjit_replays_with_each_calls_value() {
+    let table = Tensor::from_slice(&(0..100).map(|i| (3 * i) as f32).collect::<Vec<_>>(), [100]);
+    let mut jit = TinyJit::new(|x: &[Tensor]| {
+        let (hit, next) = read_at(&x[0], &x[1]);
+        Ok(vec![hit * 2.0f32, next])
+    });
+    for pos in 0..100i64 {
+        let before = schedule_count();
+        let out = jit.call(&[table.clone(), Tensor::bind_var("pos", 0, 99, pos)]).unwrap();
+        if pos >= 2 {
+            assert_eq!(schedule_count(), before, "replay {pos} scheduled");
+        }
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), [(6 * pos) as f32], "pos {pos}");
+        assert_eq!(out[1].to_vec::<i32>().unwrap(), [pos as i32, pos as i32 + 1, pos as i32 + 2], "pos {pos}");
+    }
+}
+
+#[test]
+#[should_panic(expected = "variable pos is bound to 1 and to 2")]
+fn one_variable_bound_to_two_values_panics() {
+    let a = Tensor::bind_var("pos", 0, 9, 1);
+    let b = Tensor::bind_var("pos", 0, 9, 2);
+    let _ = (a + b).to_vec::<i32>();
+}
