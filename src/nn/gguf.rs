@@ -1,2 +1,782 @@
-//! GGUF files (tinygrad `nn/state.py` `gguf_load`, `llm/gguf.py`). In: a `.gguf` file. Out: its metadata and its
-//! tensors, dequantized on the device.
+//! GGUF files (tinygrad `llm/gguf.py`: `gguf_load`, `ggml_data_to_tensor`). In: a `.gguf` file, or the parts of
+//! a split one. Out: its metadata as [`GgufValue`]s and its tensors, uploaded as raw bytes and dequantized on the
+//! device by tensor ops ([`dequantize`]), lazily, so a dequantization can fuse into the kernel that reads it.
+//!
+//! The reader trusts nothing in the file: every count, length, dimension and offset is checked against the bytes
+//! that are there (with checked arithmetic) before anything is allocated or read, so a truncated or corrupt file is
+//! an [`Error::Format`] naming the file and the key or tensor, never a panic or a huge allocation. GGUF v2 and v3,
+//! little endian, as llama.cpp writes them; tensor data is read in the host's byte order (little endian on every
+//! target this crate builds for).
+
+use crate::dtype::{dtypes, DType};
+use crate::error::{Error, Result};
+use crate::{engine, Tensor};
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+/// A metadata value (GGUF value types 0 to 12). Arrays hold values of one type; arrays of arrays nest.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GgufValue {
+    /// Type 0.
+    U8(u8),
+    /// Type 1.
+    I8(i8),
+    /// Type 2.
+    U16(u16),
+    /// Type 3.
+    I16(i16),
+    /// Type 4.
+    U32(u32),
+    /// Type 5.
+    I32(i32),
+    /// Type 6.
+    F32(f32),
+    /// Type 7 (a byte: 0 is false, anything else true).
+    Bool(bool),
+    /// Type 8: UTF-8 text.
+    Str(String),
+    /// Type 9: values of one type.
+    Array(Vec<GgufValue>),
+    /// Type 10.
+    U64(u64),
+    /// Type 11.
+    I64(i64),
+    /// Type 12.
+    F64(f64),
+}
+
+impl GgufValue {
+    /// An integer of any width as `i128` (every GGUF integer fits).
+    fn as_i128(&self) -> Option<i128> {
+        use GgufValue::*;
+        Some(match *self {
+            U8(v) => v.into(),
+            I8(v) => v.into(),
+            U16(v) => v.into(),
+            I16(v) => v.into(),
+            U32(v) => v.into(),
+            I32(v) => v.into(),
+            U64(v) => v.into(),
+            I64(v) => v.into(),
+            _ => return None,
+        })
+    }
+    /// An integer of any type that fits a `u64` (a negative one is `None`).
+    pub fn as_u64(&self) -> Option<u64> {
+        self.as_i128().and_then(|v| u64::try_from(v).ok())
+    }
+    /// An integer of any type that fits an `i64`.
+    pub fn as_i64(&self) -> Option<i64> {
+        self.as_i128().and_then(|v| i64::try_from(v).ok())
+    }
+    /// An integer of any type that fits a `usize` (a count or a size).
+    pub fn as_usize(&self) -> Option<usize> {
+        self.as_i128().and_then(|v| usize::try_from(v).ok())
+    }
+    /// Any number (an integer or a float) as `f64`.
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            GgufValue::F32(v) => Some(v.into()),
+            GgufValue::F64(v) => Some(v),
+            _ => self.as_i128().map(|v| v as f64),
+        }
+    }
+    /// Any number as `f32` (rounded; llama.cpp writes epsilons and rope bases as float32).
+    pub fn as_f32(&self) -> Option<f32> {
+        self.as_f64().map(|v| v as f32)
+    }
+    /// A bool.
+    pub fn as_bool(&self) -> Option<bool> {
+        if let GgufValue::Bool(b) = self {
+            Some(*b)
+        } else {
+            None
+        }
+    }
+    /// A string.
+    pub fn as_str(&self) -> Option<&str> {
+        if let GgufValue::Str(s) = self {
+            Some(s)
+        } else {
+            None
+        }
+    }
+    /// An array's values.
+    pub fn as_array(&self) -> Option<&[GgufValue]> {
+        if let GgufValue::Array(a) = self {
+            Some(a)
+        } else {
+            None
+        }
+    }
+    /// The GGUF type name (`u8`, `string`, `array`, ...), for messages.
+    pub fn type_name(&self) -> &'static str {
+        use GgufValue::*;
+        match self {
+            U8(_) => "u8",
+            I8(_) => "i8",
+            U16(_) => "u16",
+            I16(_) => "i16",
+            U32(_) => "u32",
+            I32(_) => "i32",
+            F32(_) => "f32",
+            Bool(_) => "bool",
+            Str(_) => "string",
+            Array(_) => "array",
+            U64(_) => "u64",
+            I64(_) => "i64",
+            F64(_) => "f64",
+        }
+    }
+}
+
+macro_rules! ggml_types {
+    ($($name:ident = $id:literal: $blck:literal values in $size:literal bytes;)*) => {
+        /// A ggml tensor type (`enum ggml_type` in llama.cpp's `ggml.h`): plain numbers, or blocks of quantized values
+        /// with their scales. [`GgmlType::can_dequantize`] says which [`dequantize`] supports.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum GgmlType { $(#[doc = concat!("ggml type ", $id, ": ", $blck, " values in ", $size, " bytes.")] $name = $id),* }
+        impl GgmlType {
+            /// Every type this reader knows (the ids ggml has retired are absent).
+            pub const ALL: &[GgmlType] = &[$(GgmlType::$name),*];
+            /// The type with ggml id `id`.
+            pub fn from_id(id: u32) -> Option<GgmlType> { match id { $($id => Some(GgmlType::$name),)* _ => None } }
+            /// Values per block (1 for plain numbers).
+            pub fn block_size(self) -> usize { match self { $(GgmlType::$name => $blck),* } }
+            /// Bytes per block.
+            pub fn type_size(self) -> usize { match self { $(GgmlType::$name => $size),* } }
+            /// ggml's name for it (`Q4_K`).
+            pub fn name(self) -> &'static str { match self { $(GgmlType::$name => stringify!($name)),* } }
+        }
+    };
+}
+ggml_types! {
+    F32 = 0: 1 values in 4 bytes;
+    F16 = 1: 1 values in 2 bytes;
+    Q4_0 = 2: 32 values in 18 bytes;
+    Q4_1 = 3: 32 values in 20 bytes;
+    Q5_0 = 6: 32 values in 22 bytes;
+    Q5_1 = 7: 32 values in 24 bytes;
+    Q8_0 = 8: 32 values in 34 bytes;
+    Q8_1 = 9: 32 values in 36 bytes;
+    Q2_K = 10: 256 values in 84 bytes;
+    Q3_K = 11: 256 values in 110 bytes;
+    Q4_K = 12: 256 values in 144 bytes;
+    Q5_K = 13: 256 values in 176 bytes;
+    Q6_K = 14: 256 values in 210 bytes;
+    Q8_K = 15: 256 values in 292 bytes;
+    IQ2_XXS = 16: 256 values in 66 bytes;
+    IQ2_XS = 17: 256 values in 74 bytes;
+    IQ3_XXS = 18: 256 values in 98 bytes;
+    IQ1_S = 19: 256 values in 50 bytes;
+    IQ4_NL = 20: 32 values in 18 bytes;
+    IQ3_S = 21: 256 values in 110 bytes;
+    IQ2_S = 22: 256 values in 82 bytes;
+    IQ4_XS = 23: 256 values in 136 bytes;
+    I8 = 24: 1 values in 1 bytes;
+    I16 = 25: 1 values in 2 bytes;
+    I32 = 26: 1 values in 4 bytes;
+    I64 = 27: 1 values in 8 bytes;
+    F64 = 28: 1 values in 8 bytes;
+    IQ1_M = 29: 256 values in 56 bytes;
+    BF16 = 30: 1 values in 2 bytes;
+    TQ1_0 = 34: 256 values in 54 bytes;
+    TQ2_0 = 35: 256 values in 66 bytes;
+    MXFP4 = 39: 32 values in 17 bytes;
+    NVFP4 = 40: 64 values in 36 bytes;
+    Q1_0 = 41: 128 values in 18 bytes;
+}
+
+impl GgmlType {
+    /// The dtype of a plain (unquantized) type, which [`dequantize`] returns as is (tinygrad `_GGML_NATIVE`).
+    pub fn native_dtype(self) -> Option<DType> {
+        use GgmlType::*;
+        Some(match self {
+            F32 => dtypes::FLOAT32,
+            F16 => dtypes::FLOAT16,
+            BF16 => dtypes::BFLOAT16,
+            F64 => dtypes::FLOAT64,
+            I8 => dtypes::INT8,
+            I16 => dtypes::INT16,
+            I32 => dtypes::INT32,
+            I64 => dtypes::INT64,
+            _ => return None,
+        })
+    }
+    /// Whether [`dequantize`] supports this type: the plain ones, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K and
+    /// MXFP4.
+    pub fn can_dequantize(self) -> bool {
+        use GgmlType::*;
+        self.native_dtype().is_some() || matches!(self, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q4_K | Q5_K | Q6_K | MXFP4)
+    }
+    /// The dtype [`dequantize`] gives: the plain dtype, else float32.
+    pub fn output_dtype(self) -> DType {
+        self.native_dtype().unwrap_or(dtypes::FLOAT32)
+    }
+    /// The bytes of `numel` values: `numel / block_size * type_size`; `None` when `numel` is not a whole number of
+    /// blocks or the size overflows.
+    pub fn nbytes(self, numel: usize) -> Option<usize> {
+        if !numel.is_multiple_of(self.block_size()) {
+            return None;
+        }
+        (numel / self.block_size()).checked_mul(self.type_size())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// dequantization, as tensor ops
+
+/// Columns `a..b` of the last dim.
+fn cols(t: &Tensor, a: usize, b: usize) -> Tensor {
+    let s = t.shape();
+    let bounds: Vec<(usize, usize)> = s.iter().enumerate().map(|(i, &d)| if i + 1 == s.len() { (a, b) } else { (0, d) }).collect();
+    t.shrink(&bounds)
+}
+
+/// The `k` bytes of the last dim (`k` = `dt`'s size), little endian, as one value of `dt`: `(..., k) uint8 -> (...)`.
+fn le(t: &Tensor, dt: DType) -> Tensor {
+    let k = dt.itemsize();
+    let ut = match k {
+        1 => dtypes::UINT8,
+        2 => dtypes::UINT16,
+        4 => dtypes::UINT32,
+        _ => dtypes::UINT64,
+    };
+    let s = t.shape();
+    assert_eq!(s.last(), Some(&k), "gguf: {k} bytes make a {dt}, got shape {s:?}");
+    let word = (1..k).fold(cols(t, 0, 1).cast(ut), |w, i| w.bitwise_or(cols(t, i, i + 1).cast(ut).lshift(8 * i as i64)));
+    word.bitcast(dt).reshape(s[..s.len() - 1].to_vec())
+}
+
+/// The float16 at byte `off` of each block, as float32: `(nb, size) -> (nb, 1)`.
+fn f16_at(blocks: &Tensor, off: usize) -> Tensor {
+    le(&cols(blocks, off, off + 2), dtypes::FLOAT16).cast(dtypes::FLOAT32).unsqueeze(-1)
+}
+
+/// The `8/bits` fields of `bits` bits in each byte, lowest first, stacked on a new axis at `dim`: `(..., k) uint8`
+/// -> one more dim of size `8/bits` (tinygrad `q_to_uint8`, which puts it second to last).
+fn fields(t: &Tensor, bits: usize, dim: i64) -> Tensor {
+    let mask = (1i64 << bits) - 1;
+    let parts: Vec<Tensor> = (0..8 / bits).map(|i| t.rshift((i * bits) as i64).bitwise_and(mask)).collect();
+    parts[0].stack(&parts[1..].iter().collect::<Vec<_>>(), dim)
+}
+
+/// The low nibbles of each block's bytes `a..b`, then the high ones: `(nb, size) -> (nb, 2*(b-a))` uint8.
+fn nibbles(blocks: &Tensor, a: usize, b: usize) -> Tensor {
+    fields(&cols(blocks, a, b), 4, 1).flatten(1)
+}
+
+/// The 5-bit quants of Q5_0/Q5_1: nibbles at `qs`, high bits in the 4 bytes at `qh` (bit `j` for value `j`).
+fn q5(blocks: &Tensor, qh: usize, qs: usize) -> Tensor {
+    let hi = fields(&cols(blocks, qh, qh + 4), 1, -1).flatten(1);
+    nibbles(blocks, qs, qs + 16).bitwise_or(hi.lshift(4))
+}
+
+/// The 6-bit sub-block scales and mins of Q4_K/Q5_K from the 12 bytes at 4: `(nb, 8)` each, uint8.
+fn k_scales(blocks: &Tensor) -> (Tensor, Tensor) {
+    let (a, b, c) = (cols(blocks, 4, 8), cols(blocks, 8, 12), cols(blocks, 12, 16));
+    let sc = a.bitwise_and(63).cat(&[&c.bitwise_and(15).bitwise_or(a.rshift(6).lshift(4))], -1);
+    let mn = b.bitwise_and(63).cat(&[&c.rshift(4).bitwise_or(b.rshift(6).lshift(4))], -1);
+    (sc, mn)
+}
+
+/// The values of a ggml tensor from its bytes (tinygrad `ggml_data_to_tensor`, then `reshape(shape)`): `raw` is a
+/// uint8 tensor of the `ty.nbytes(numel)` bytes (any shape), the result has `shape`. Plain types keep their dtype
+/// (float16 stays float16, bfloat16 bfloat16, as in tinygrad); quantized ones give float32, computed in the same
+/// order as llama.cpp's `gguf-py` (`gguf.quants.dequantize`), so the values are bit for bit its values except where
+/// the device contracts a multiply-add into an FMA (the affine types Q4_1, Q5_1, Q4_K, Q5_K: there within one float32
+/// spacing of the block's largest term). Only tensor ops: nothing runs until the result is realized, on `raw`'s device.
+///
+/// # Panics
+/// If `raw` is not uint8 with exactly `ty.nbytes(numel)` elements, `shape`'s size is not a whole number of blocks,
+/// or `ty` is not one [`GgmlType::can_dequantize`] accepts.
+pub fn dequantize(raw: &Tensor, ty: GgmlType, shape: &[usize]) -> Tensor {
+    use GgmlType::*;
+    let n: usize = shape.iter().product();
+    let nbytes = ty.nbytes(n).unwrap_or_else(|| panic!("dequantize: {n} values of {shape:?} are not whole {} blocks", ty.name()));
+    assert!(
+        raw.dtype() == dtypes::UINT8 && raw.numel() == nbytes,
+        "dequantize: {} needs {nbytes} uint8 bytes for {shape:?}, got {} x {}",
+        ty.name(),
+        raw.numel(),
+        raw.dtype()
+    );
+    assert!(ty.can_dequantize(), "dequantize: ggml type {} is not supported (see GgmlType::can_dequantize)", ty.name());
+    if n == 0 {
+        return Tensor::full_dtype(shape.to_vec(), 0, ty.output_dtype());
+    }
+    if let Some(dt) = ty.native_dtype() {
+        return le(&raw.reshape([n, dt.itemsize()]), dt).reshape(shape.to_vec());
+    }
+    let blocks = raw.reshape([n / ty.block_size(), ty.type_size()]);
+    let nb = n / ty.block_size();
+    let f32_ = |t: Tensor| t.cast(dtypes::FLOAT32);
+    let i8_ = |t: Tensor| t.bitcast(dtypes::INT8);
+    let out = match ty {
+        // d * (q - 8), q the nibbles
+        Q4_0 => f16_at(&blocks, 0).mul(f32_(i8_(nibbles(&blocks, 2, 18)).sub(8))),
+        // d * q + m
+        Q4_1 => f16_at(&blocks, 0).mul(f32_(nibbles(&blocks, 4, 20))).add(f16_at(&blocks, 2)),
+        // d * (q - 16), q five bits
+        Q5_0 => f16_at(&blocks, 0).mul(f32_(i8_(q5(&blocks, 2, 6)).sub(16))),
+        // d * q + m, q five bits
+        Q5_1 => f16_at(&blocks, 0).mul(f32_(q5(&blocks, 4, 8))).add(f16_at(&blocks, 2)),
+        // q * d, q int8
+        Q8_0 => f32_(i8_(cols(&blocks, 2, 34))).mul(f16_at(&blocks, 0)),
+        // 8 sub-blocks of 32: (d * scale) * q - (dmin * min), q 4 or 5 bits
+        Q4_K | Q5_K => {
+            let (sc, mn) = k_scales(&blocks);
+            let dsc = f16_at(&blocks, 0).mul(f32_(sc)).unsqueeze(-1);
+            let dmn = f16_at(&blocks, 2).mul(f32_(mn)).unsqueeze(-1);
+            let qs = if ty == Q4_K { 16 } else { 48 };
+            let mut q = fields(&cols(&blocks, qs, qs + 128).reshape([nb, 4, 32]), 4, 2).reshape([nb, 8, 32]);
+            if ty == Q5_K {
+                q = q.bitwise_or(fields(&cols(&blocks, 16, 48), 1, 1).lshift(4));
+            }
+            dsc.mul(f32_(q)).sub(dmn)
+        }
+        // 16 sub-blocks of 16: (d * scale) * (q - 32), q = 4 low bits | 2 high bits << 4
+        Q6_K => {
+            let ql = fields(&cols(&blocks, 0, 128).reshape([nb, 2, 64]), 4, 2).reshape([nb, 8, 32]);
+            let qh = fields(&cols(&blocks, 128, 192).reshape([nb, 2, 32]), 2, 2).reshape([nb, 8, 32]);
+            let q = f32_(i8_(ql.bitwise_or(qh.lshift(4))).sub(32)).reshape([nb, 16, 16]);
+            let dsc = f16_at(&blocks, 208).mul(f32_(i8_(cols(&blocks, 192, 208)))).unsqueeze(-1);
+            dsc.mul(q)
+        }
+        // d * v: d a power of two from the e8m0 byte (halved, as ggml's E8M0_TO_FP32_HALF), v the doubled e2m1 value
+        // of each nibble (0, 1, 2, 3, 4, 6, 8, 12 and their negatives)
+        MXFP4 => {
+            let e = cols(&blocks, 0, 1).cast(dtypes::UINT32);
+            let d = e.lt(2).where_(e.add(1).mul(0x0020_0000), e.sub(1).lshift(23)).bitcast(dtypes::FLOAT32);
+            let c = nibbles(&blocks, 1, 17);
+            let (m, mant) = (c.bitwise_and(7), c.bitwise_and(1));
+            let ex = m.rshift(1);
+            let mag = ex.eq(0).where_(&mant, mant.add(2).lshift(&ex).rshift(1)).cast(dtypes::INT8);
+            let v = c.rshift(3).eq(1).where_(mag.neg(), &mag);
+            d.mul(f32_(v))
+        }
+        _ => unreachable!("checked by can_dequantize"),
+    };
+    out.reshape(shape.to_vec())
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// the file
+
+/// One tensor's entry in the file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GgufTensorInfo {
+    /// Its name (`blk.0.attn_q.weight`).
+    pub name: String,
+    /// Its shape, slowest dim first (the reverse of the file's `ne`, which lists the fastest first).
+    pub shape: Vec<usize>,
+    /// How its values are stored.
+    pub ggml_type: GgmlType,
+    /// Which file of a split model holds it (0 for a single file).
+    pub part: usize,
+    /// Its offset in its file's data section, as written.
+    pub offset: u64,
+    /// Its bytes in its file (already checked to lie inside it).
+    pub range: Range<usize>,
+}
+
+impl GgufTensorInfo {
+    /// The number of values.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// The bytes of one file: memory-mapped, or owned (for [`GgufFile::from_bytes`]).
+enum Bytes {
+    Map(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Map(m) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
+/// A GGUF model: the metadata of its (first) file and the tensors of all its parts, whose bytes stay in the
+/// memory-mapped files until [`GgufFile::tensor`] uploads them (tinygrad `gguf_load` reads the same things).
+pub struct GgufFile {
+    /// The file opened (the first part of a split model).
+    pub path: PathBuf,
+    /// The GGUF version, 2 or 3.
+    pub version: u32,
+    /// The metadata of the first file, by key.
+    pub metadata: BTreeMap<String, GgufValue>,
+    /// The tensors, in file order (the parts' in part order).
+    pub tensors: Vec<GgufTensorInfo>,
+    parts: Vec<(PathBuf, Bytes)>,
+    index: HashMap<String, usize>,
+}
+
+impl std::fmt::Debug for GgufFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GgufFile").field("path", &self.path).field("version", &self.version).field("parts", &self.parts.len()).finish()
+    }
+}
+
+/// Nesting deeper than this is refused (real files nest arrays once or twice; a deep nest would exhaust the stack).
+const MAX_DEPTH: usize = 16;
+/// ggml's `GGML_MAX_DIMS`.
+const MAX_DIMS: usize = 4;
+
+/// A cursor over a file's bytes that fails, naming the file and what it read, instead of reading past the end.
+struct Reader<'a> {
+    b: &'a [u8],
+    pos: usize,
+    path: &'a Path,
+}
+
+impl<'a> Reader<'a> {
+    fn err(&self, msg: impl std::fmt::Display) -> Error {
+        Error::Format { path: self.path.into(), msg: format!("{msg}; the GGUF file is corrupt or truncated (download it again)") }
+    }
+    fn left(&self) -> usize {
+        self.b.len() - self.pos
+    }
+    fn take(&mut self, n: usize, what: &dyn Fn() -> String) -> Result<&'a [u8]> {
+        if n > self.left() {
+            return Err(self.err(format!(
+                "{}: {n} bytes at offset {} run past the end of the file ({} bytes)",
+                what(),
+                self.pos,
+                self.b.len()
+            )));
+        }
+        let s = &self.b[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    fn array<const N: usize>(&mut self, what: &dyn Fn() -> String) -> Result<[u8; N]> {
+        Ok(self.take(N, what)?.try_into().expect("took N bytes"))
+    }
+    fn u32(&mut self, what: &dyn Fn() -> String) -> Result<u32> {
+        self.array(what).map(u32::from_le_bytes)
+    }
+    fn u64(&mut self, what: &dyn Fn() -> String) -> Result<u64> {
+        self.array(what).map(u64::from_le_bytes)
+    }
+    /// A count of items at least `min_size` bytes each: more than the rest of the file could hold is an error.
+    fn count(&mut self, min_size: usize, what: &dyn Fn() -> String) -> Result<usize> {
+        let n = self.u64(what)?;
+        match usize::try_from(n) {
+            Ok(c) if c.checked_mul(min_size).is_some_and(|b| b <= self.left()) => Ok(c),
+            _ => Err(self.err(format!("{}: count {n} is more than the {} bytes left in the file can hold", what(), self.left()))),
+        }
+    }
+    fn string(&mut self, what: &dyn Fn() -> String) -> Result<String> {
+        let n = self.count(1, what)?;
+        let bytes = self.take(n, what)?;
+        String::from_utf8(bytes.to_vec()).map_err(|e| self.err(format!("{}: the string is not UTF-8 ({e})", what())))
+    }
+    /// The smallest encoding of a value of type `ty`, or `None` for an unknown type.
+    fn min_size(ty: u32) -> Option<usize> {
+        Some(match ty {
+            0 | 1 | 7 => 1,
+            2 | 3 => 2,
+            4..=6 => 4,
+            8 | 10..=12 => 8,
+            9 => 12,
+            _ => return None,
+        })
+    }
+    fn value(&mut self, ty: u32, depth: usize, what: &dyn Fn() -> String) -> Result<GgufValue> {
+        use GgufValue::*;
+        Ok(match ty {
+            0 => U8(self.array::<1>(what)?[0]),
+            1 => I8(i8::from_le_bytes(self.array(what)?)),
+            2 => U16(u16::from_le_bytes(self.array(what)?)),
+            3 => I16(i16::from_le_bytes(self.array(what)?)),
+            4 => U32(self.u32(what)?),
+            5 => I32(i32::from_le_bytes(self.array(what)?)),
+            6 => F32(f32::from_le_bytes(self.array(what)?)),
+            7 => Bool(self.array::<1>(what)?[0] != 0),
+            8 => Str(self.string(what)?),
+            9 => {
+                if depth >= MAX_DEPTH {
+                    return Err(self.err(format!("{}: arrays nested more than {MAX_DEPTH} deep", what())));
+                }
+                let ety = self.u32(what)?;
+                let min = Self::min_size(ety).ok_or_else(|| self.err(format!("{}: unknown array element type {ety}", what())))?;
+                let n = self.count(min, what)?;
+                let mut v = Vec::with_capacity(n);
+                for _ in 0..n {
+                    v.push(self.value(ety, depth + 1, what)?);
+                }
+                Array(v)
+            }
+            10 => U64(self.u64(what)?),
+            11 => I64(i64::from_le_bytes(self.array(what)?)),
+            12 => F64(f64::from_le_bytes(self.array(what)?)),
+            _ => return Err(self.err(format!("{}: unknown value type {ty}", what()))),
+        })
+    }
+}
+
+/// What one file holds: version, metadata, tensors (ranges within this file).
+struct Parsed {
+    version: u32,
+    metadata: BTreeMap<String, GgufValue>,
+    tensors: Vec<GgufTensorInfo>,
+}
+
+/// Reads and checks the header, metadata and tensor infos of the GGUF bytes `b` (the file `path`).
+fn parse(b: &[u8], path: &Path, part: usize) -> Result<Parsed> {
+    let mut r = Reader { b, pos: 0, path };
+    let magic = r.array::<4>(&|| "magic".into())?;
+    if &magic != b"GGUF" {
+        return Err(Error::Format { path: path.into(), msg: format!("not a GGUF file (magic {magic:02x?}, expected \"GGUF\")") });
+    }
+    let version = r.u32(&|| "version".into())?;
+    match version {
+        2 | 3 => {}
+        1 => return Err(r.err("GGUF version 1 is not supported; convert the model again with a current llama.cpp")),
+        v if v.swap_bytes() == 2 || v.swap_bytes() == 3 => return Err(r.err("big-endian GGUF files are not supported")),
+        v => return Err(r.err(format!("unknown GGUF version {v} (2 and 3 are supported)"))),
+    }
+    // the smallest tensor info: name length, dim count, type, offset; the smallest key/value: key length, type, a byte
+    let n_tensors = r.count(24, &|| "tensor count".into())?;
+    let n_kv = r.count(13, &|| "metadata count".into())?;
+    let mut metadata = BTreeMap::new();
+    for i in 0..n_kv {
+        let key = r.string(&|| format!("metadata key #{i}"))?;
+        let what = || format!("metadata key `{key}`");
+        let ty = r.u32(&what)?;
+        let v = r.value(ty, 0, &what)?;
+        if metadata.insert(key.clone(), v).is_some() {
+            return Err(r.err(format!("{} appears twice", what())));
+        }
+    }
+    let mut infos = Vec::with_capacity(n_tensors);
+    for i in 0..n_tensors {
+        let name = r.string(&|| format!("tensor info #{i}"))?;
+        let what = || format!("tensor `{name}`");
+        let nd = r.u32(&what)? as usize;
+        if nd > MAX_DIMS {
+            return Err(r.err(format!("{}: {nd} dims (ggml allows at most {MAX_DIMS})", what())));
+        }
+        let mut ne = Vec::with_capacity(nd);
+        for _ in 0..nd {
+            let d = r.u64(&what)?;
+            ne.push(
+                usize::try_from(d)
+                    .ok()
+                    .filter(|&d| i64::try_from(d).is_ok())
+                    .ok_or_else(|| r.err(format!("{}: dim {d} is too large", what())))?,
+            );
+        }
+        let id = r.u32(&what)?;
+        let ty = GgmlType::from_id(id).ok_or_else(|| r.err(format!("{}: unknown ggml type {id}", what())))?;
+        let offset = r.u64(&what)?;
+        infos.push((name, ne, ty, offset));
+    }
+    let alignment = match metadata.get("general.alignment") {
+        None => 32,
+        Some(v) => v
+            .as_usize()
+            .filter(|a| a.is_power_of_two() && *a <= 1 << 30)
+            .ok_or_else(|| r.err(format!("general.alignment {v:?} is not a power of two")))?,
+    };
+    let data_start = r.pos.div_ceil(alignment) * alignment; // pos <= len < usize::MAX / 2, alignment <= 2^30: no overflow
+    let data_len = b.len().saturating_sub(data_start);
+    let mut tensors = Vec::with_capacity(infos.len());
+    for (name, ne, ty, offset) in infos {
+        let bad = |msg: String| r.err(format!("tensor `{name}`: {msg}"));
+        let numel = ne.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or_else(|| bad(format!("dims {ne:?} overflow")))?;
+        if ne.first().is_some_and(|&d0| !d0.is_multiple_of(ty.block_size())) {
+            return Err(bad(format!("first dim {} is not a multiple of {}'s block of {}", ne[0], ty.name(), ty.block_size())));
+        }
+        let nbytes = ty.nbytes(numel).ok_or_else(|| bad(format!("{numel} values are not whole {} blocks, or overflow", ty.name())))?;
+        let start = usize::try_from(offset).ok().filter(|&o| o <= data_len);
+        match start.and_then(|s| s.checked_add(nbytes)) {
+            Some(end) if end <= data_len => {
+                let s = data_start + start.expect("checked");
+                tensors.push(GgufTensorInfo {
+                    name,
+                    shape: ne.iter().rev().copied().collect(),
+                    ggml_type: ty,
+                    part,
+                    offset,
+                    range: s..s + nbytes,
+                })
+            }
+            _ => return Err(bad(format!("{nbytes} bytes at data offset {offset} run past the {data_len} bytes of tensor data"))),
+        }
+    }
+    Ok(Parsed { version, metadata, tensors })
+}
+
+/// `(prefix, NNNNN)` of a split model's first file, `prefix-00001-of-NNNNN.gguf`.
+fn split_name(path: &Path) -> Option<(String, usize)> {
+    let s = path.to_str()?.strip_suffix(".gguf")?;
+    let (head, total) = s.rsplit_once("-of-")?;
+    let prefix = head.strip_suffix("-00001")?;
+    (total.len() == 5 && total.bytes().all(|c| c.is_ascii_digit())).then(|| (prefix.to_string(), total.parse().expect("5 digits")))
+}
+
+fn map_file(path: &Path) -> Result<Bytes> {
+    let io = |source| Error::Io { path: path.into(), source };
+    let file = std::fs::File::open(path).map_err(io)?;
+    if file.metadata().map_err(io)?.len() == 0 {
+        return Err(Error::Format { path: path.into(), msg: "empty file; the GGUF file is truncated (download it again)".into() });
+    }
+    // SAFETY: the map is read-only and lives as long as the GgufFile; every read of it is bounds-checked against its
+    // length. Another process truncating the file while it is mapped could fault, as with any mmap of a file.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+    Ok(Bytes::Map(map))
+}
+
+impl GgufFile {
+    /// Opens the GGUF file `path`, memory-mapped, reading its metadata and tensor infos (tinygrad `gguf_load`'s
+    /// parse). A split model (`split.count` > 1, or a name `NAME-00001-of-NNNNN.gguf`) is opened from its first file
+    /// and brings in every part, `NAME-0000i-of-NNNNN.gguf`, with the tensors of all of them.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when a file can't be opened; [`Error::Format`] naming the file, and the key or tensor, when it is
+    /// not GGUF v2/v3, is truncated or corrupt (a count, length, dimension or offset beyond its bytes, an unknown
+    /// value or ggml type), a split part is missing or out of order, or two tensors share a name.
+    pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
+        let path = path.as_ref();
+        let first = map_file(path)?;
+        let parsed = parse(&first, path, 0)?;
+        let bad = |msg: String| Error::Format { path: path.into(), msg };
+        let count = match parsed.metadata.get("split.count") {
+            Some(v) => v.as_usize().filter(|&c| c >= 1).ok_or_else(|| bad(format!("split.count {v:?} is not a positive integer")))?,
+            None => split_name(path).map_or(1, |(_, n)| n),
+        };
+        let mut file = GgufFile::assemble(path, parsed, first)?;
+        if count > 1 {
+            if file.metadata.get("split.no").and_then(GgufValue::as_u64).unwrap_or(0) != 0 {
+                return Err(bad("this is not the first file of a split model; open the one named ...-00001-of-NNNNN.gguf".into()));
+            }
+            let (prefix, total) = split_name(path)
+                .ok_or_else(|| bad(format!("split.count is {count}, so the file name must end in -00001-of-{count:05}.gguf")))?;
+            if total != count {
+                return Err(bad(format!("split.count is {count} but the file name says {total} parts")));
+            }
+            for i in 1..count {
+                let p = PathBuf::from(format!("{prefix}-{:05}-of-{count:05}.gguf", i + 1));
+                let bytes = map_file(&p)?;
+                let parsed = parse(&bytes, &p, i)?;
+                if let Some(no) = parsed.metadata.get("split.no").and_then(GgufValue::as_usize).filter(|&no| no != i) {
+                    return Err(Error::Format { path: p, msg: format!("split.no is {no}, expected {i}; the parts are mixed up") });
+                }
+                file.add_part(p, parsed, bytes)?;
+            }
+        }
+        Ok(file)
+    }
+
+    /// Reads GGUF bytes held in memory (one file; no split parts). `name` names it in errors.
+    ///
+    /// # Errors
+    /// As [`GgufFile::open`].
+    pub fn from_bytes(bytes: Vec<u8>, name: impl Into<PathBuf>) -> Result<GgufFile> {
+        let path = name.into();
+        let parsed = parse(&bytes, &path, 0)?;
+        GgufFile::assemble(&path, parsed, Bytes::Owned(bytes))
+    }
+
+    fn assemble(path: &Path, parsed: Parsed, bytes: Bytes) -> Result<GgufFile> {
+        let mut f = GgufFile {
+            path: path.into(),
+            version: parsed.version,
+            metadata: parsed.metadata,
+            tensors: Vec::new(),
+            parts: Vec::new(),
+            index: HashMap::new(),
+        };
+        f.add_part(path.into(), Parsed { metadata: BTreeMap::new(), ..parsed }, bytes)?;
+        Ok(f)
+    }
+
+    fn add_part(&mut self, path: PathBuf, parsed: Parsed, bytes: Bytes) -> Result<()> {
+        for t in parsed.tensors {
+            if self.index.insert(t.name.clone(), self.tensors.len()).is_some() {
+                return Err(Error::Format { path, msg: format!("tensor `{}` appears twice; the GGUF file is corrupt", t.name) });
+            }
+            self.tensors.push(t);
+        }
+        self.parts.push((path, bytes));
+        Ok(())
+    }
+
+    /// The tensor named `name`.
+    pub fn info(&self, name: &str) -> Option<&GgufTensorInfo> {
+        self.index.get(name).map(|&i| &self.tensors[i])
+    }
+
+    fn get(&self, name: &str) -> Result<(&GgufTensorInfo, &[u8])> {
+        let t = self.info(name).ok_or_else(|| Error::Format { path: self.path.clone(), msg: format!("no tensor named `{name}`") })?;
+        let (path, bytes) = &self.parts[t.part];
+        let raw = bytes.get(t.range.clone()).ok_or_else(|| Error::Format {
+            path: path.clone(),
+            msg: format!("tensor `{name}`: bytes {:?} lie outside the file", t.range),
+        })?;
+        Ok((t, raw))
+    }
+
+    /// The stored bytes of tensor `name` (its blocks, as in the file).
+    ///
+    /// # Errors
+    /// [`Error::Format`] when there is no such tensor.
+    pub fn raw(&self, name: &str) -> Result<&[u8]> {
+        self.get(name).map(|(_, raw)| raw)
+    }
+
+    /// Tensor `name` on `device` (tinygrad `ggml_data_to_tensor(...).reshape(...)`): its bytes are copied to the
+    /// device at the first realize, plain types directly as their dtype, quantized ones as uint8 that [`dequantize`]
+    /// turns into float32 by tensor ops, lazily.
+    ///
+    /// # Errors
+    /// [`Error::Format`] when there is no such tensor, or its ggml type is one [`dequantize`] does not support.
+    ///
+    /// # Panics
+    /// If `device` is not a device of this build (as [`Tensor::to`]).
+    pub fn tensor(&self, name: &str, device: &str) -> Result<Tensor> {
+        let (t, raw) = self.get(name)?;
+        let ty = t.ggml_type;
+        if !ty.can_dequantize() {
+            let path = self.parts[t.part].0.clone();
+            return Err(Error::Format { path, msg: format!("tensor `{name}`: ggml type {} can't be dequantized yet", ty.name()) });
+        }
+        let device = crate::helpers::canonicalize_device(device);
+        assert!(crate::helpers::DEVICES.contains(&device.as_str()), "GgufFile::tensor: unknown device {device:?}");
+        if t.numel() == 0 {
+            return Ok(Tensor::full_dtype(t.shape.clone(), 0, ty.output_dtype()).to(&device));
+        }
+        Ok(match ty.native_dtype() {
+            Some(dt) => Tensor::from_uop(engine::buffer_from_bytes(raw, dt, t.numel(), &device)).reshape(t.shape.clone()),
+            None => dequantize(&Tensor::from_uop(engine::buffer_from_bytes(raw, dtypes::UINT8, raw.len(), &device)), ty, &t.shape),
+        })
+    }
+
+    /// Every tensor on `device`, by name (lazy: see [`GgufFile::tensor`]).
+    ///
+    /// # Errors
+    /// As [`GgufFile::tensor`], for the first tensor that fails.
+    pub fn state_dict(&self, device: &str) -> Result<BTreeMap<String, Tensor>> {
+        self.tensors.iter().map(|t| Ok((t.name.clone(), self.tensor(&t.name, device)?))).collect()
+    }
+}
+
+/// The metadata and the tensors of the GGUF model `path` (a split model from its first file), the tensors on the
+/// default device and lazily dequantized (tinygrad `gguf_load`): `(kv_data, state_dict)`.
+///
+/// # Errors
+/// As [`GgufFile::open`] and [`GgufFile::tensor`].
+pub fn gguf_load(path: impl AsRef<Path>) -> Result<(BTreeMap<String, GgufValue>, BTreeMap<String, Tensor>)> {
+    let f = GgufFile::open(path)?;
+    let sd = f.state_dict(&crate::helpers::default_device())?;
+    Ok((f.metadata, sd))
+}
