@@ -129,3 +129,10 @@ fn a_tall_grid_folds_into_one_dimension() {
     let v = t.to_vec::<i32>().unwrap();
     assert!(v.iter().enumerate().all(|(i, &x)| x == i as i32 + 1));
 }
+
+/// A tensor of no elements launches nothing, however large its other axes (the fuzzed GGUF reader met one).
+#[test]
+fn an_empty_tensor_with_a_huge_axis_computes_nothing() {
+    let t = Tensor::zeros([0usize, 1 << 40]) + 1.0f32;
+    assert_eq!(t.to_vec::<f32>().unwrap(), Vec::<f32>::new());
+}
