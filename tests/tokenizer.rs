@@ -73,6 +73,30 @@ fn special_tokens_split_longest_first() {
     check(&tok, "xyxy", &[9, 9]);
 }
 
+#[track_caller]
+fn check_pre(preset: &str, text: &str, pieces: &[&str]) {
+    let tok = Tokenizer::new(TokenizerSpec { add_bos: Some(false), ..spec("gpt2", preset, &[("a", tt::NORMAL, 0.0)], &[]) }).unwrap();
+    assert_eq!(tok.pre_tokenize(text), pieces, "{preset}: pre_tokenize({text:?})");
+}
+
+#[test]
+fn pre_tokenizer_presets() {
+    let s = "Hello's 12345 world!!\n\n  x";
+    check_pre("gpt2", s, &["Hello", "'s", " 12345", " world", "!!", "\n\n ", " x"]);
+    check_pre("smollm", s, &["Hello", "'s", " ", "1", "2", "3", "4", "5", " world", "!!", "\n\n ", " x"]);
+    check_pre("llama-bpe", s, &["Hello", "'s", " ", "123", "45", " world", "!!\n\n", " ", " x"]);
+    check_pre("qwen2", s, &["Hello", "'s", " ", "1", "2", "3", "4", "5", " world", "!!\n\n", " ", " x"]);
+    // case: gpt2's contractions are lowercase only, llama3's either case
+    check_pre("gpt2", "DON'T", &["DON", "'", "T"]);
+    check_pre("llama3", "DON'T", &["DON", "'T"]);
+    check_pre("gpt2", "it'S", &["it", "'", "S"]);
+    check_pre("llama3", "it'S", &["it", "'S"]);
+    // a whitespace run before a word leaves its last space to the word; a newline before a word stands alone
+    check_pre("gpt2", "a   b\nc", &["a", "  ", " b", "\n", "c"]);
+    check_pre("llama3", "a   b\nc", &["a", "  ", " b", "\n", "c"]);
+    check_pre("llama3", "x  \n\n  y", &["x", "  \n\n", " ", " y"]);
+}
+
 /// SentencePiece tokens: <unk>=0 <s>=1 </s>=2, <0x00>..<0xFF> = 3..259, then ▁=259 h i ▁h hi ▁hi a b c ab bc.
 fn spm(add_space_prefix: bool) -> Tokenizer {
     let bytes: Vec<String> = (0..256).map(|b| format!("<0x{b:02X}>")).collect();
@@ -273,6 +297,28 @@ fn real(name: &'static str) -> Option<&'static Tokenizer> {
     .as_ref()
 }
 
+/// Strings for round trips (the same as `gen_reference.py`'s, which also has each model's special tokens).
+const VARIED: &[&str] = &[
+    "The capital of France is",
+    "Hello, world!",
+    "  leading spaces and trailing   ",
+    "line one\nline two\n\n\nthree newlines\r\nwindows",
+    "tabs\there\t\tand\t\t\tmore",
+    "digits 12345 and 3.14159 and 1,000,000",
+    "don't won't I'll we've you're she'd it's DON'T",
+    "héllo wörld naïve café",
+    "héllo 世界 🙂",
+    "日本語のテキストと한국어",
+    "punctuation!!! ?? ... --- (parens) [brackets] {braces} <angle>",
+    "def f(x):\n    return x**2  # code",
+    "emoji 👍🏽 family 👨\u{200d}👩\u{200d}👧 flag 🇫🇷",
+    "mixed CASE and camelCase and snake_case_words",
+    "a",
+    " ",
+    "\n",
+    "",
+];
+
 /// llama.cpp's (text, ids) pairs for a model.
 fn reference(name: &str) -> Vec<(String, Vec<u32>)> {
     let json: serde_json::Value = serde_json::from_str(include_str!("tokenizer/reference.json")).unwrap();
@@ -322,7 +368,8 @@ fn gemma_matches_llama_cpp() {
 #[track_caller]
 fn check_round_trip(name: &'static str) {
     let Some(tok) = real(name) else { return };
-    for (text, _) in reference(name) {
+    let texts = VARIED.iter().map(|t| t.to_string()).chain(reference(name).into_iter().map(|(t, _)| t));
+    for text in texts {
         let ids = tok.encode(&text);
         assert_eq!(tok.decode(&ids), text, "{name}: decode(encode({text:?}))");
         let mut dec = StreamDecoder::new();
@@ -345,7 +392,7 @@ fn gemma_round_trip() {
 fn long_prompt_is_fast() {
     for name in [SMOLLM, GEMMA] {
         let Some(tok) = real(name) else { return };
-        let text: String = reference(name).iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>().join(" ").repeat(40);
+        let text = VARIED.join(" ").repeat(40);
         let t = Instant::now();
         let ids = tok.encode(&text);
         let took = t.elapsed();

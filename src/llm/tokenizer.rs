@@ -395,6 +395,15 @@ impl Tokenizer {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
+    /// The pieces byte-level BPE merges within: `text` split by the preset's regexes in turn (llama.cpp
+    /// `unicode_regex_split`); special tokens are not cut out here. SentencePiece has no pre-tokenizer: the whole text.
+    pub fn pre_tokenize<'t>(&self, text: &'t str) -> Vec<&'t str> {
+        match &self.model {
+            Model::Bpe(bpe) => bpe.regexes.iter().fold(vec![text], |pieces, re| split_pieces(re, pieces)),
+            Model::Spm { .. } => vec![text],
+        }
+    }
+
     /// Cuts `text` at special tokens, longest token text first, each occurrence left to right (llama.cpp
     /// `tokenizer_st_partition`). Only specials that occur in the text are tried, found by hashing each position's
     /// substrings of the specials' lengths.
@@ -444,9 +453,8 @@ impl Tokenizer {
     /// Byte-level BPE of one fragment (llama.cpp `llm_tokenizer_bpe_session::tokenize`): pre-tokenize, then merge
     /// each piece's bytes by rank, lowest first, ties to the leftmost pair.
     fn encode_bpe(&self, bpe: &Bpe, text: &str, out: &mut Vec<u32>) {
-        let pieces = bpe.regexes.iter().fold(vec![text], |pieces, re| split_pieces(re, pieces));
         let n_vocab = self.vocab.tokens.len() as u32;
-        for piece in pieces {
+        for piece in self.pre_tokenize(text) {
             let bytes = piece.as_bytes();
             if bpe.ignore_merges {
                 let encoded: String = bytes.iter().map(|&b| BYTE_CHARS[b as usize]).collect();
