@@ -3,8 +3,8 @@
 //! and `datasets` (MNIST). Follows tinygrad `nn/__init__.py` and `nn/state.py`.
 
 pub mod datasets;
-pub mod gguf;
 pub mod optim;
+pub mod gguf;
 pub mod state;
 
 use crate::error::{Error, Result};
