@@ -95,6 +95,12 @@ fn pre_tokenizer_presets() {
     check_pre("gpt2", "a   b\nc", &["a", "  ", " b", "\n", "c"]);
     check_pre("llama3", "a   b\nc", &["a", "  ", " b", "\n", "c"]);
     check_pre("llama3", "x  \n\n  y", &["x", "  \n\n", " ", " y"]);
+    // the other presets' regexes compile and split case changes and digits as llama.cpp's do
+    check_pre("tekken", "HelloWorld 123", &["Hello", "World", " ", "1", "2", "3"]);
+    check_pre("gpt-4o", "HelloWorld's 12345", &["Hello", "World's", " ", "123", "45"]);
+    check_pre("qwen35", "it's 12", &["it", "'s", " ", "1", "2"]);
+    check_pre("default", "a, b 12345", &["a", ",", " b", " ", "123", "45"]);
+    check_pre("no-such-preset", "a, b 12345", &["a", ",", " b", " ", "123", "45"]);
 }
 
 /// SentencePiece tokens: <unk>=0 <s>=1 </s>=2, <0x00>..<0xFF> = 3..259, then ▁=259 h i ▁h hi ▁hi a b c ab bc.
