@@ -22,6 +22,7 @@ COMMON = [
   "def f(x):\n    return x**2  # code",
   "emoji 👍🏽 family 👨‍👩‍👧 flag 🇫🇷",
   "mixed CASE and camelCase and snake_case_words",
+  "long runs:" + " " * 70 + "|" + "\n" * 40 + "|" + "\t" * 40 + "|" + "9" * 31 + "|" + "!" * 20,
   "a",
   " ",
   "\n",
@@ -41,7 +42,9 @@ def main():
     llm = llama_cpp.Llama(model_path=str(MODELS / name), vocab_only=True, verbose=False)
     out[name] = [{"text": t, "ids": llm.tokenize(t.encode(), add_bos=False, special=True)} for t in COMMON + extra]
   path = pathlib.Path(__file__).parent / "reference.json"
-  path.write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n")
+  # one case a line
+  models = [f"{json.dumps(name)}: [\n" + ",\n".join(json.dumps(c, ensure_ascii=False) for c in cases) + "\n]" for name, cases in out.items()]
+  path.write_text("{\n" + ",\n".join(models) + "\n}\n")
   print(f"wrote {path}: {sum(len(v) for v in out.values())} strings")
 
 if __name__ == "__main__": main()
