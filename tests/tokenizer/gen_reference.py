@@ -2,8 +2,9 @@
 """llama.cpp's token ids for a few varied strings, for tests/tokenizer.rs.
 
 Needs llama-cpp-python and the two GGUF files in ~/.cache/tinygrad/models. Writes tests/tokenizer/reference.json:
-{model file name: [{"text": str, "ids": [int]}]}, ids from Llama.tokenize(add_bos=False, special=True)."""
-import json, os, pathlib
+{model file name: [{"text": str, "ids": [int]}]}, ids from Llama.tokenize(add_bos=False, special=True): hand-picked
+strings, then 100 seeded random ones per model."""
+import json, pathlib, random
 import llama_cpp
 
 MODELS = pathlib.Path.home() / ".cache/tinygrad/models"
@@ -36,11 +37,26 @@ SPECIAL = {
                                "spaces    between\n\n\nnewlines"],
 }
 
+# pieces of random strings: ASCII, whitespace of several kinds, accents, other scripts, emoji with modifiers, contractions
+ATOMS = list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") + \
+  list(" \t\n\r  \u00a0\u3000'\".,;:!?-_()[]{}<>/\\|@#$%^&*+=~`") + list("éüñßøçÀÉ世界日本語한국어مرحباşğıšžёжщ") + \
+  ["🙂", "👍🏽", "\u200d", "\u0301", "🇫🇷", "…", "—", "’", "s", "t", "ll", "re", "ve", " ", "  ", "\n\n"]
+
+def random_strings(specials:list[str], n:int, seed:int=1) -> list[str]:
+  rng = random.Random(seed)
+  return ["".join(rng.choice(ATOMS + specials if rng.random() < 0.1 else ATOMS) for _ in range(rng.randint(0, 40))) for _ in range(n)]
+
+SPECIAL_TOKENS = {
+  "SmolLM2-135M-Instruct.Q4_1.gguf": ["<|im_start|>", "<|im_end|>", "<|endoftext|>"],
+  "gemma-3-270m-q4_k_m.gguf": ["<start_of_turn>", "<end_of_turn>", "<bos>", "<eos>", "<table>", "</td>", "[multimodal]", "<unused3>"],
+}
+
 def main():
   out = {}
   for name, extra in SPECIAL.items():
     llm = llama_cpp.Llama(model_path=str(MODELS / name), vocab_only=True, verbose=False)
-    out[name] = [{"text": t, "ids": llm.tokenize(t.encode(), add_bos=False, special=True)} for t in COMMON + extra]
+    texts = COMMON + extra + random_strings(SPECIAL_TOKENS[name], 100)
+    out[name] = [{"text": t, "ids": llm.tokenize(t.encode(), add_bos=False, special=True)} for t in texts]
   path = pathlib.Path(__file__).parent / "reference.json"
   # one case a line
   models = [f"{json.dumps(name)}: [\n" + ",\n".join(json.dumps(c, ensure_ascii=False) for c in cases) + "\n]" for name, cases in out.items()]
