@@ -75,6 +75,9 @@ pub enum Error {
         /// What is allowed, and what to do.
         allowed: String,
     },
+    /// A prompt or generation that does not fit the model's context.
+    #[error("context: {0}")]
+    Context(String),
     /// A tokenizer's vocabulary (a GGUF file's `tokenizer.ggml.*` metadata) is unusable: an unknown model, arrays of
     /// different lengths, a malformed merge, a special token id out of range.
     #[error("tokenizer: {0}; the GGUF file's tokenizer metadata is not supported or is damaged")]

@@ -141,7 +141,7 @@ fn read_idx(path: &Path, sha: &str, magic: u32) -> Result<(Vec<usize>, Vec<u8>)>
 }
 
 /// Downloads `url` to `path` with a progress bar, through `path.part` then a rename.
-fn download(url: &str, path: &Path) -> Result<()> {
+pub(crate) fn download(url: &str, path: &Path) -> Result<()> {
     let dl = |msg: String| Error::Download { url: url.into(), msg: format!("{msg}; or copy the file to {}", path.display()) };
     let io = |source| Error::Io { path: path.into(), source };
     std::fs::create_dir_all(path.parent().unwrap_or(Path::new("."))).map_err(io)?;

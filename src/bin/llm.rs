@@ -1,0 +1,157 @@
+//! `llm`: chat with, complete or benchmark a GGUF model (tinygrad `python -m tinygrad.llm`).
+//!
+//! `cargo run --release --bin llm -- --model FILE_OR_URL [--prompt TEXT --count N] [--benchmark N]
+//! [--temperature T] [--top_k K] [--top_p P] [--seed S] [--max_context N]`. Without `--prompt` or `--benchmark` it
+//! chats in the terminal (the file's chat template, streamed replies; an empty line or EOF ends).
+
+use std::io::{BufRead, Write};
+use std::time::Instant;
+use tinygrad::llm::generate::{Sampler, Session};
+use tinygrad::llm::model::Transformer;
+use tinygrad::llm::tokenizer::StreamDecoder;
+use tinygrad::llm::{chat_prompt, fetch_model, tokenizer_from_gguf};
+use tinygrad::nn::gguf::GgufFile;
+
+struct Args {
+    model: String,
+    prompt: Option<String>,
+    count: usize,
+    benchmark: Option<usize>,
+    temperature: f32,
+    top_k: usize,
+    top_p: f32,
+    seed: u64,
+    max_context: usize,
+}
+
+const USAGE: &str = "usage: llm --model FILE_OR_URL [--prompt TEXT] [--count N] [--benchmark N] [--temperature T] [--top_k K] [--top_p P] [--seed S] [--max_context N]";
+
+fn parse() -> Result<Args, String> {
+    let mut a = Args {
+        model: String::new(),
+        prompt: None,
+        count: 64,
+        benchmark: None,
+        temperature: 0.7,
+        top_k: 0,
+        top_p: 1.0,
+        seed: 0,
+        max_context: 1024,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        let num = |v: String| v.parse::<f64>().map_err(|_| format!("{flag}: {v:?} is not a number"));
+        match flag.as_str() {
+            "--model" => a.model = value()?,
+            "--prompt" => a.prompt = Some(value()?),
+            "--count" => a.count = num(value()?)? as usize,
+            "--benchmark" => a.benchmark = Some(num(value()?)? as usize),
+            "--temperature" => a.temperature = num(value()?)? as f32,
+            "--top_k" => a.top_k = num(value()?)? as usize,
+            "--top_p" => a.top_p = num(value()?)? as f32,
+            "--seed" => a.seed = num(value()?)? as u64,
+            "--max_context" => a.max_context = (num(value()?)? as usize).max(2),
+            "--help" | "-h" => return Err(USAGE.into()),
+            f => return Err(format!("unknown flag {f}\n{USAGE}")),
+        }
+    }
+    if a.model.is_empty() {
+        return Err(format!("--model is required\n{USAGE}"));
+    }
+    Ok(a)
+}
+
+/// GB/s a large memcpy reaches on this machine (the bound a decode step's weight reads sit under).
+fn copy_bandwidth() -> f64 {
+    let src = vec![1u8; 256 << 20];
+    let mut dst = vec![0u8; 256 << 20];
+    let t = Instant::now();
+    for _ in 0..4 {
+        dst.copy_from_slice(&src);
+        std::hint::black_box(&mut dst);
+    }
+    // (a copy reads and writes every byte)
+    2.0 * 4.0 * src.len() as f64 / t.elapsed().as_secs_f64() / 1e9
+}
+
+fn run(a: &Args) -> tinygrad::Result<()> {
+    let file = GgufFile::open(fetch_model(&a.model)?)?;
+    let tok = tokenizer_from_gguf(&file)?;
+    let model = Transformer::from_gguf(&file, &tinygrad::helpers::default_device(), a.max_context)?;
+    let weight_bytes: usize = file.tensors.iter().map(|t| file.raw(&t.name).map_or(0, <[u8]>::len)).sum();
+    let mut sampler = Sampler::new(a.temperature, a.top_k, a.top_p, a.seed);
+    let mut session = Session::new(&model);
+    let out = std::io::stdout();
+    if let Some(n) = a.benchmark {
+        let mut logits = session.prefill(&tok.encode_with_bos("Hello"))?;
+        for i in 0..n {
+            let t = Instant::now();
+            logits = session.step(sampler.sample(&logits))?;
+            let s = t.elapsed().as_secs_f64();
+            println!("token {i:4}: {:8.2} ms, {:7.2} tok/s, {:6.2} GB/s (weights)", s * 1e3, 1.0 / s, weight_bytes as f64 / s / 1e9);
+        }
+        println!("machine copy bandwidth: {:.2} GB/s", copy_bandwidth());
+        return Ok(());
+    }
+    let complete = |session: &mut Session, sampler: &mut Sampler, ids: &[u32], count: usize| -> tinygrad::Result<String> {
+        let mut logits = session.prefill(ids)?;
+        let (mut dec, mut text) = (StreamDecoder::new(), String::new());
+        for _ in 0..count {
+            let next = sampler.sample(&logits);
+            if tok.is_end(next) {
+                break;
+            }
+            let piece = dec.push(&tok, next);
+            text.push_str(&piece);
+            print!("{piece}");
+            let _ = out.lock().flush();
+            logits = session.step(next)?;
+        }
+        text.push_str(&dec.finish());
+        Ok(text)
+    };
+    if let Some(p) = &a.prompt {
+        complete(&mut session, &mut sampler, &tok.encode_with_bos(p), a.count)?;
+        println!();
+        return Ok(());
+    }
+    let mut history: Vec<(String, String)> = Vec::new();
+    let stdin = std::io::stdin();
+    loop {
+        print!("> ");
+        let _ = out.lock().flush();
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line).map_err(|e| tinygrad::Error::Io { path: "stdin".into(), source: e })? == 0
+            || line.trim().is_empty()
+        {
+            return Ok(());
+        }
+        history.push(("user".into(), line.trim().into()));
+        let msgs: Vec<(&str, &str)> = history.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
+        let prompt = chat_prompt(&file, &tok, &msgs)?;
+        // (each turn re-encodes the conversation into a fresh cache: simple, and the prompt is short)
+        session = Session::new(&model);
+        let reply = complete(&mut session, &mut sampler, &tok.encode_with_bos(&prompt), a.max_context.saturating_sub(1))?;
+        println!();
+        history.push(("assistant".into(), reply));
+    }
+}
+
+fn main() {
+    if let Err(e) = tinygrad::helpers::check_env() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+    let args = match parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(&args) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,134 @@
+//! Generation. In: a [`Transformer`] and prompt tokens. Out: next tokens, one at a time: the prompt prefilled in
+//! chunks, then one decode step per token, replayed by a TinyJit whose start position is a bound variable (so
+//! every token after the first two runs the captured kernels: no scheduling, no compiling), and sampled greedily
+//! or by temperature, top-k and top-p from a seeded generator (tinygrad `llm/model.py` `generate`).
+
+use super::model::{StartPos, Transformer};
+use crate::error::{Error, Result};
+use crate::{Tensor, TinyJit};
+
+/// How the next token is drawn from logits (tinygrad's `temperature`; top-k and top-p as llama.cpp's samplers).
+#[derive(Clone, Debug)]
+pub struct Sampler {
+    /// 0: greedy (the most likely token, deterministic).
+    pub temperature: f32,
+    /// Only the `top_k` most likely tokens (0: all).
+    pub top_k: usize,
+    /// Only the most likely tokens whose probabilities sum to `top_p` (1: all).
+    pub top_p: f32,
+    state: u64,
+}
+
+impl Sampler {
+    /// A sampler seeded with `seed` (the same seed draws the same tokens).
+    pub fn new(temperature: f32, top_k: usize, top_p: f32, seed: u64) -> Sampler {
+        Sampler { temperature, top_k, top_p, state: seed ^ 0x9e37_79b9_7f4a_7c15 }
+    }
+
+    /// A uniform draw in `[0, 1)` (splitmix64).
+    fn uniform(&mut self) -> f64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// The next token from `logits` (`[vocab]`).
+    ///
+    /// # Panics
+    /// If `logits` is empty.
+    pub fn sample(&mut self, logits: &[f32]) -> u32 {
+        let best = (0..logits.len()).max_by(|&a, &b| logits[a].total_cmp(&logits[b])).expect("logits of at least one token");
+        if self.temperature <= 0.0 {
+            return best as u32;
+        }
+        let mut order: Vec<usize> = (0..logits.len()).collect();
+        order.sort_unstable_by(|&a, &b| logits[b].total_cmp(&logits[a]));
+        if self.top_k > 0 {
+            order.truncate(self.top_k);
+        }
+        let top = f64::from(logits[best]);
+        let mut probs: Vec<f64> = order.iter().map(|&i| ((f64::from(logits[i]) - top) / f64::from(self.temperature)).exp()).collect();
+        let total: f64 = probs.iter().sum();
+        probs.iter_mut().for_each(|p| *p /= total);
+        let mut keep = probs.len();
+        if self.top_p < 1.0 {
+            let mut acc = 0.0;
+            keep = probs
+                .iter()
+                .position(|p| {
+                    acc += p;
+                    acc >= f64::from(self.top_p)
+                })
+                .map_or(probs.len(), |i| i + 1);
+        }
+        let mass: f64 = probs[..keep].iter().sum();
+        let mut r = self.uniform() * mass;
+        for (i, p) in probs[..keep].iter().enumerate() {
+            r -= p;
+            if r < 0.0 {
+                return order[i] as u32;
+            }
+        }
+        order[keep - 1] as u32
+    }
+}
+
+type DecodeStep<'m> = TinyJit<Box<dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>> + 'm>>;
+
+/// A model with its KV cache filled up to `pos`: prefill a prompt, then decode one token at a time.
+pub struct Session<'m> {
+    model: &'m Transformer,
+    /// Tokens in the KV cache.
+    pub pos: usize,
+    decode: DecodeStep<'m>,
+}
+
+/// Tokens one prefill pass takes at most (longer prompts go in chunks).
+const PREFILL_CHUNK: usize = 128;
+
+impl<'m> Session<'m> {
+    /// A session on `model` with an empty cache.
+    pub fn new(model: &'m Transformer) -> Session<'m> {
+        let f: Box<dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>> + 'm> =
+            Box::new(move |x: &[Tensor]| Ok(vec![model.forward(&x[0], StartPos::Var(&x[1]))]));
+        Session { model, pos: 0, decode: TinyJit::new(f) }
+    }
+
+    fn room(&self, n: usize) -> Result<()> {
+        let ctx = self.model.cfg.max_context;
+        if self.pos + n > ctx {
+            return Err(Error::Context(format!("{} tokens exceed the context of {ctx} tokens (raise --max_context)", self.pos + n)));
+        }
+        Ok(())
+    }
+
+    /// Logits after `tokens` (`[vocab]` float32), which enter the cache at `pos` (in chunks of 128).
+    ///
+    /// # Errors
+    /// When the tokens pass the end of the context; realize errors.
+    pub fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.room(tokens.len())?;
+        let mut logits = Vec::new();
+        for chunk in tokens.chunks(PREFILL_CHUNK) {
+            let ids: Vec<i32> = chunk.iter().map(|&t| t as i32).collect();
+            logits = self.model.forward(&Tensor::from_slice(&ids, [ids.len()]), StartPos::Const(self.pos)).to_vec::<f32>()?;
+            self.pos += chunk.len();
+        }
+        Ok(logits)
+    }
+
+    /// Logits after `token` at `pos` (the TinyJit-replayed decode step).
+    ///
+    /// # Errors
+    /// When the context is full; realize errors.
+    pub fn step(&mut self, token: u32) -> Result<Vec<f32>> {
+        self.room(1)?;
+        let max = self.model.cfg.max_context as i64 - 1;
+        let pos = Tensor::bind_var("start_pos", 0, max, self.pos as i64);
+        let out = self.decode.call(&[Tensor::from_slice(&[token as i32], [1]), pos])?;
+        self.pos += 1;
+        out[0].to_vec::<f32>()
+    }
+}

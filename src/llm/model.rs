@@ -1,0 +1,304 @@
+//! The Transformer (tinygrad `llm/model.py`). In: a GGUF model's metadata and weights, token ids and the
+//! position of the first. Out: next-token logits, with each layer's keys and values kept in a KV cache. Covers the
+//! `llama` architecture (RMSNorm, RoPE on GGUF's interleaved q/k pairs, grouped-query attention, SwiGLU) and
+//! `gemma3` (embeddings scaled by √dim, QK-norm, norms after attention and FFN, GeGLU, RoPE on halves, local layers
+//! with a sliding window and their own RoPE base). Weights stay quantized as the file has them: each is a lazy
+//! dequantization of its bytes, which the kernels that read it fuse.
+
+use crate::error::{Error, Result};
+use crate::nn::gguf::{GgufFile, GgufValue};
+use crate::{dtypes, Tensor};
+
+/// Which family of Transformer a GGUF file holds (`general.architecture`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// Llama and its kin (SmolLM2, Qwen-style llama files).
+    Llama,
+    /// Gemma 3.
+    Gemma3,
+}
+
+/// Hyper-parameters from GGUF metadata (`{arch}.*` keys).
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub arch: Arch,
+    /// Model width (`embedding_length`).
+    pub dim: usize,
+    pub n_layers: usize,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    /// Width of one attention head (`attention.key_length`, else dim / heads).
+    pub head_dim: usize,
+    /// RMSNorm epsilon.
+    pub eps: f32,
+    /// RoPE base of the global layers.
+    pub rope_theta: f32,
+    /// RoPE base of Gemma 3's local (sliding-window) layers.
+    pub rope_local_theta: f32,
+    /// Tokens a local layer attends to (Gemma 3); `None`: every layer is global.
+    pub sliding_window: Option<usize>,
+    /// Vocabulary size.
+    pub vocab: usize,
+    /// Longest context the KV cache holds.
+    pub max_context: usize,
+}
+
+/// One layer's weights (lazy dequantizations, `[out, in]` as GGUF stores them).
+struct Block {
+    attn_norm: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    o: Tensor,
+    q_norm: Option<Tensor>,
+    k_norm: Option<Tensor>,
+    post_attn_norm: Option<Tensor>,
+    ffn_norm: Tensor,
+    gate: Tensor,
+    up: Tensor,
+    down: Tensor,
+    post_ffn_norm: Option<Tensor>,
+    /// The KV cache: `[max_context, n_kv_heads, head_dim]` keys and values, float32.
+    cache_k: Tensor,
+    cache_v: Tensor,
+    /// Whether this layer attends through a sliding window (Gemma 3's local layers).
+    local: bool,
+}
+
+/// Where a forward pass starts: a known position (prefill) or a bound symbolic variable (a TinyJit-replayed
+/// decode step: one compiled graph for every position).
+pub enum StartPos<'a> {
+    Const(usize),
+    Var(&'a Tensor),
+}
+
+/// A Transformer with its KV cache (tinygrad `llm.model.Transformer`).
+pub struct Transformer {
+    pub cfg: Config,
+    tok_embd: Tensor,
+    blocks: Vec<Block>,
+    output_norm: Tensor,
+    /// The output projection; `None`: tied to the token embedding.
+    output: Option<Tensor>,
+}
+
+fn meta<'a>(file: &'a GgufFile, key: &str) -> Result<&'a GgufValue> {
+    file.metadata.get(key).ok_or_else(|| Error::Format { path: file.path.clone(), msg: format!("metadata `{key}` is missing") })
+}
+
+fn meta_usize(file: &GgufFile, key: &str) -> Result<usize> {
+    meta(file, key)?.as_usize().ok_or_else(|| Error::Format { path: file.path.clone(), msg: format!("metadata `{key}` is not an integer") })
+}
+
+fn meta_f32(file: &GgufFile, key: &str, default: f32) -> f32 {
+    file.metadata.get(key).and_then(GgufValue::as_f32).unwrap_or(default)
+}
+
+impl Config {
+    /// The configuration in `file`'s metadata, with a KV cache of `max_context` tokens (at most the model's).
+    ///
+    /// # Errors
+    /// [`Error::Format`] for an architecture other than `llama` and `gemma3`, or a missing key.
+    pub fn from_gguf(file: &GgufFile, max_context: usize) -> Result<Config> {
+        let name = meta(file, "general.architecture")?.as_str().unwrap_or("").to_string();
+        let arch = match name.as_str() {
+            "llama" => Arch::Llama,
+            "gemma3" => Arch::Gemma3,
+            a => {
+                return Err(Error::Format {
+                    path: file.path.clone(),
+                    msg: format!("architecture `{a}` is not supported (llama, gemma3 are)"),
+                })
+            }
+        };
+        let k = |s: &str| format!("{name}.{s}");
+        let dim = meta_usize(file, &k("embedding_length"))?;
+        let n_heads = meta_usize(file, &k("attention.head_count"))?;
+        let head_dim = meta_usize(file, &k("attention.key_length")).unwrap_or(dim / n_heads.max(1));
+        let vocab = match file.metadata.get(&k("vocab_size")).and_then(GgufValue::as_usize) {
+            Some(v) => v,
+            None => meta(file, "tokenizer.ggml.tokens")?.as_array().map_or(0, <[GgufValue]>::len),
+        };
+        Ok(Config {
+            arch,
+            dim,
+            n_layers: meta_usize(file, &k("block_count"))?,
+            n_heads,
+            n_kv_heads: meta_usize(file, &k("attention.head_count_kv")).unwrap_or(n_heads),
+            head_dim,
+            eps: meta_f32(file, &k("attention.layer_norm_rms_epsilon"), 1e-5),
+            rope_theta: meta_f32(file, &k("rope.freq_base"), 10000.0),
+            rope_local_theta: 10000.0,
+            sliding_window: (arch == Arch::Gemma3).then(|| meta_usize(file, &k("attention.sliding_window")).unwrap_or(512)),
+            vocab,
+            max_context: max_context.min(meta_usize(file, &k("context_length")).unwrap_or(max_context)).max(1),
+        })
+    }
+}
+
+/// `x` normalized by its root mean square over the last axis, times `w`.
+fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> Tensor {
+    let ms = x.square().mean_keepdim(-1);
+    &(x * &(ms + eps).rsqrt()) * w
+}
+
+/// `x @ w.T` for a GGUF weight `w` of `[out, in]`.
+fn project(x: &Tensor, w: &Tensor) -> Tensor {
+    x.matmul(&w.transpose(0, 1))
+}
+
+/// RoPE over the last axis of `x` (`[T, heads, head_dim]`) at positions `pos` (`[T]`, float32): pairs of
+/// neighbours rotate (`interleaved`, llama's GGUF layout) or the two halves do (Gemma's).
+fn rope(x: &Tensor, pos: &Tensor, theta: f32, interleaved: bool) -> Tensor {
+    let (t, h, d) = (x.shape()[0], x.shape()[1], x.shape()[2]);
+    let half = d / 2;
+    let inv: Vec<f32> = (0..half).map(|i| theta.powf(-2.0 * i as f32 / d as f32)).collect();
+    let angle = pos.reshape([t, 1, 1]) * Tensor::from_slice(&inv, [1, 1, half]);
+    let (cos, sin) = (angle.cos(), angle.sin());
+    let (a, b) = if interleaved {
+        let p = x.reshape([t, h, half, 2]);
+        (
+            p.shrink(&[(0, t), (0, h), (0, half), (0, 1)]).reshape([t, h, half]),
+            p.shrink(&[(0, t), (0, h), (0, half), (1, 2)]).reshape([t, h, half]),
+        )
+    } else {
+        (x.shrink(&[(0, t), (0, h), (0, half)]), x.shrink(&[(0, t), (0, h), (half, d)]))
+    };
+    let (ra, rb) = (&(&a * &cos) - &(&b * &sin), &(&a * &sin) + &(&b * &cos));
+    if interleaved {
+        ra.stack(&[&rb], -1).reshape([t, h, d])
+    } else {
+        ra.cat(&[&rb], -1)
+    }
+}
+
+impl Transformer {
+    /// The model in `file` on `device`, its weights lazy dequantizations of the file's bytes, with an empty KV
+    /// cache of `max_context` tokens.
+    ///
+    /// # Errors
+    /// As [`Config::from_gguf`]; [`Error::Format`] for a missing or unreadable weight.
+    pub fn from_gguf(file: &GgufFile, device: &str, max_context: usize) -> Result<Transformer> {
+        let cfg = Config::from_gguf(file, max_context)?;
+        let w = |n: &str| file.tensor(n, device);
+        let opt = |n: &str| file.info(n).map(|_| file.tensor(n, device)).transpose();
+        let kv = cfg.n_kv_heads * cfg.head_dim;
+        let blocks = (0..cfg.n_layers)
+            .map(|i| {
+                let b = |s: &str| format!("blk.{i}.{s}.weight");
+                let cache = || {
+                    let c = Tensor::zeros([cfg.max_context, kv]).to(device).contiguous();
+                    c.realize().map(|_| c.clone())
+                };
+                Ok(Block {
+                    attn_norm: w(&b("attn_norm"))?,
+                    q: w(&b("attn_q"))?,
+                    k: w(&b("attn_k"))?,
+                    v: w(&b("attn_v"))?,
+                    o: w(&b("attn_output"))?,
+                    q_norm: opt(&b("attn_q_norm"))?,
+                    k_norm: opt(&b("attn_k_norm"))?,
+                    post_attn_norm: opt(&b("post_attention_norm"))?,
+                    ffn_norm: w(&b("ffn_norm"))?,
+                    gate: w(&b("ffn_gate"))?,
+                    up: w(&b("ffn_up"))?,
+                    down: w(&b("ffn_down"))?,
+                    post_ffn_norm: opt(&b("post_ffw_norm"))?,
+                    cache_k: cache()?,
+                    cache_v: cache()?,
+                    // (Gemma 3: every sixth layer is global)
+                    local: cfg.arch == Arch::Gemma3 && (i + 1) % 6 != 0,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Transformer {
+            tok_embd: w("token_embd.weight")?,
+            output_norm: w("output_norm.weight")?,
+            output: opt("output.weight")?,
+            blocks,
+            cfg,
+        })
+    }
+
+    /// Logits of the last of `tokens` (`[T]` int32 ids at positions `start..start+T`): `[vocab]` float32. Writes
+    /// the tokens' keys and values into the KV cache (their assigns run when the logits are realized).
+    ///
+    /// # Panics
+    /// If the tokens pass the end of the KV cache, or `start` is a variable and `T > 1`.
+    pub fn forward(&self, tokens: &Tensor, start: StartPos) -> Tensor {
+        let c = &self.cfg;
+        let t = tokens.shape()[0];
+        let (hd, nh, nkv, ctx) = (c.head_dim, c.n_heads, c.n_kv_heads, c.max_context);
+        // the token embeddings: a one-hot sum, which codegen turns into a gather of each id's row
+        let onehot = tokens.reshape([t, 1]).eq(Tensor::arange(0.0, c.vocab as f64, 1.0).cast(dtypes::INT32).reshape([1, c.vocab]));
+        let mut x = onehot.cast(dtypes::FLOAT32).matmul(&self.tok_embd.cast(dtypes::FLOAT32));
+        if c.arch == Arch::Gemma3 {
+            x = x * (c.dim as f32).sqrt();
+        }
+        let positions = match start {
+            StartPos::Const(s) => {
+                assert!(s + t <= ctx, "forward: tokens {s}..{} pass the KV cache's {ctx}", s + t);
+                Tensor::arange(s as f64, (s + t) as f64, 1.0).cast(dtypes::FLOAT32)
+            }
+            StartPos::Var(v) => {
+                assert_eq!(t, 1, "forward: a variable start position decodes one token at a time");
+                v.cast(dtypes::FLOAT32).reshape([1])
+            }
+        };
+        // key position j is visible to query i when j <= start + i (and, in a local layer, j > start + i - window)
+        let j = Tensor::arange(0.0, ctx as f64, 1.0).reshape([1, ctx]);
+        let qpos = positions.reshape([t, 1]);
+        let causal = j.le(&qpos);
+        let window = c.sliding_window.map(|w| causal.bitwise_and(j.gt(&(&qpos - w as f32))));
+        for b in &self.blocks {
+            let h = rms_norm(&x, &b.attn_norm, c.eps);
+            let (mut q, mut k) = (project(&h, &b.q).reshape([t, nh, hd]), project(&h, &b.k).reshape([t, nkv, hd]));
+            let v = project(&h, &b.v).reshape([t, nkv * hd]);
+            if let (Some(qn), Some(kn)) = (&b.q_norm, &b.k_norm) {
+                (q, k) = (rms_norm(&q, qn, c.eps), rms_norm(&k, kn, c.eps));
+            }
+            let theta = if b.local { c.rope_local_theta } else { c.rope_theta };
+            let interleaved = c.arch == Arch::Llama;
+            let (q, k) = (rope(&q, &positions, theta, interleaved), rope(&k, &positions, theta, interleaved).reshape([t, nkv * hd]));
+            // the KV cache: rows start..start+T replaced
+            let (ck, cv) = match start {
+                StartPos::Const(s) => {
+                    let rows = Tensor::arange(0.0, ctx as f64, 1.0).reshape([ctx, 1]);
+                    let mask = rows.ge(s as f32).bitwise_and(rows.lt((s + t) as f32));
+                    let place = |x: &Tensor| x.pad(&[(s as i64, (ctx - s - t) as i64), (0, 0)]);
+                    (mask.where_(place(&k), &b.cache_k), mask.where_(place(&v), &b.cache_v))
+                }
+                StartPos::Var(_) => {
+                    let at = j.reshape([ctx, 1]).eq(qpos.reshape([1, 1]));
+                    (at.where_(&k, &b.cache_k), at.where_(&v, &b.cache_v))
+                }
+            };
+            b.cache_k.assign(&ck);
+            b.cache_v.assign(&cv);
+            // attention of each query head over its group's cached keys: [nkv, group, T, ctx]
+            let g = nh / nkv;
+            let qh = q.reshape([t, nkv, g, hd]).permute([1, 2, 0, 3]);
+            let kh = b.cache_k.reshape([ctx, nkv, hd]).permute([1, 2, 0]).reshape([nkv, 1, hd, ctx]);
+            let vh = b.cache_v.reshape([ctx, nkv, hd]).permute([1, 0, 2]).reshape([nkv, 1, ctx, hd]);
+            let scores = qh.matmul(&kh) * (1.0 / (hd as f32).sqrt());
+            let visible = if b.local { window.as_ref().unwrap_or(&causal) } else { &causal };
+            let scores = visible.reshape([1, 1, t, ctx]).where_(&scores, f32::NEG_INFINITY);
+            let attn = scores.softmax(-1).matmul(&vh).permute([2, 0, 1, 3]).reshape([t, nh * hd]);
+            let mut out = project(&attn, &b.o);
+            if let Some(n) = &b.post_attn_norm {
+                out = rms_norm(&out, n, c.eps);
+            }
+            x = x + out;
+            let h = rms_norm(&x, &b.ffn_norm, c.eps);
+            let gate = project(&h, &b.gate);
+            let act = if c.arch == Arch::Gemma3 { gate.gelu() } else { gate.silu() };
+            let mut out = project(&(act * project(&h, &b.up)), &b.down);
+            if let Some(n) = &b.post_ffn_norm {
+                out = rms_norm(&out, n, c.eps);
+            }
+            x = x + out;
+        }
+        let last = rms_norm(&x.shrink(&[(t - 1, t), (0, c.dim)]), &self.output_norm, c.eps);
+        project(&last, self.output.as_ref().unwrap_or(&self.tok_embd)).reshape([c.vocab])
+    }
+}
