@@ -75,7 +75,9 @@ impl Sampler {
     }
 }
 
-type DecodeStep<'m> = TinyJit<Box<dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>> + 'm>>;
+/// The decode step a session's TinyJit replays.
+type DecodeFn<'m> = Box<dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>> + 'm>;
+type DecodeStep<'m> = TinyJit<DecodeFn<'m>>;
 
 /// A model with its KV cache filled up to `pos`: prefill a prompt, then decode one token at a time.
 pub struct Session<'m> {
@@ -91,8 +93,7 @@ const PREFILL_CHUNK: usize = 128;
 impl<'m> Session<'m> {
     /// A session on `model` with an empty cache.
     pub fn new(model: &'m Transformer) -> Session<'m> {
-        let f: Box<dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>> + 'm> =
-            Box::new(move |x: &[Tensor]| Ok(vec![model.forward(&x[0], StartPos::Var(&x[1]))]));
+        let f: DecodeFn<'m> = Box::new(move |x: &[Tensor]| Ok(vec![model.forward(&x[0], StartPos::Var(&x[1]))]));
         Session { model, pos: 0, decode: TinyJit::new(f) }
     }
 
