@@ -1,8 +1,10 @@
 """Reference logits for the `llm` tests: the same Transformer forward in numpy float32 from
 `gguf.quants.dequantize`d weights (no KV cache: every step recomputes the whole sequence), for llama and gemma3
-GGUF files. Writes `{prompt, ids, greedy, logits of the last prompt position}` per prompt as JSON.
+GGUF files. Writes, per prompt: its ids, the greedy continuation, and at every prompt position a sample of the
+logits (every `stride`-th token's) and the top 8 tokens, as JSON.
 
-usage: python bench/llm_reference.py MODEL.gguf OUT.json [--count 32]  (needs numpy and gguf)
+usage: python bench/llm_reference.py MODEL.gguf OUT.json [--count 32]  (needs numpy, gguf, and llama-cpp-python for
+the prompts' token ids). tests/llm/ holds its output for the two models the tests use.
 """
 import json, sys
 import numpy as np
@@ -73,16 +75,24 @@ def forward(meta, w, ids):
   x = rms(x, w["output_norm.weight"], eps)
   return x @ w.get("output.weight", w["token_embd.weight"]).T
 
+PROMPTS = ["The capital of France is", "Once upon a time, in a small village,", "def fibonacci(n):\n"]
+# the logits kept per position: every STRIDE-th token's (a sample the cosine is taken over; 388th for vocabularies
+# over 100k tokens) and the top 8
+STRIDE = 97
+
 if __name__ == "__main__":
   path, out = sys.argv[1], sys.argv[2]
   count = int(sys.argv[sys.argv.index("--count") + 1]) if "--count" in sys.argv else 32
-  prompts = json.loads(sys.stdin.read())  # [[prompt text, [token ids]], ...] (ids from our tokenizer, checked in its tests)
+  import llama_cpp  # (only its tokenizer: the prompts' ids, which tests/tokenizer.rs checks ours against)
+  vocab = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
   meta, w = load(path)
   res = []
-  for text, ids in prompts:
-    seq = list(ids); logits = forward(meta, w, seq)
-    first = logits.astype(np.float32)
+  for text in PROMPTS:
+    ids = vocab.tokenize(text.encode(), add_bos=True, special=True)
+    seq = list(ids); first = forward(meta, w, seq)
     for _ in range(count):
-      nxt = int(np.argmax(forward(meta, w, seq)[-1])); seq.append(nxt)
-    res.append({"prompt": text, "ids": ids, "greedy": seq[len(ids):], "logits": [[round(float(v), 4) for v in row] for row in first]})
-  json.dump(res, open(out, "w"))
+      seq.append(int(np.argmax(forward(meta, w, seq)[-1])))
+    stride = STRIDE if first.shape[-1] < 100000 else 4 * STRIDE
+    rows = [{"sample": [round(float(v), 4) for v in row[::stride]], "top": [int(i) for i in np.argsort(-row)[:8]]} for row in first]
+    res.append({"prompt": text, "ids": ids, "greedy": seq[len(ids):], "stride": stride, "logits": rows})
+  json.dump(res, open(out, "w"), indent=None)

@@ -226,6 +226,18 @@ impl Transformer {
     /// # Panics
     /// If the tokens pass the end of the KV cache, or `start` is a variable and `T > 1`.
     pub fn forward(&self, tokens: &Tensor, start: StartPos) -> Tensor {
+        self.run(tokens, start, false).reshape([self.cfg.vocab])
+    }
+
+    /// As [`Transformer::forward`], with the logits at every position: `[T, vocab]`.
+    ///
+    /// # Panics
+    /// As [`Transformer::forward`].
+    pub fn logits(&self, tokens: &Tensor, start: StartPos) -> Tensor {
+        self.run(tokens, start, true)
+    }
+
+    fn run(&self, tokens: &Tensor, start: StartPos, all: bool) -> Tensor {
         let c = &self.cfg;
         let t = tokens.shape()[0];
         let (hd, nh, nkv, ctx) = (c.head_dim, c.n_heads, c.n_kv_heads, c.max_context);
@@ -298,7 +310,7 @@ impl Transformer {
             }
             x = x + out;
         }
-        let last = rms_norm(&x.shrink(&[(t - 1, t), (0, c.dim)]), &self.output_norm, c.eps);
-        project(&last, self.output.as_ref().unwrap_or(&self.tok_embd)).reshape([c.vocab])
+        let x = if all { x } else { x.shrink(&[(t - 1, t), (0, c.dim)]) };
+        project(&rms_norm(&x, &self.output_norm, c.eps), self.output.as_ref().unwrap_or(&self.tok_embd))
     }
 }

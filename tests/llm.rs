@@ -1,0 +1,100 @@
+//! The Transformer on the real GGUF models (SmolLM2-135M-Instruct Q4_1 and Gemma 3 270M Q4_K_M in
+//! `$TINYGRAD_MODELS_DIR`; skipped when absent, except under CI, whose `.ci/run` fetches them) against
+//! `bench/llm_reference.py`'s numpy float32 forward (tests/llm/*_reference.json): the prompts' ids, the logits at
+//! every prompt position (cosine at least 0.999 over a sample of the vocabulary, same top token), and 32 greedy
+//! tokens through prefill and the TinyJit-replayed decode step, which schedules and compiles nothing once captured.
+
+use tinygrad::llm::generate::{Sampler, Session};
+use tinygrad::llm::model::{StartPos, Transformer};
+use tinygrad::llm::{models_dir, tokenizer_from_gguf};
+use tinygrad::nn::gguf::GgufFile;
+use tinygrad::schedule::schedule_count;
+use tinygrad::Tensor;
+
+/// The tests count compiled kernels, a count per process: one test at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The model file `name`, or `None` (skipping) when it is absent outside CI.
+fn model(name: &str) -> Option<GgufFile> {
+    let path = models_dir().join(name);
+    if !path.exists() {
+        assert!(std::env::var_os("CI").is_none(), "CI must provide {} (.ci/run fetches it)", path.display());
+        eprintln!("skipping: {} is absent", path.display());
+        return None;
+    }
+    Some(GgufFile::open(&path).unwrap())
+}
+
+fn reference(name: &str) -> Vec<serde_json::Value> {
+    let path = format!("{}/tests/llm/{name}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn ints(v: &serde_json::Value) -> Vec<u32> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+/// Every check of the module doc on `file` against `reference`; returns the greedy continuation of the first prompt.
+fn matches_reference(file: &GgufFile, reference: &[serde_json::Value]) -> String {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tok = tokenizer_from_gguf(file).unwrap();
+    let model = Transformer::from_gguf(file, "CPU", 128).unwrap();
+    let mut first = String::new();
+    for r in reference {
+        let (prompt, ids, greedy) = (r["prompt"].as_str().unwrap(), ints(&r["ids"]), ints(&r["greedy"]));
+        assert_eq!(tok.encode_with_bos(prompt), ids, "{prompt:?}");
+        // logits at every position, from a fresh cache
+        let fresh = Transformer::from_gguf(file, "CPU", 128).unwrap();
+        let x = Tensor::from_slice(&ids.iter().map(|&i| i as i32).collect::<Vec<_>>(), [ids.len()]);
+        let logits = fresh.logits(&x, StartPos::Const(0)).to_vec::<f32>().unwrap();
+        let (vocab, stride) = (model.cfg.vocab, r["stride"].as_u64().unwrap() as usize);
+        for (p, row) in r["logits"].as_array().unwrap().iter().enumerate() {
+            let ours = &logits[p * vocab..(p + 1) * vocab];
+            let want: Vec<f64> = row["sample"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+            let got: Vec<f64> = ours.iter().step_by(stride).map(|&v| f64::from(v)).collect();
+            let dot: f64 = got.iter().zip(&want).map(|(a, b)| a * b).sum();
+            let cos = dot / (got.iter().map(|a| a * a).sum::<f64>().sqrt() * want.iter().map(|b| b * b).sum::<f64>().sqrt());
+            assert!(cos >= 0.999, "{prompt:?} position {p}: cosine {cos}");
+            let top = (0..vocab).max_by(|&a, &b| ours[a].total_cmp(&ours[b])).unwrap() as u64;
+            assert_eq!(top, row["top"][0].as_u64().unwrap(), "{prompt:?} position {p}: top token");
+        }
+        // greedy: prefill, then the TinyJit decode step (captured at the second step, replayed from the third)
+        let mut session = Session::new(&model);
+        let mut sampler = Sampler::new(0.0, 0, 1.0, 0);
+        let mut logits = session.prefill(&ids).unwrap();
+        let mut out = Vec::new();
+        for i in 0..greedy.len() {
+            let next = sampler.sample(&logits);
+            out.push(next);
+            let (scheduled, compiled) = (schedule_count(), tinygrad::engine::compiled_asts("CPU").unwrap().len());
+            logits = session.step(next).unwrap();
+            if i >= 2 {
+                assert_eq!(schedule_count(), scheduled, "{prompt:?}: decode step {i} scheduled");
+                assert_eq!(tinygrad::engine::compiled_asts("CPU").unwrap().len(), compiled, "{prompt:?}: decode step {i} compiled");
+            }
+        }
+        assert_eq!(out, greedy, "{prompt:?}: ours {:?}, reference {:?}", tok.decode(&out), tok.decode(&greedy));
+        if first.is_empty() {
+            first = tok.decode(&out);
+        }
+        // the next prompt starts from an empty cache: the model's caches are overwritten from position 0
+    }
+    first
+}
+
+#[test]
+fn smollm2_matches_the_numpy_reference() {
+    let Some(file) = model("SmolLM2-135M-Instruct.Q4_1.gguf") else { return };
+    let tok = tokenizer_from_gguf(&file).unwrap();
+    assert_eq!(tok.encode("The capital of France is"), [504, 3575, 282, 4649, 314]);
+    let text = matches_reference(&file, &reference("smollm2_reference.json"));
+    assert!(text.starts_with(" Paris."), "{text:?}");
+}
+
+#[test]
+fn gemma3_matches_the_numpy_reference() {
+    let Some(file) = model("gemma-3-270m-q4_k_m.gguf") else { return };
+    let text = matches_reference(&file, &reference("gemma3_reference.json"));
+    // (llama.cpp's greedy continuation, the same words)
+    assert!(text.starts_with(" the capital of the country of France. It is"), "{text:?}");
+}
