@@ -85,6 +85,8 @@ fn run(a: &Args) -> tinygrad::Result<()> {
     let out = std::io::stdout();
     if let Some(n) = a.benchmark {
         let mut logits = session.prefill(&tok.encode_with_bos("Hello"))?;
+        // (greedy: the figures are the model's, not the sampler's)
+        let mut sampler = Sampler::new(0.0, 0, 1.0, 0);
         for i in 0..n {
             let t = Instant::now();
             logits = session.step(sampler.sample(&logits))?;

@@ -36,13 +36,19 @@ fn sub_all(u: &UOp, r: &UOp, n: usize) -> Vec<UOp> {
 /// Whether C vector types hold `dt` and C vector arithmetic works on it.
 fn vector_dtype(dt: DType) -> bool {
     dt.count == 1
-        && matches!(dt.scalar, Scalar::Float32 | Scalar::Float64 | Scalar::Int32 | Scalar::UInt32 | Scalar::Int64 | Scalar::UInt64)
+        && matches!(
+            dt.scalar,
+            Scalar::Float32 | Scalar::Float64 | Scalar::Int32 | Scalar::UInt32 | Scalar::Int64 | Scalar::UInt64 | Scalar::Int8 | Scalar::UInt8
+        )
 }
 
 /// Ops C vector types compute lane-wise (with the scalar operators; MAX as a bit select on a comparison mask;
 /// shifts of integers).
 fn vector_op(op: Ops) -> bool {
-    matches!(op, Ops::ADD | Ops::SUB | Ops::MUL | Ops::FDIV | Ops::NEG | Ops::MULACC | Ops::RECIPROCAL | Ops::MAX | Ops::SHL | Ops::SHR)
+    matches!(
+        op,
+        Ops::ADD | Ops::SUB | Ops::MUL | Ops::FDIV | Ops::NEG | Ops::MULACC | Ops::RECIPROCAL | Ops::MAX | Ops::SHL | Ops::SHR | Ops::AND | Ops::OR | Ops::XOR
+    )
 }
 
 /// `sink` with its lane axes expanded; vectors are at most `max_vector_bytes` wide.
@@ -282,8 +288,9 @@ fn vectorize(sink: &UOp, v: &UOp) -> UOp {
                     (true, _) => reduce(fold((0..w).map(|k| lane(&vec, &u.src[0], k)).collect())),
                 }
             }
+            // (a CAST may widen or narrow: bytes to floats, as dequantization does)
             Ops::CAST | Ops::BITCAST
-                if vector_dtype(u.dtype) && vector_dtype(u.src[0].dtype) && u.dtype.itemsize() == u.src[0].dtype.itemsize() =>
+                if vector_dtype(u.dtype) && vector_dtype(u.src[0].dtype) && (u.op == Ops::CAST || u.dtype.itemsize() == u.src[0].dtype.itemsize()) =>
             {
                 UOp::new(u.op, u.dtype.vec(w as u16), [broadcast(&vec[&u.src[0]])], Arg::None)
             }
@@ -295,7 +302,7 @@ fn vectorize(sink: &UOp, v: &UOp) -> UOp {
             }
             op if vector_op(op) && vector_dtype(u.dtype) && u.src.iter().all(|s| s.dtype == u.dtype) => {
                 // C broadcasts a scalar operand of arithmetic; MAX's bit select and shifts need both as vectors
-                let both = matches!(op, Ops::MAX | Ops::SHL | Ops::SHR);
+                let both = matches!(op, Ops::MAX | Ops::SHL | Ops::SHR | Ops::AND | Ops::OR | Ops::XOR);
                 let src: Vec<UOp> = u.src.iter().map(|s| if both { broadcast(&vec[s]) } else { vec[s].clone() }).collect();
                 u.replace(op, u.dtype.vec(w as u16), src, u.arg.clone(), u.tag)
             }

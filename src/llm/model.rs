@@ -263,8 +263,10 @@ impl Transformer {
         let causal = j.le(&qpos);
         let window = c.sliding_window.map(|w| causal.bitwise_and(j.gt(&(&qpos - w as f32))));
         for b in &self.blocks {
-            let h = rms_norm(&x, &b.attn_norm, c.eps);
-            let (mut q, mut k) = (project(&h, &b.q).reshape([t, nh, hd]), project(&h, &b.k).reshape([t, nkv, hd]));
+            // (the normed input and the q/k projections are realized: each is read by many outputs, and RoPE reads
+            // each projected element twice)
+            let h = rms_norm(&x, &b.attn_norm, c.eps).contiguous();
+            let (mut q, mut k) = (project(&h, &b.q).contiguous().reshape([t, nh, hd]), project(&h, &b.k).contiguous().reshape([t, nkv, hd]));
             let v = project(&h, &b.v).reshape([t, nkv * hd]);
             if let (Some(qn), Some(kn)) = (&b.q_norm, &b.k_norm) {
                 (q, k) = (rms_norm(&q, qn, c.eps), rms_norm(&k, kn, c.eps));
@@ -295,14 +297,15 @@ impl Transformer {
             let scores = qh.matmul(&kh) * (1.0 / (hd as f32).sqrt());
             let visible = if b.local { window.as_ref().unwrap_or(&causal) } else { &causal };
             let scores = visible.reshape([1, 1, t, ctx]).where_(&scores, f32::NEG_INFINITY);
-            let attn = scores.softmax(-1).matmul(&vh).permute([2, 0, 1, 3]).reshape([t, nh * hd]);
+            let attn = scores.softmax(-1).matmul(&vh).permute([2, 0, 1, 3]).reshape([t, nh * hd]).contiguous();
             let mut out = project(&attn, &b.o);
             if let Some(n) = &b.post_attn_norm {
                 out = rms_norm(&out, n, c.eps);
             }
             x = x + out;
-            let h = rms_norm(&x, &b.ffn_norm, c.eps);
-            let gate = project(&h, &b.gate);
+            let h = rms_norm(&x, &b.ffn_norm, c.eps).contiguous();
+            // (realized: a kernel with two reductions over different loops optimizes only one)
+            let gate = project(&h, &b.gate).contiguous();
             let act = if c.arch == Arch::Gemma3 { gate.gelu() } else { gate.silu() };
             let mut out = project(&(act * project(&h, &b.up)), &b.down);
             if let Some(n) = &b.post_ffn_norm {

@@ -258,9 +258,13 @@ fn f16_at(blocks: &Tensor, off: usize) -> Tensor {
 /// The `8/bits` fields of `bits` bits in each byte, lowest first, stacked on a new axis at `dim`: `(..., k) uint8`
 /// -> one more dim of size `8/bits` (tinygrad `q_to_uint8`, which puts it second to last).
 fn fields(t: &Tensor, bits: usize, dim: i64) -> Tensor {
-    let mask = (1i64 << bits) - 1;
-    let parts: Vec<Tensor> = (0..8 / bits).map(|i| t.rshift((i * bits) as i64).bitwise_and(mask)).collect();
-    parts[0].stack(&parts[1..].iter().collect::<Vec<_>>(), dim)
+    let x = t.unsqueeze(dim);
+    let d = if dim < 0 { x.ndim() as i64 + dim } else { dim } as usize;
+    // (a broadcast shift by [0, bits, 2*bits, ...] on the new axis, not a stack: a stack is a sum of padded parts,
+    // whose masked loads a fused matmul would all execute)
+    let shape: Vec<usize> = (0..x.ndim()).map(|i| if i == d { 8 / bits } else { 1 }).collect();
+    let shifts = Tensor::arange(0.0, 8.0, bits as f64).cast(dtypes::UINT8).reshape(shape);
+    x.rshift(&shifts).bitwise_and((1i64 << bits) - 1)
 }
 
 /// The low nibbles of each block's bytes `a..b`, then the high ones: `(nb, size) -> (nb, 2*(b-a))` uint8.
