@@ -38,7 +38,14 @@ fn vector_dtype(dt: DType) -> bool {
     dt.count == 1
         && matches!(
             dt.scalar,
-            Scalar::Float32 | Scalar::Float64 | Scalar::Int32 | Scalar::UInt32 | Scalar::Int64 | Scalar::UInt64 | Scalar::Int8 | Scalar::UInt8
+            Scalar::Float32
+                | Scalar::Float64
+                | Scalar::Int32
+                | Scalar::UInt32
+                | Scalar::Int64
+                | Scalar::UInt64
+                | Scalar::Int8
+                | Scalar::UInt8
         )
 }
 
@@ -47,7 +54,19 @@ fn vector_dtype(dt: DType) -> bool {
 fn vector_op(op: Ops) -> bool {
     matches!(
         op,
-        Ops::ADD | Ops::SUB | Ops::MUL | Ops::FDIV | Ops::NEG | Ops::MULACC | Ops::RECIPROCAL | Ops::MAX | Ops::SHL | Ops::SHR | Ops::AND | Ops::OR | Ops::XOR
+        Ops::ADD
+            | Ops::SUB
+            | Ops::MUL
+            | Ops::FDIV
+            | Ops::NEG
+            | Ops::MULACC
+            | Ops::RECIPROCAL
+            | Ops::MAX
+            | Ops::SHL
+            | Ops::SHR
+            | Ops::AND
+            | Ops::OR
+            | Ops::XOR
     )
 }
 
@@ -290,7 +309,9 @@ fn vectorize(sink: &UOp, v: &UOp) -> UOp {
             }
             // (a CAST may widen or narrow: bytes to floats, as dequantization does)
             Ops::CAST | Ops::BITCAST
-                if vector_dtype(u.dtype) && vector_dtype(u.src[0].dtype) && (u.op == Ops::CAST || u.dtype.itemsize() == u.src[0].dtype.itemsize()) =>
+                if vector_dtype(u.dtype)
+                    && vector_dtype(u.src[0].dtype)
+                    && (u.op == Ops::CAST || u.dtype.itemsize() == u.src[0].dtype.itemsize()) =>
             {
                 UOp::new(u.op, u.dtype.vec(w as u16), [broadcast(&vec[&u.src[0]])], Arg::None)
             }

@@ -15,6 +15,7 @@ use std::sync::LazyLock;
 pub static PM_REDUCE_COLLAPSE: LazyLock<PatternMatcher> = LazyLock::new(|| {
     let sum = |value: UPat| UPat::ops(Ops::REDUCE).arg(Arg::Op(Ops::ADD)).src_prefix([value]).named("red");
     pm! {
+        UPat::ops(Ops::STORE).named("st") => |st| store_collapse(st),                                 // buf[i] = c ? a : buf[i] -> if (c) buf[i] = a; pinned loops collapse
         sum(var("c").where_(var("v"), 0)) => |red, c, v| collapse(red, c, v),                        // sum_r((r==e & m) ? v : 0) -> (0<=e<n & m[r:=e]) ? v[r:=e] : 0
         sum(var("a").cmpne(var("b")).where_(0, var("v"))) => |red, a, b, v| collapse(red, &a.cmpeq(b), v), // (a!=b) ? 0 : v == (a==b) ? v : 0
         sum(var("c").where_(var("v"), 0).cast()) => |red, c, v| collapse(red, c, &v.cast(red.src[0].dtype)), // cast(c ? v : 0) == c ? cast(v) : 0
@@ -49,6 +50,35 @@ fn collapse(red: &UOp, cond: &UOp, v: &UOp) -> Option<UOp> {
         UOp::new(Ops::REDUCE, red.dtype, [vec![value], rest].concat(), red.arg.clone())
     };
     Some(out.simplify())
+}
+
+/// A store of `c ? a : (the old value)` (an update of part of a buffer: a KV cache's row, a slice assign) as a
+/// store of `a` gated by `c`, which reads nothing; and where a term of `c` pins one of the store's loops
+/// (`r == e`, `e` free of `r`), that loop collapsed: one store at `r := e`, gated by `0 <= e < n` (a decode step
+/// writes one row, not every row). `None` when the store is not of that form.
+fn store_collapse(st: &UOp) -> Option<UOp> {
+    let (idx, val) = (&st.src[0], &st.src[1]);
+    let old = |u: &UOp| u.op == Ops::LOAD && u.src.len() == 1 && u.src[0] == *idx;
+    if idx.src.len() != 2 || val.op != Ops::WHERE || st.src.len() != 2 {
+        return None;
+    }
+    let (c, a) = match (old(&val.src[1]), old(&val.src[2])) {
+        (false, true) => (val.src[0].clone(), &val.src[1]),
+        (true, false) => (val.src[0].logical_not(), &val.src[2]),
+        _ => return None,
+    };
+    let terms = split_and(&c);
+    let loops: Vec<UOp> = idx.src[1].toposort().into_iter().filter(|u| u.op == Ops::RANGE).collect();
+    let pin = loops.iter().find_map(|r| terms.iter().enumerate().find_map(|(k, t)| pinned(t, r).map(|e| (r, k, e))));
+    let Some((r, k, e)) = pin else {
+        return Some(UOp::new(Ops::STORE, st.dtype, [idx.with_src([idx.src[0].clone(), idx.src[1].clone(), c]), a.clone()], Arg::None));
+    };
+    let e = e.cast(r.dtype);
+    let valid = &e.cmplt(0).logical_not() & &e.cmplt(&r.src[0]);
+    let mut at_e = Gather { map: [(r.clone(), e)].into_iter().collect(), valid: valid.clone() };
+    let gate = terms.iter().enumerate().filter(|&(j, _)| j != k).fold(valid, |g, (_, t)| &g & &at_e.sub(t));
+    let (i, a) = (at_e.sub(&idx.src[1]), at_e.sub(a));
+    Some(UOp::new(Ops::STORE, st.dtype, [idx.with_src([idx.src[0].clone(), i, gate]), a], Arg::None).simplify())
 }
 
 /// The terms of a conjunction: `a & (b & c)` -> `[a, b, c]`.

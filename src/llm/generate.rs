@@ -75,9 +75,13 @@ impl Sampler {
     }
 }
 
-/// The decode step a session's TinyJit replays.
-type DecodeFn<'m> = Box<dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>> + 'm>;
-type DecodeStep<'m> = TinyJit<DecodeFn<'m>>;
+/// The decode step a session's TinyJit replays, one capture per span of cache rows attended.
+type DecodeFn<'m> = Box<dyn FnMut(&[Tensor], &usize) -> Result<Vec<Tensor>> + 'm>;
+type DecodeStep<'m> = TinyJit<DecodeFn<'m>, usize>;
+
+/// Decode steps attend over the cache rows up to the next multiple of this past the position: one captured graph
+/// per 128 positions, and attention that grows with the context used, not the context allowed.
+const SPAN: usize = 128;
 
 /// A model with its KV cache filled up to `pos`: prefill a prompt, then decode one token at a time.
 pub struct Session<'m> {
@@ -93,8 +97,8 @@ const PREFILL_CHUNK: usize = 128;
 impl<'m> Session<'m> {
     /// A session on `model` with an empty cache.
     pub fn new(model: &'m Transformer) -> Session<'m> {
-        let f: DecodeFn<'m> = Box::new(move |x: &[Tensor]| Ok(vec![model.forward(&x[0], StartPos::Var(&x[1]))]));
-        Session { model, pos: 0, decode: TinyJit::new(f) }
+        let f: DecodeFn<'m> = Box::new(move |x: &[Tensor], span: &usize| Ok(vec![model.forward(&x[0], StartPos::Var(&x[1], *span))]));
+        Session { model, pos: 0, decode: TinyJit::with_args(f) }
     }
 
     fn room(&self, n: usize) -> Result<()> {
@@ -128,7 +132,8 @@ impl<'m> Session<'m> {
         self.room(1)?;
         let max = self.model.cfg.max_context as i64 - 1;
         let pos = Tensor::bind_var("start_pos", 0, max, self.pos as i64);
-        let out = self.decode.call(&[Tensor::from_slice(&[token as i32], [1]), pos])?;
+        let span = ((self.pos / SPAN + 1) * SPAN).min(self.model.cfg.max_context);
+        let out = self.decode.call_with(&[Tensor::from_slice(&[token as i32], [1]), pos], span)?;
         self.pos += 1;
         out[0].to_vec::<f32>()
     }

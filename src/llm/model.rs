@@ -65,11 +65,12 @@ struct Block {
     local: bool,
 }
 
-/// Where a forward pass starts: a known position (prefill) or a bound symbolic variable (a TinyJit-replayed
-/// decode step: one compiled graph for every position).
+/// Where a forward pass starts: a known position (prefill), or a bound symbolic variable (a TinyJit-replayed
+/// decode step: one compiled graph for every position) with the cache rows it attends over (`span`, past the
+/// position: a decoder rounds it up to a multiple of 128, so one graph serves 128 positions).
 pub enum StartPos<'a> {
     Const(usize),
-    Var(&'a Tensor),
+    Var(&'a Tensor, usize),
 }
 
 /// A Transformer with its KV cache (tinygrad `llm.model.Transformer`).
@@ -252,13 +253,19 @@ impl Transformer {
                 assert!(s + t <= ctx, "forward: tokens {s}..{} pass the KV cache's {ctx}", s + t);
                 Tensor::arange(s as f64, (s + t) as f64, 1.0).cast(dtypes::FLOAT32)
             }
-            StartPos::Var(v) => {
+            StartPos::Var(v, span) => {
                 assert_eq!(t, 1, "forward: a variable start position decodes one token at a time");
+                assert!(span <= ctx, "forward: a span of {span} rows passes the KV cache's {ctx}");
                 v.cast(dtypes::FLOAT32).reshape([1])
             }
         };
         // key position j is visible to query i when j <= start + i (and, in a local layer, j > start + i - window)
-        let j = Tensor::arange(0.0, ctx as f64, 1.0).reshape([1, ctx]);
+        // the cache rows attended over
+        let span = match start {
+            StartPos::Const(s) => s + t,
+            StartPos::Var(_, span) => span,
+        };
+        let j = Tensor::arange(0.0, span as f64, 1.0).reshape([1, span]);
         let qpos = positions.reshape([t, 1]);
         let causal = j.le(&qpos);
         let window = c.sliding_window.map(|w| causal.bitwise_and(j.gt(&(&qpos - w as f32))));
@@ -266,7 +273,8 @@ impl Transformer {
             // (the normed input and the q/k projections are realized: each is read by many outputs, and RoPE reads
             // each projected element twice)
             let h = rms_norm(&x, &b.attn_norm, c.eps).contiguous();
-            let (mut q, mut k) = (project(&h, &b.q).contiguous().reshape([t, nh, hd]), project(&h, &b.k).contiguous().reshape([t, nkv, hd]));
+            let (mut q, mut k) =
+                (project(&h, &b.q).contiguous().reshape([t, nh, hd]), project(&h, &b.k).contiguous().reshape([t, nkv, hd]));
             let v = project(&h, &b.v).reshape([t, nkv * hd]);
             if let (Some(qn), Some(kn)) = (&b.q_norm, &b.k_norm) {
                 (q, k) = (rms_norm(&q, qn, c.eps), rms_norm(&k, kn, c.eps));
@@ -282,21 +290,24 @@ impl Transformer {
                     let place = |x: &Tensor| x.pad(&[(s as i64, (ctx - s - t) as i64), (0, 0)]);
                     (mask.where_(place(&k), &b.cache_k), mask.where_(place(&v), &b.cache_v))
                 }
-                StartPos::Var(_) => {
-                    let at = j.reshape([ctx, 1]).eq(qpos.reshape([1, 1]));
+                StartPos::Var(var, _) => {
+                    // (an integer compare of the row with the variable: codegen stores the one row it pins)
+                    let rows = Tensor::arange(0.0, ctx as f64, 1.0).cast(dtypes::INT32).reshape([ctx, 1]);
+                    let at = rows.eq(var.cast(dtypes::INT32).reshape([1, 1]));
                     (at.where_(&k, &b.cache_k), at.where_(&v, &b.cache_v))
                 }
             };
             b.cache_k.assign(&ck);
             b.cache_v.assign(&cv);
-            // attention of each query head over its group's cached keys: [nkv, group, T, ctx]
+            // attention of each query head over its group's cached keys: [nkv, group, T, span]
             let g = nh / nkv;
             let qh = q.reshape([t, nkv, g, hd]).permute([1, 2, 0, 3]);
-            let kh = b.cache_k.reshape([ctx, nkv, hd]).permute([1, 2, 0]).reshape([nkv, 1, hd, ctx]);
-            let vh = b.cache_v.reshape([ctx, nkv, hd]).permute([1, 0, 2]).reshape([nkv, 1, ctx, hd]);
+            let rows = |c: &Tensor| c.shrink(&[(0, span), (0, nkv * hd)]).reshape([span, nkv, hd]);
+            let kh = rows(&b.cache_k).permute([1, 2, 0]).reshape([nkv, 1, hd, span]);
+            let vh = rows(&b.cache_v).permute([1, 0, 2]).reshape([nkv, 1, span, hd]);
             let scores = qh.matmul(&kh) * (1.0 / (hd as f32).sqrt());
             let visible = if b.local { window.as_ref().unwrap_or(&causal) } else { &causal };
-            let scores = visible.reshape([1, 1, t, ctx]).where_(&scores, f32::NEG_INFINITY);
+            let scores = visible.reshape([1, 1, t, span]).where_(&scores, f32::NEG_INFINITY);
             let attn = scores.softmax(-1).matmul(&vh).permute([2, 0, 1, 3]).reshape([t, nh * hd]).contiguous();
             let mut out = project(&attn, &b.o);
             if let Some(n) = &b.post_attn_norm {
