@@ -173,12 +173,16 @@ fn vector_axis(sink: &UOp, topo: &[UOp], lanes: &[UOp], max_bytes: usize) -> Opt
     // consecutive in the lanes, under a gate (if any) that is the same for every lane
     let unit = |index: &UOp, r: &UOp| stride(&index.src[1], r) == Some(1) && index.src.get(2).is_none_or(|g| !g.toposort().contains(r));
     let store = sink.src.iter().find(|s| s.op == Ops::STORE)?;
-    // (a store may be masked per lane, as in a padded axis: it is then written lane by lane, once per tile)
-    if let Some(r) = lanes.iter().filter(fits).find(|r| r.axis().1 == AxisType::Upcast && stride(&store.src[0].src[1], r) == Some(1)) {
-        return Some(r.clone());
-    }
     let loads: Vec<&UOp> = topo.iter().filter(|u| u.op == Ops::LOAD).collect();
     let loaded = |r: &&UOp| loads.iter().any(|l| unit(&l.src[0], r));
+    let unit_loads = |r: &UOp| loads.iter().filter(|l| unit(&l.src[0], r)).count();
+    // (a store may be masked per lane, as in a padded axis: it is then written lane by lane, once per tile)
+    if let Some(r) = lanes.iter().filter(fits).find(|r| r.axis().1 == AxisType::Upcast && stride(&store.src[0].src[1], r) == Some(1)) {
+        // unless an UNROLL has more unit-stride loads, where this axis would gather them (a matrix-vector product
+        // over rows of a weight: its lanes are the rows, the weight's bytes run along the reduction)
+        let better = lanes.iter().filter(fits).filter(|u| u.axis().1 == AxisType::Unroll).max_by_key(|u| unit_loads(u));
+        return Some(better.filter(|u| unit_loads(u) > unit_loads(r) && unit_loads(r) == 0).unwrap_or(r).clone());
+    }
     let unroll = lanes.iter().filter(fits).find(|r| r.axis().1 == AxisType::Unroll && loaded(r));
     // else an UPCAST a load walks with unit stride (stored lane by lane)
     unroll.or_else(|| lanes.iter().filter(fits).find(|r| r.axis().1 == AxisType::Upcast && loaded(r))).cloned()
