@@ -346,15 +346,11 @@ fn fuzzed_files_never_panic() {
     assert!(cases > 30_000 && opened > 1000, "{cases} cases, {opened} opened");
 }
 
-fn models_dir() -> PathBuf {
-    std::env::var_os("TINYGRAD_MODELS_DIR").map_or_else(|| tinygrad::helpers::cache_dir().join("models"), PathBuf::from)
-}
-
 #[test]
 fn real_models_dequantize_like_gguf_py() {
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(data("vectors/models.json")).unwrap()).unwrap();
     for (file, arch, count) in [("SmolLM2-135M-Instruct.Q4_1.gguf", "llama", 272), ("gemma-3-270m-q4_k_m.gguf", "gemma3", 236)] {
-        let path = models_dir().join(file);
+        let path = tinygrad::llm::models_dir().join(file);
         if !path.exists() {
             assert!(std::env::var_os("CI").is_none(), "{} is missing (CI must provide it)", path.display());
             eprintln!("skipping {file}: {} is absent", path.display());

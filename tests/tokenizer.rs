@@ -3,7 +3,6 @@
 //! (made by `tokenizer/gen_reference.py`). The real-vocabulary tests skip when the GGUF files are absent, unless `CI`
 //! is set.
 
-use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -172,131 +171,24 @@ fn bad_specs_are_errors() {
 
 // ---- the real vocabularies ----
 
-/// TEMPORARY, test only: reads a GGUF file's metadata (version 2/3 header and key/values, stopping before the tensor
-/// infos) into a TokenizerSpec. Switch to `nn::gguf` once it is merged.
-mod gguf_meta {
-    use std::collections::HashMap;
-    use std::io::{BufReader, Read};
-
-    #[derive(Debug)]
-    pub enum Val {
-        Int(i64),
-        F32(f32),
-        Bool(bool),
-        Str(String),
-        Arr(Vec<Val>),
-        Other,
-    }
-
-    struct R(BufReader<std::fs::File>);
-    impl R {
-        fn bytes<const N: usize>(&mut self) -> [u8; N] {
-            let mut b = [0; N];
-            self.0.read_exact(&mut b).unwrap();
-            b
-        }
-        fn u32(&mut self) -> u32 {
-            u32::from_le_bytes(self.bytes())
-        }
-        fn u64(&mut self) -> u64 {
-            u64::from_le_bytes(self.bytes())
-        }
-        fn str(&mut self) -> String {
-            let mut b = vec![0; self.u64() as usize];
-            self.0.read_exact(&mut b).unwrap();
-            String::from_utf8_lossy(&b).into_owned()
-        }
-        fn val(&mut self, ty: u32) -> Val {
-            match ty {
-                0 => Val::Int(self.bytes::<1>()[0] as i64),
-                1 => Val::Int(self.bytes::<1>()[0] as i8 as i64),
-                2 => Val::Int(u16::from_le_bytes(self.bytes()) as i64),
-                3 => Val::Int(i16::from_le_bytes(self.bytes()) as i64),
-                4 => Val::Int(self.u32() as i64),
-                5 => Val::Int(self.u32() as i32 as i64),
-                6 => Val::F32(f32::from_le_bytes(self.bytes())),
-                7 => Val::Bool(self.bytes::<1>()[0] != 0),
-                8 => Val::Str(self.str()),
-                9 => {
-                    let (ty, n) = (self.u32(), self.u64());
-                    Val::Arr((0..n).map(|_| self.val(ty)).collect())
-                }
-                10 | 11 => Val::Int(self.u64() as i64),
-                12 => {
-                    self.u64();
-                    Val::Other
-                }
-                t => panic!("GGUF value type {t}"),
-            }
-        }
-    }
-
-    pub fn read(path: &std::path::Path) -> HashMap<String, Val> {
-        let mut r = R(BufReader::new(std::fs::File::open(path).unwrap()));
-        assert_eq!(&r.bytes::<4>(), b"GGUF");
-        assert!(matches!(r.u32(), 2 | 3), "GGUF version");
-        let (_n_tensors, n_kv) = (r.u64(), r.u64());
-        (0..n_kv)
-            .map(|_| {
-                let key = r.str();
-                let ty = r.u32();
-                (key, r.val(ty))
-            })
-            .collect()
-    }
-
-    pub fn spec(path: &std::path::Path) -> super::TokenizerSpec {
-        let kv = read(path);
-        let get = |k: &str| kv.get(&format!("tokenizer.ggml.{k}"));
-        let arr = |k: &str| match get(k) {
-            Some(Val::Arr(a)) => a.as_slice(),
-            _ => &[],
-        };
-        let s = |v: &Val| match v {
-            Val::Str(s) => s.clone(),
-            v => panic!("{v:?}"),
-        };
-        let int = |v: &Val| match v {
-            Val::Int(i) => *i,
-            v => panic!("{v:?}"),
-        };
-        let bool_ = |k: &str| match get(k) {
-            Some(Val::Bool(b)) => Some(*b),
-            _ => None,
-        };
-        super::TokenizerSpec {
-            model: get("model").map(s).unwrap_or_default(),
-            pre: get("pre").map(s).unwrap_or_default(),
-            tokens: arr("tokens").iter().map(s).collect(),
-            token_types: arr("token_type").iter().map(|v| int(v) as i32).collect(),
-            merges: arr("merges").iter().map(s).collect(),
-            scores: arr("scores").iter().map(|v| if let Val::F32(f) = v { *f } else { panic!("{v:?}") }).collect(),
-            bos: get("bos_token_id").map(|v| int(v) as u32),
-            eos: get("eos_token_id").map(|v| int(v) as u32),
-            add_bos: bool_("add_bos_token"),
-            add_space_prefix: bool_("add_space_prefix"),
-        }
-    }
-}
-
 const SMOLLM: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
 
-/// The tokenizer of a model in ~/.cache/tinygrad/models, built once; None (test skipped) when the file is absent
+/// The tokenizer of a model in `llm::models_dir()` (`$TINYGRAD_MODELS_DIR`), built once; None (test skipped) when the file is absent
 /// and `CI` is not set.
 fn real(name: &'static str) -> Option<&'static Tokenizer> {
     static CELLS: [OnceLock<Option<Tokenizer>>; 2] = [OnceLock::new(), OnceLock::new()];
     let cell = &CELLS[usize::from(name == GEMMA)];
     cell.get_or_init(|| {
-        let path = PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/tinygrad/models").join(name);
+        let path = tinygrad::llm::models_dir().join(name);
         if !path.exists() {
             assert!(std::env::var_os("CI").is_none(), "{} is missing (CI is set)", path.display());
             eprintln!("skipping: {} is missing", path.display());
             return None;
         }
-        let spec = gguf_meta::spec(&path);
+        let file = tinygrad::nn::gguf::GgufFile::open(&path).unwrap();
         let t = Instant::now();
-        let tok = Tokenizer::new(spec).unwrap();
+        let tok = tinygrad::llm::tokenizer_from_gguf(&file).unwrap();
         eprintln!("{name}: {} tokens, Tokenizer::new took {:?}", tok.vocab_size(), t.elapsed());
         Some(tok)
     })
