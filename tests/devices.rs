@@ -136,3 +136,14 @@ fn an_empty_tensor_with_a_huge_axis_computes_nothing() {
     let t = Tensor::zeros([0usize, 1 << 40]) + 1.0f32;
     assert_eq!(t.to_vec::<f32>().unwrap(), Vec::<f32>::new());
 }
+
+/// Byte vectors: a max over uint8 lanes (the comparison mask is as wide as the bytes) and a widening cast.
+#[test]
+fn byte_vectors_reduce_and_widen() {
+    let v: Vec<u8> = (0..4096u32).map(|i| ((i * 37) % 251) as u8).collect();
+    let t = Tensor::from_slice(&v, [16, 256]);
+    let want: Vec<u8> = v.chunks(256).map(|c| *c.iter().max().unwrap()).collect();
+    assert_eq!(t.max(1).to_vec::<u8>().unwrap(), want);
+    let sums: Vec<f32> = v.chunks(256).map(|c| c.iter().map(|&x| f32::from(x)).sum()).collect();
+    assert_eq!(t.cast(tinygrad::dtypes::FLOAT32).sum(1).to_vec::<f32>().unwrap(), sums);
+}

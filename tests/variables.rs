@@ -74,3 +74,17 @@ fn one_variable_bound_to_two_values_panics() {
     let b = Tensor::bind_var("pos", 0, 9, 2);
     let _ = (a + b).to_vec::<i32>();
 }
+
+#[test]
+fn a_replay_must_bind_the_captured_variables() {
+    let table = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], [4]);
+    let mut jit = TinyJit::new(|x: &[Tensor]| Ok(vec![read_at(&x[0], &x[1]).0]));
+    for pos in 0..2 {
+        jit.call(&[table.clone(), Tensor::bind_var("pos", 0, 3, pos)]).unwrap();
+    }
+    let err = jit.call(&[table.clone(), Tensor::bind_var("other", 0, 3, 1)]).map(drop).unwrap_err().to_string();
+    assert!(err.contains("bound variables"), "{err}");
+    // a variable named like the kernel's own names renders apart from them
+    let vals = Tensor::bind_var("vals", 0, 3, 2);
+    assert_eq!(read_at(&table, &vals).0.to_vec::<f32>().unwrap(), [3.0]);
+}

@@ -120,10 +120,15 @@ fn run(a: &Args) -> tinygrad::Result<()> {
         println!("machine read bandwidth: {:.2} GB/s", read_bandwidth());
         return Ok(());
     }
+    let ctx = model.cfg.max_context;
+    // (stops at `count` tokens, an end token, or a full context; no step after the last token)
     let complete = |session: &mut Session, sampler: &mut Sampler, ids: &[u32], count: usize| -> tinygrad::Result<String> {
+        if ids.is_empty() {
+            return Err(tinygrad::Error::Context("the prompt encodes to no tokens".into()));
+        }
         let mut logits = session.prefill(ids)?;
         let (mut dec, mut text) = (StreamDecoder::new(), String::new());
-        for _ in 0..count {
+        for i in 0..count {
             let next = sampler.sample(&logits);
             if tok.is_end(next) {
                 break;
@@ -132,13 +137,25 @@ fn run(a: &Args) -> tinygrad::Result<()> {
             text.push_str(&piece);
             print!("{piece}");
             let _ = out.lock().flush();
+            if i + 1 == count || session.pos >= ctx {
+                break;
+            }
             logits = session.step(next)?;
         }
         text.push_str(&dec.finish());
         Ok(text)
     };
+    // a rendered chat template may begin with the BOS text itself (Gemma's does): then no second BOS
+    let bos_text = tok.bos().map(|b| String::from_utf8_lossy(&tok.decode_token(b)).into_owned()).filter(|t| !t.is_empty());
+    let encode = |text: &str| {
+        if bos_text.as_ref().is_some_and(|b| text.starts_with(b.as_str())) {
+            tok.encode(text)
+        } else {
+            tok.encode_with_bos(text)
+        }
+    };
     if let Some(p) = &a.prompt {
-        complete(&mut session, &mut sampler, &tok.encode_with_bos(p), a.count)?;
+        complete(&mut session, &mut sampler, &encode(p), a.count)?;
         println!();
         return Ok(());
     }
@@ -158,9 +175,18 @@ fn run(a: &Args) -> tinygrad::Result<()> {
         let prompt = chat_prompt(&file, &tok, &msgs)?;
         // (each turn re-encodes the conversation into a fresh cache: simple, and the prompt is short)
         session = Session::new(&model);
-        let reply = complete(&mut session, &mut sampler, &tok.encode_with_bos(&prompt), a.max_context.saturating_sub(1))?;
-        println!();
-        history.push(("assistant".into(), reply));
+        match complete(&mut session, &mut sampler, &encode(&prompt), ctx) {
+            Ok(reply) => {
+                println!();
+                history.push(("assistant".into(), reply));
+            }
+            // (a conversation past the context starts over, rather than ending the program)
+            Err(e @ tinygrad::Error::Context(_)) => {
+                println!("\n[{e}; the conversation starts over]");
+                history.clear();
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 

@@ -69,6 +69,8 @@ struct Captured {
     outputs: Vec<(UOp, Vec<usize>)>,
     /// Output buffers the capture created: each replay writes new ones instead.
     fresh: FxHashSet<UOp>,
+    /// The variables (DEFINE_VAR) the inputs bound, in order: a replay must bind the same ones.
+    vars: Vec<UOp>,
 }
 
 #[derive(Default)]
@@ -159,6 +161,7 @@ fn step(state: &mut State, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Resul
     // bound variables among the inputs are not buffers: each replay passes their new values to the kernels
     let inputs: Vec<Tensor> = all.iter().filter(|t| t.uop().op != Ops::BIND).cloned().collect();
     let vars = input_vars(all);
+    let var_specs: Vec<UOp> = all.iter().map(Tensor::uop).filter(|u| u.op == Ops::BIND).map(|b| b.src[0].clone()).collect();
     let bufs = inputs.iter().map(buffer_of).collect::<Result<Vec<_>>>()?;
     let specs: Vec<Spec> = inputs.iter().map(|t| Spec { shape: t.shape(), dtype: t.dtype(), device: t.device() }).collect();
     let aliases: Vec<usize> = bufs.iter().map(|b| bufs.iter().position(|x| x == b).unwrap()).collect();
@@ -179,9 +182,14 @@ fn step(state: &mut State, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Resul
         let fresh = items.iter().filter(|(_, new)| *new).map(|(ei, _)| ei.bufs[0].clone()).filter(|b| !bufs.contains(b)).collect();
         let outputs = out.iter().map(|t| Ok((buffer_of(t)?, t.shape()))).collect::<Result<Vec<_>>>()?;
         let items = items.into_iter().map(|(ei, _)| ei).collect();
-        state.captured = Some(Captured { items, inputs: bufs, specs, aliases, outputs, fresh });
+        state.captured = Some(Captured { items, inputs: bufs, specs, aliases, outputs, fresh, vars: var_specs });
         return Ok(out);
     };
+    // the same variables (name and bounds: the kernels were simplified with those bounds) in the same places
+    if var_specs != cap.vars {
+        let names = |v: &[UOp]| v.iter().map(|x| format!("{:?}", x.arg)).collect::<Vec<_>>().join(", ");
+        return Err(Error::Jit(format!("bound variables [{}], the captured call had [{}]", names(&var_specs), names(&cap.vars))));
+    }
     if specs.len() != cap.specs.len() {
         return Err(Error::Jit(format!("{} inputs, the captured call had {}", specs.len(), cap.specs.len())));
     }

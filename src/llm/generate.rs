@@ -48,21 +48,25 @@ impl Sampler {
         if self.top_k > 0 {
             order.truncate(self.top_k);
         }
+        // (as llama.cpp's default chain: top-k, then top-p on the untempered probabilities, then temperature)
         let top = f64::from(logits[best]);
-        let mut probs: Vec<f64> = order.iter().map(|&i| ((f64::from(logits[i]) - top) / f64::from(self.temperature)).exp()).collect();
-        let total: f64 = probs.iter().sum();
-        probs.iter_mut().for_each(|p| *p /= total);
-        let mut keep = probs.len();
+        let probs = |t: f64| -> Vec<f64> {
+            let p: Vec<f64> = order.iter().map(|&i| ((f64::from(logits[i]) - top) / t).exp()).collect();
+            let total: f64 = p.iter().sum();
+            p.into_iter().map(|x| x / total).collect()
+        };
+        let mut keep = order.len();
         if self.top_p < 1.0 {
             let mut acc = 0.0;
-            keep = probs
+            keep = probs(1.0)
                 .iter()
                 .position(|p| {
                     acc += p;
                     acc >= f64::from(self.top_p)
                 })
-                .map_or(probs.len(), |i| i + 1);
+                .map_or(order.len(), |i| i + 1);
         }
+        let probs = probs(f64::from(self.temperature));
         let mass: f64 = probs[..keep].iter().sum();
         let mut r = self.uniform() * mass;
         for (i, p) in probs[..keep].iter().enumerate() {

@@ -229,13 +229,14 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
             Ops::CONST => literal(u.const_value().unwrap(), u.dtype, d),
             // a symbolic variable: a kernel parameter on GPUs, the launch's `vals` array on the CPU
             Ops::DEFINE_VAR => {
+                // (prefixed: a variable named like a kernel's own names, `vals` or `alu0`, would clash)
                 let name = u.var_name();
                 if !(d.opencl || d.cuda) {
                     let k = k.vars.iter().position(|v| &**v == name).expect("LinearKernel::vars lists every DEFINE_VAR");
                     indent(&mut body, depth);
-                    let _ = writeln!(body, "long {name} = (long)vals[{k}];");
+                    let _ = writeln!(body, "long var_{name} = (long)vals[{k}];");
                 }
-                r[i] = name.to_string();
+                r[i] = format!("var_{name}");
                 continue;
             }
             Ops::SPECIAL => {
@@ -444,7 +445,7 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
         let params: Vec<String> = globals
             .iter()
             .map(|(slot, dt)| format!("{}{}* __restrict__ data{slot}", if *slot == 0 { "" } else { "const " }, d.buf_ty(*dt)))
-            .chain(k.vars.iter().map(|v| format!("const int {v}")))
+            .chain(k.vars.iter().map(|v| format!("const int var_{v}")))
             .collect();
         let half = if uops.iter().any(|u| u.dtype.scalar == Scalar::Float16) { "#include <cuda_fp16.h>\n" } else { "" };
         return format!(
@@ -460,7 +461,7 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
         let params: Vec<String> = globals
             .iter()
             .map(|(slot, dt)| format!("__global {}{}* restrict data{slot}", if *slot == 0 { "" } else { "const " }, d.buf_ty(*dt)))
-            .chain(k.vars.iter().map(|v| format!("const int {v}")))
+            .chain(k.vars.iter().map(|v| format!("const int var_{v}")))
             .collect();
         let fp64 = if uops.iter().any(|u| u.dtype.scalar == Scalar::Float64 || (u.op == Ops::POW && !u.dtype.is_float())) {
             "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
@@ -501,7 +502,12 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
 
 /// The signed integer vector a comparison of `dt` vectors gives (same lane count and width).
 fn mask_dtype(dt: DType) -> DType {
-    let s = if dt.scalar().itemsize() == 8 { dtypes::INT64 } else { dtypes::INT32 };
+    let s = match dt.scalar().itemsize() {
+        1 => dtypes::INT8,
+        2 => dtypes::INT16,
+        8 => dtypes::INT64,
+        _ => dtypes::INT32,
+    };
     s.vec(dt.count)
 }
 
