@@ -98,3 +98,13 @@ fn gemma3_matches_the_numpy_reference() {
     // (llama.cpp's greedy continuation, the same words)
     assert!(text.starts_with(" the capital of the country of France. It is"), "{text:?}");
 }
+
+/// Gemma's chat turns (the fallback template: the file has none) encode as llama.cpp encodes them, one BOS.
+#[test]
+fn gemma3_chat_prompt_encodes_like_llama_cpp() {
+    let Some(file) = model("gemma-3-270m-q4_k_m.gguf") else { return };
+    let tok = tokenizer_from_gguf(&file).unwrap();
+    let prompt = tinygrad::llm::chat_prompt(&file, &tok, &[("user", "What is the capital of France?")]).unwrap();
+    assert_eq!(prompt, "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n");
+    assert_eq!(tok.encode_with_bos(&prompt), [2, 105, 2364, 107, 3689, 563, 506, 5279, 529, 7001, 236881, 106, 107, 105, 4368, 107]);
+}

@@ -135,8 +135,9 @@ fn run(a: &Args) -> tinygrad::Result<()> {
             }
             let piece = dec.push(&tok, next);
             text.push_str(&piece);
-            print!("{piece}");
-            let _ = out.lock().flush();
+            // (a closed stdout, as `| head` leaves it, ends the output, not the program with a panic)
+            let mut o = out.lock();
+            let _ = write!(o, "{piece}").and_then(|()| o.flush());
             if i + 1 == count || session.pos >= ctx {
                 break;
             }
@@ -156,13 +157,13 @@ fn run(a: &Args) -> tinygrad::Result<()> {
     };
     if let Some(p) = &a.prompt {
         complete(&mut session, &mut sampler, &encode(p), a.count)?;
-        println!();
+        let _ = writeln!(out.lock());
         return Ok(());
     }
     let mut history: Vec<(String, String)> = Vec::new();
     let stdin = std::io::stdin();
     loop {
-        print!("> ");
+        let _ = write!(out.lock(), "> ");
         let _ = out.lock().flush();
         let mut line = String::new();
         if stdin.lock().read_line(&mut line).map_err(|e| tinygrad::Error::Io { path: "stdin".into(), source: e })? == 0
@@ -177,12 +178,12 @@ fn run(a: &Args) -> tinygrad::Result<()> {
         session = Session::new(&model);
         match complete(&mut session, &mut sampler, &encode(&prompt), ctx) {
             Ok(reply) => {
-                println!();
+                let _ = writeln!(out.lock());
                 history.push(("assistant".into(), reply));
             }
             // (a conversation past the context starts over, rather than ending the program)
             Err(e @ tinygrad::Error::Context(_)) => {
-                println!("\n[{e}; the conversation starts over]");
+                let _ = writeln!(out.lock(), "\n[{e}; the conversation starts over]");
                 history.clear();
             }
             Err(e) => return Err(e),

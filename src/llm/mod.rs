@@ -53,12 +53,20 @@ pub fn tokenizer_from_gguf(file: &GgufFile) -> Result<Tokenizer> {
 
 /// The prompt for a chat: `messages` (`(role, content)`) rendered with the GGUF file's Jinja chat template
 /// (`tokenizer.chat_template`, with tinygrad's globals: `bos_token`, `eos_token`, `add_generation_prompt`,
-/// `raise_exception`), or ChatML (`<|im_start|>role\ncontent<|im_end|>`) when the file has none.
+/// `raise_exception`); when the file has none, Gemma's turns (`<start_of_turn>role\n...<end_of_turn>`) if the
+/// vocabulary has them, else ChatML (`<|im_start|>role\ncontent<|im_end|>`).
 ///
 /// # Errors
 /// [`Error::Format`] naming the file when the template does not parse or raises.
 pub fn chat_prompt(file: &GgufFile, tok: &Tokenizer, messages: &[(&str, &str)]) -> Result<String> {
     let Some(template) = file.metadata.get("tokenizer.chat_template").and_then(GgufValue::as_str) else {
+        // (no template in the file: Gemma's turns where the vocabulary has them, as its template writes them)
+        if tok.token_id("<start_of_turn>").is_some() {
+            let role = |r: &str| if r == "assistant" { "model".to_string() } else { r.to_string() };
+            let mut s: String = messages.iter().map(|(r, c)| format!("<start_of_turn>{}\n{c}<end_of_turn>\n", role(r))).collect();
+            s.push_str("<start_of_turn>model\n");
+            return Ok(s);
+        }
         let mut s: String = messages.iter().map(|(r, c)| format!("<|im_start|>{r}\n{c}<|im_end|>\n")).collect();
         s.push_str("<|im_start|>assistant\n");
         return Ok(s);
