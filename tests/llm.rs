@@ -108,3 +108,22 @@ fn gemma3_chat_prompt_encodes_like_llama_cpp() {
     assert_eq!(prompt, "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n");
     assert_eq!(tok.encode_with_bos(&prompt), [2, 105, 2364, 107, 3689, 563, 506, 5279, 529, 7001, 236881, 106, 107, 105, 4368, 107]);
 }
+
+/// A file that asks for RoPE scaling (not implemented) is refused, not run wrong.
+#[test]
+fn rope_scaling_is_refused() {
+    let mut b: Vec<u8> = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b.extend(2u64.to_le_bytes());
+    for (k, v) in [("general.architecture", "llama"), ("llama.rope.scaling.type", "linear")] {
+        b.extend((k.len() as u64).to_le_bytes());
+        b.extend(k.as_bytes());
+        b.extend(8u32.to_le_bytes());
+        b.extend((v.len() as u64).to_le_bytes());
+        b.extend(v.as_bytes());
+    }
+    let file = GgufFile::from_bytes(b, "scaled.gguf").unwrap();
+    let err = tinygrad::llm::model::Config::from_gguf(&file, 64).map(drop).unwrap_err().to_string();
+    assert!(err.contains("RoPE scaling `linear` is not supported"), "{err}");
+}

@@ -99,7 +99,8 @@ impl Config {
     /// The configuration in `file`'s metadata, with a KV cache of `max_context` tokens (at most the model's).
     ///
     /// # Errors
-    /// [`Error::Format`] for an architecture other than `llama` and `gemma3`, or a missing key.
+    /// [`Error::Format`] for an architecture other than `llama` and `gemma3`, a missing key, or RoPE scaling
+    /// (`rope.scaling.type`, a `rope_freqs` tensor), which is not implemented.
     pub fn from_gguf(file: &GgufFile, max_context: usize) -> Result<Config> {
         let name = meta(file, "general.architecture")?.as_str().unwrap_or("").to_string();
         let arch = match name.as_str() {
@@ -113,6 +114,11 @@ impl Config {
             }
         };
         let k = |s: &str| format!("{name}.{s}");
+        // (RoPE scaling changes every position's angle: a file that asks for it would run wrong, so it is refused)
+        let scaling = file.metadata.get(&k("rope.scaling.type")).and_then(GgufValue::as_str).filter(|t| *t != "none");
+        if let Some(t) = scaling.or(file.info("rope_freqs.weight").map(|_| "rope_freqs")) {
+            return Err(Error::Format { path: file.path.clone(), msg: format!("RoPE scaling `{t}` is not supported yet") });
+        }
         let dim = meta_usize(file, &k("embedding_length"))?;
         let n_heads = meta_usize(file, &k("attention.head_count"))?;
         let head_dim = meta_usize(file, &k("attention.key_length")).unwrap_or(dim / n_heads.max(1));
