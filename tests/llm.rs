@@ -44,9 +44,8 @@ fn matches_reference(file: &GgufFile, reference: &[serde_json::Value]) -> String
         let (prompt, ids, greedy) = (r["prompt"].as_str().unwrap(), ints(&r["ids"]), ints(&r["greedy"]));
         assert_eq!(tok.encode_with_bos(prompt), ids, "{prompt:?}");
         // logits at every position, from a fresh cache
-        let fresh = Transformer::from_gguf(file, "CPU", 128).unwrap();
         let x = Tensor::from_slice(&ids.iter().map(|&i| i as i32).collect::<Vec<_>>(), [ids.len()]);
-        let logits = fresh.logits(&x, StartPos::Const(0)).to_vec::<f32>().unwrap();
+        let logits = model.logits(&model.new_cache().unwrap(), &x, StartPos::Const(0)).to_vec::<f32>().unwrap();
         let (vocab, stride) = (model.cfg.vocab, r["stride"].as_u64().unwrap() as usize);
         for (p, row) in r["logits"].as_array().unwrap().iter().enumerate() {
             let ours = &logits[p * vocab..(p + 1) * vocab];
@@ -59,7 +58,7 @@ fn matches_reference(file: &GgufFile, reference: &[serde_json::Value]) -> String
             assert_eq!(top, row["top"][0].as_u64().unwrap(), "{prompt:?} position {p}: top token");
         }
         // greedy: prefill, then the TinyJit decode step (captured at the second step, replayed from the third)
-        let mut session = Session::new(&model);
+        let mut session = Session::new(&model).unwrap();
         let mut sampler = Sampler::new(0.0, 0, 1.0, 0);
         let mut logits = session.prefill(&ids).unwrap();
         let mut out = Vec::new();
@@ -126,4 +125,56 @@ fn rope_scaling_is_refused() {
     let file = GgufFile::from_bytes(b, "scaled.gguf").unwrap();
     let err = tinygrad::llm::model::Config::from_gguf(&file, 64).map(drop).unwrap_err().to_string();
     assert!(err.contains("RoPE scaling `linear` is not supported"), "{err}");
+}
+
+/// The batcher: three requests at once decode together (one batched step each token) and each gets its own
+/// prompt's greedy tokens; then a prompt that extends one of them reuses that slot's cache for all but its last
+/// token and continues with the rest of the same greedy tokens.
+#[test]
+fn batcher_serves_requests_together_and_reuses_prefixes() {
+    use std::sync::mpsc::channel;
+    use tinygrad::llm::batch::{Batcher, Event, Finish, Request};
+    let Some(file) = model("SmolLM2-135M-Instruct.Q4_1.gguf") else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tok = tokenizer_from_gguf(&file).unwrap();
+    let batcher = Batcher::spawn(Transformer::from_gguf(&file, "CPU", 128).unwrap(), move |t| tok.is_end(t), 4);
+    let run = |prompts: &[Vec<u32>], max_tokens: usize| -> Vec<(usize, Vec<u32>, Finish)> {
+        let rxs: Vec<_> = prompts
+            .iter()
+            .map(|p| {
+                let (tx, rx) = channel();
+                batcher.submit(Request { prompt: p.clone(), max_tokens, sampler: Sampler::new(0.0, 0, 1.0, 0), events: tx }).unwrap();
+                rx
+            })
+            .collect();
+        rxs.into_iter()
+            .map(|rx| {
+                let (mut cached, mut out) = (usize::MAX, Vec::new());
+                for e in rx {
+                    match e {
+                        Event::Started { cached: c } => cached = c,
+                        Event::Token(t) => out.push(t),
+                        Event::Done(f) => return (cached, out, f),
+                        Event::Failed(m) => panic!("{m}"),
+                    }
+                }
+                panic!("the channel closed before Done")
+            })
+            .collect()
+    };
+    let refs = reference("smollm2_reference.json");
+    let (prompts, greedy): (Vec<Vec<u32>>, Vec<Vec<u32>>) = refs.iter().map(|r| (ints(&r["ids"]), ints(&r["greedy"]))).unzip();
+    let n = greedy[0].len();
+    let ends = tokenizer_from_gguf(&file).unwrap();
+    for (i, (cached, out, finish)) in run(&prompts, n).into_iter().enumerate() {
+        // (the reference runs on past an end token; the batcher stops there)
+        let end = greedy[i].iter().position(|&t| ends.is_end(t));
+        assert_eq!(out, greedy[i][..end.unwrap_or(n)], "prompt {i}");
+        assert_eq!((cached, finish), (0, if end.is_some() { Finish::Stop } else { Finish::Length }), "prompt {i}");
+    }
+    // the second prompt and 8 of its tokens: its slot holds all of them (and 23 more), so only the last is run
+    let longer: Vec<u32> = prompts[1].iter().chain(&greedy[1][..8]).copied().collect();
+    let (cached, out, _) = run(std::slice::from_ref(&longer), n - 8).remove(0);
+    assert_eq!(cached, longer.len() - 1);
+    assert_eq!(out, greedy[1][8..]);
 }

@@ -6,9 +6,10 @@
 
 use std::io::{BufRead, Write};
 use std::time::Instant;
+use tinygrad::llm::batch::{Batcher, Event, Request};
 use tinygrad::llm::generate::{Sampler, Session};
 use tinygrad::llm::model::Transformer;
-use tinygrad::llm::tokenizer::StreamDecoder;
+use tinygrad::llm::tokenizer::{StreamDecoder, Tokenizer};
 use tinygrad::llm::{chat_prompt, fetch_model, tokenizer_from_gguf};
 use tinygrad::nn::gguf::GgufFile;
 
@@ -82,7 +83,7 @@ fn run(a: &Args) -> tinygrad::Result<()> {
     let model = Transformer::from_gguf(&file, &tinygrad::helpers::default_device(), a.max_context)?;
     let weight_bytes: usize = file.tensors.iter().map(|t| file.raw(&t.name).map_or(0, <[u8]>::len)).sum();
     let mut sampler = Sampler::new(a.temperature, a.top_k, a.top_p, a.seed);
-    let mut session = Session::new(&model);
+    let mut session = Session::new(&model)?;
     let out = std::io::stdout();
     if let Some(n) = a.benchmark {
         // prefill: 128 tokens (the second run, the first compiles), then n greedy decode steps after it
@@ -90,7 +91,7 @@ fn run(a: &Args) -> tinygrad::Result<()> {
         let prompt: Vec<u32> = tok.encode_with_bos(&text).into_iter().take(128.min(a.max_context / 2)).collect();
         let mut logits = Vec::new();
         for _ in 0..2 {
-            session = Session::new(&model);
+            session = Session::new(&model)?;
             let t = Instant::now();
             logits = session.prefill(&prompt)?;
             let s = t.elapsed().as_secs_f64();
@@ -118,6 +119,7 @@ fn run(a: &Args) -> tinygrad::Result<()> {
             );
         }
         println!("machine read bandwidth: {:.2} GB/s", read_bandwidth());
+        batched_benchmark(&file, &tok, &prompt, n, a.max_context)?;
         return Ok(());
     }
     let ctx = model.cfg.max_context;
@@ -175,7 +177,7 @@ fn run(a: &Args) -> tinygrad::Result<()> {
         let msgs: Vec<(&str, &str)> = history.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
         let prompt = chat_prompt(&file, &tok, &msgs)?;
         // (each turn re-encodes the conversation into a fresh cache: simple, and the prompt is short)
-        session = Session::new(&model);
+        session = Session::new(&model)?;
         match complete(&mut session, &mut sampler, &encode(&prompt), ctx) {
             Ok(reply) => {
                 let _ = writeln!(out.lock());
@@ -189,6 +191,40 @@ fn run(a: &Args) -> tinygrad::Result<()> {
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Decode tokens/s of 1, 2 and 4 requests at once through the [`Batcher`] (the server's slots): each request
+/// `n` greedy tokens after `prompt`, timed from the first token of all to the last.
+fn batched_benchmark(file: &GgufFile, tok: &Tokenizer, prompt: &[u32], n: usize, max_context: usize) -> tinygrad::Result<()> {
+    let batcher = Batcher::spawn(Transformer::from_gguf(file, &tinygrad::helpers::default_device(), max_context)?, |_| false, 4);
+    let n = n.min(max_context - prompt.len() - 1);
+    for streams in [1, 2, 4, 1, 2, 4] {
+        let rxs: Vec<_> = (0..streams)
+            .map(|i| {
+                let (tx, rx) = std::sync::mpsc::channel();
+                // (different prompts: each stream its own slot; the same sampler)
+                let mut p = prompt.to_vec();
+                p.push(tok.encode(&format!(" {i}"))[0]);
+                batcher.submit(Request { prompt: p, max_tokens: n, sampler: Sampler::new(0.0, 0, 1.0, 0), events: tx }).map(|()| rx)
+            })
+            .collect::<tinygrad::Result<_>>()?;
+        let (mut first, mut tokens) = (None, 0);
+        for rx in rxs {
+            for e in rx {
+                match e {
+                    Event::Token(_) => {
+                        first.get_or_insert_with(Instant::now);
+                        tokens += 1;
+                    }
+                    Event::Failed(m) => return Err(tinygrad::Error::Context(m)),
+                    _ => {}
+                }
+            }
+        }
+        let s = first.map_or(0.0, |t| t.elapsed().as_secs_f64());
+        println!("batched decode: {streams} streams, {tokens} tokens in {:.2} s, {:.2} tok/s in total", s, tokens as f64 / s);
+    }
+    Ok(())
 }
 
 fn main() {

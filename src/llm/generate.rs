@@ -3,7 +3,7 @@
 //! every token after the first two runs the captured kernels: no scheduling, no compiling), and sampled greedily
 //! or by temperature, top-k and top-p from a seeded generator (tinygrad `llm/model.py` `generate`).
 
-use super::model::{StartPos, Transformer};
+use super::model::{KvCache, StartPos, Transformer};
 use crate::error::{Error, Result};
 use crate::{Tensor, TinyJit};
 
@@ -85,24 +85,30 @@ type DecodeStep<'m> = TinyJit<DecodeFn<'m>, usize>;
 
 /// Decode steps attend over the cache rows up to the next multiple of this past the position: one captured graph
 /// per 128 positions, and attention that grows with the context used, not the context allowed.
-const SPAN: usize = 128;
+pub(crate) const SPAN: usize = 128;
 
 /// A model with its KV cache filled up to `pos`: prefill a prompt, then decode one token at a time.
 pub struct Session<'m> {
     model: &'m Transformer,
+    cache: KvCache,
     /// Tokens in the KV cache.
     pub pos: usize,
     decode: DecodeStep<'m>,
 }
 
 /// Tokens one prefill pass takes at most (longer prompts go in chunks).
-const PREFILL_CHUNK: usize = 128;
+pub(crate) const PREFILL_CHUNK: usize = 128;
 
 impl<'m> Session<'m> {
     /// A session on `model` with an empty cache.
-    pub fn new(model: &'m Transformer) -> Session<'m> {
-        let f: DecodeFn<'m> = Box::new(move |x: &[Tensor], span: &usize| Ok(vec![model.forward(&x[0], StartPos::Var(&x[1], *span))]));
-        Session { model, pos: 0, decode: TinyJit::with_args(f) }
+    ///
+    /// # Errors
+    /// When the device can't allocate the cache.
+    pub fn new(model: &'m Transformer) -> Result<Session<'m>> {
+        let cache = model.new_cache()?;
+        let c = cache.clone();
+        let f: DecodeFn<'m> = Box::new(move |x: &[Tensor], span: &usize| Ok(vec![model.forward(&c, &x[0], StartPos::Var(&x[1], *span))]));
+        Ok(Session { model, cache, pos: 0, decode: TinyJit::with_args(f) })
     }
 
     fn room(&self, n: usize) -> Result<()> {
@@ -122,7 +128,7 @@ impl<'m> Session<'m> {
         let mut logits = Vec::new();
         for chunk in tokens.chunks(PREFILL_CHUNK) {
             let ids: Vec<i32> = chunk.iter().map(|&t| t as i32).collect();
-            logits = self.model.forward(&Tensor::from_slice(&ids, [ids.len()]), StartPos::Const(self.pos)).to_vec::<f32>()?;
+            logits = self.model.forward(&self.cache, &Tensor::from_slice(&ids, [ids.len()]), StartPos::Const(self.pos)).to_vec::<f32>()?;
             self.pos += chunk.len();
         }
         Ok(logits)

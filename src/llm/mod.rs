@@ -1,6 +1,7 @@
 //! Large language models from GGUF files (tinygrad `llm/`): the tokenizer, the Transformer, and what the `llm`
 //! binary builds on them. In: a GGUF file ([`crate::nn::gguf`]). Out: tokens, logits and generated text.
 
+pub mod batch;
 pub mod generate;
 pub mod model;
 pub mod tokenizer;

@@ -58,9 +58,6 @@ struct Block {
     up: Tensor,
     down: Tensor,
     post_ffn_norm: Option<Tensor>,
-    /// The KV cache: `[max_context, n_kv_heads, head_dim]` keys and values, float32.
-    cache_k: Tensor,
-    cache_v: Tensor,
     /// Whether this layer attends through a sliding window (Gemma 3's local layers).
     local: bool,
 }
@@ -68,14 +65,24 @@ struct Block {
 /// Where a forward pass starts: a known position (prefill), or a bound symbolic variable (a TinyJit-replayed
 /// decode step: one compiled graph for every position) with the cache rows it attends over (`span`, past the
 /// position: a decoder rounds it up to a multiple of 128, so one graph serves 128 positions).
+#[derive(Clone, Copy)]
 pub enum StartPos<'a> {
     Const(usize),
     Var(&'a Tensor, usize),
 }
 
+/// One sequence's KV cache: for each layer, its keys and values, `[max_context, n_kv_heads * head_dim]` float32,
+/// written in place by the forward passes that use it. Cloning shares the buffers.
+#[derive(Clone)]
+pub struct KvCache {
+    layers: Vec<(Tensor, Tensor)>,
+}
+
 /// A Transformer with its KV cache (tinygrad `llm.model.Transformer`).
 pub struct Transformer {
     pub cfg: Config,
+    /// The device the weights and caches live on.
+    pub device: String,
     tok_embd: Tensor,
     blocks: Vec<Block>,
     output_norm: Tensor,
@@ -189,14 +196,9 @@ impl Transformer {
         let cfg = Config::from_gguf(file, max_context)?;
         let w = |n: &str| file.tensor(n, device);
         let opt = |n: &str| file.info(n).map(|_| file.tensor(n, device)).transpose();
-        let kv = cfg.n_kv_heads * cfg.head_dim;
         let blocks = (0..cfg.n_layers)
             .map(|i| {
                 let b = |s: &str| format!("blk.{i}.{s}.weight");
-                let cache = || {
-                    let c = Tensor::zeros([cfg.max_context, kv]).to(device).contiguous();
-                    c.realize().map(|_| c.clone())
-                };
                 Ok(Block {
                     attn_norm: w(&b("attn_norm"))?,
                     q: w(&b("attn_q"))?,
@@ -211,8 +213,6 @@ impl Transformer {
                     up: w(&b("ffn_up"))?,
                     down: w(&b("ffn_down"))?,
                     post_ffn_norm: opt(&b("post_ffw_norm"))?,
-                    cache_k: cache()?,
-                    cache_v: cache()?,
                     // (Gemma 3: every sixth layer is global)
                     local: cfg.arch == Arch::Gemma3 && (i + 1) % 6 != 0,
                 })
@@ -224,98 +224,147 @@ impl Transformer {
             output: opt("output.weight")?,
             blocks,
             cfg,
+            device: device.to_string(),
         })
     }
 
+    /// An empty KV cache for one sequence, on the model's device.
+    ///
+    /// # Errors
+    /// Realize errors (the device could not allocate it).
+    pub fn new_cache(&self) -> Result<KvCache> {
+        let c = &self.cfg;
+        let zeros = || {
+            let t = Tensor::zeros([c.max_context, c.n_kv_heads * c.head_dim]).to(self.device.as_str()).contiguous();
+            t.realize().map(|_| t.clone())
+        };
+        Ok(KvCache { layers: (0..c.n_layers).map(|_| Ok((zeros()?, zeros()?))).collect::<Result<_>>()? })
+    }
+
     /// Logits of the last of `tokens` (`[T]` int32 ids at positions `start..start+T`): `[vocab]` float32. Writes
-    /// the tokens' keys and values into the KV cache (their assigns run when the logits are realized).
+    /// the tokens' keys and values into `cache` (their assigns run when the logits are realized).
     ///
     /// # Panics
     /// If the tokens pass the end of the KV cache, or `start` is a variable and `T > 1`.
-    pub fn forward(&self, tokens: &Tensor, start: StartPos) -> Tensor {
-        self.run(tokens, start, false).reshape([self.cfg.vocab])
+    pub fn forward(&self, cache: &KvCache, tokens: &Tensor, start: StartPos) -> Tensor {
+        self.run(tokens, &[(cache, start)], false).reshape([self.cfg.vocab])
     }
 
     /// As [`Transformer::forward`], with the logits at every position: `[T, vocab]`.
     ///
     /// # Panics
     /// As [`Transformer::forward`].
-    pub fn logits(&self, tokens: &Tensor, start: StartPos) -> Tensor {
-        self.run(tokens, start, true)
+    pub fn logits(&self, cache: &KvCache, tokens: &Tensor, start: StartPos) -> Tensor {
+        self.run(tokens, &[(cache, start)], true)
     }
 
-    fn run(&self, tokens: &Tensor, start: StartPos, all: bool) -> Tensor {
+    /// One decode step of several sequences at once (llama-server's batched slots): `tokens` (`[B]` int32), token
+    /// `b` entering `rows[b]`'s cache at its start position. The projections read each weight once for the whole
+    /// batch; each sequence attends over its own cache. Out: `[B, vocab]` float32 logits.
+    ///
+    /// # Panics
+    /// If `tokens` is not `[rows.len()]`, or a position passes the end of its cache.
+    pub fn decode(&self, tokens: &Tensor, rows: &[(&KvCache, StartPos)]) -> Tensor {
+        assert_eq!(tokens.shape(), [rows.len()], "decode: tokens {:?} for {} sequences", tokens.shape(), rows.len());
+        self.run(tokens, rows, false)
+    }
+
+    /// The forward pass of `tokens` (`[N]`): `seqs` splits them into sequences (one for a prompt, or one token
+    /// each for a batched decode step), each with its cache and start position. Out: `[N, vocab]` when `all`, else
+    /// each sequence's last: `[seqs.len(), vocab]`.
+    fn run(&self, tokens: &Tensor, seqs: &[(&KvCache, StartPos)], all: bool) -> Tensor {
         let c = &self.cfg;
-        let t = tokens.shape()[0];
+        let n = tokens.shape()[0];
         let (hd, nh, nkv, ctx) = (c.head_dim, c.n_heads, c.n_kv_heads, c.max_context);
+        assert!(seqs.len() == 1 || seqs.len() == n, "forward: {n} tokens for {} sequences", seqs.len());
+        let t = n / seqs.len();
         // the token embeddings: a one-hot sum, which codegen turns into a gather of each id's row
-        let onehot = tokens.reshape([t, 1]).eq(Tensor::arange(0.0, c.vocab as f64, 1.0).cast(dtypes::INT32).reshape([1, c.vocab]));
+        let onehot = tokens.reshape([n, 1]).eq(Tensor::arange(0.0, c.vocab as f64, 1.0).cast(dtypes::INT32).reshape([1, c.vocab]));
         let mut x = onehot.cast(dtypes::FLOAT32).matmul(&self.tok_embd.cast(dtypes::FLOAT32));
         if c.arch == Arch::Gemma3 {
             x = x * (c.dim as f32).sqrt();
         }
-        let positions = match start {
-            StartPos::Const(s) => {
-                assert!(s + t <= ctx, "forward: tokens {s}..{} pass the KV cache's {ctx}", s + t);
-                Tensor::arange(s as f64, (s + t) as f64, 1.0).cast(dtypes::FLOAT32)
-            }
-            StartPos::Var(v, span) => {
-                assert_eq!(t, 1, "forward: a variable start position decodes one token at a time");
-                assert!(span <= ctx, "forward: a span of {span} rows passes the KV cache's {ctx}");
-                v.cast(dtypes::FLOAT32).reshape([1])
-            }
-        };
+        // each sequence's positions ([T] float32) and the cache rows it attends over
+        let spans: Vec<(Tensor, usize)> = seqs
+            .iter()
+            .map(|(_, start)| match *start {
+                StartPos::Const(s) => {
+                    assert!(s + t <= ctx, "forward: tokens {s}..{} pass the KV cache's {ctx}", s + t);
+                    (Tensor::arange(s as f64, (s + t) as f64, 1.0).cast(dtypes::FLOAT32), s + t)
+                }
+                StartPos::Var(v, span) => {
+                    assert_eq!(t, 1, "forward: a variable start position decodes one token at a time");
+                    assert!(span <= ctx, "forward: a span of {span} rows passes the KV cache's {ctx}");
+                    (v.cast(dtypes::FLOAT32).reshape([1]), span)
+                }
+            })
+            .collect();
+        let cat =
+            |parts: &[Tensor]| if parts.len() == 1 { parts[0].clone() } else { parts[0].cat(&parts[1..].iter().collect::<Vec<_>>(), 0) };
+        let positions = cat(&spans.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>());
         // key position j is visible to query i when j <= start + i (and, in a local layer, j > start + i - window)
-        // the cache rows attended over
-        let span = match start {
-            StartPos::Const(s) => s + t,
-            StartPos::Var(_, span) => span,
-        };
-        let j = Tensor::arange(0.0, span as f64, 1.0).reshape([1, span]);
-        let qpos = positions.reshape([t, 1]);
-        let causal = j.le(&qpos);
-        let window = c.sliding_window.map(|w| causal.bitwise_and(j.gt(&(&qpos - w as f32))));
-        for b in &self.blocks {
+        let masks: Vec<(Tensor, Option<Tensor>)> = spans
+            .iter()
+            .map(|(pos, span)| {
+                let j = Tensor::arange(0.0, *span as f64, 1.0).reshape([1, *span]);
+                let qpos = pos.reshape([t, 1]);
+                let causal = j.le(&qpos);
+                let window = c.sliding_window.map(|w| causal.bitwise_and(j.gt(&(&qpos - w as f32))));
+                (causal, window)
+            })
+            .collect();
+        for (l, b) in self.blocks.iter().enumerate() {
             // (the normed input and the q/k projections are realized: each is read by many outputs, and RoPE reads
             // each projected element twice)
             let h = rms_norm(&x, &b.attn_norm, c.eps).contiguous();
             let (mut q, mut k) =
-                (project(&h, &b.q).contiguous().reshape([t, nh, hd]), project(&h, &b.k).contiguous().reshape([t, nkv, hd]));
-            let v = project(&h, &b.v).reshape([t, nkv * hd]);
+                (project(&h, &b.q).contiguous().reshape([n, nh, hd]), project(&h, &b.k).contiguous().reshape([n, nkv, hd]));
+            let v = project(&h, &b.v).reshape([n, nkv * hd]);
             if let (Some(qn), Some(kn)) = (&b.q_norm, &b.k_norm) {
                 (q, k) = (rms_norm(&q, qn, c.eps), rms_norm(&k, kn, c.eps));
             }
             let theta = if b.local { c.rope_local_theta } else { c.rope_theta };
             let interleaved = c.arch == Arch::Llama;
-            let (q, k) = (rope(&q, &positions, theta, interleaved), rope(&k, &positions, theta, interleaved).reshape([t, nkv * hd]));
-            // the KV cache: rows start..start+T replaced
-            let (ck, cv) = match start {
-                StartPos::Const(s) => {
-                    let rows = Tensor::arange(0.0, ctx as f64, 1.0).reshape([ctx, 1]);
-                    let mask = rows.ge(s as f32).bitwise_and(rows.lt((s + t) as f32));
-                    let place = |x: &Tensor| x.pad(&[(s as i64, (ctx - s - t) as i64), (0, 0)]);
-                    (mask.where_(place(&k), &b.cache_k), mask.where_(place(&v), &b.cache_v))
-                }
-                StartPos::Var(var, _) => {
-                    // (an integer compare of the row with the variable: codegen stores the one row it pins)
-                    let rows = Tensor::arange(0.0, ctx as f64, 1.0).cast(dtypes::INT32).reshape([ctx, 1]);
-                    let at = rows.eq(var.cast(dtypes::INT32).reshape([1, 1]));
-                    (at.where_(&k, &b.cache_k), at.where_(&v, &b.cache_v))
-                }
-            };
-            b.cache_k.assign(&ck);
-            b.cache_v.assign(&cv);
-            // attention of each query head over its group's cached keys: [nkv, group, T, span]
-            let g = nh / nkv;
-            let qh = q.reshape([t, nkv, g, hd]).permute([1, 2, 0, 3]);
-            let rows = |c: &Tensor| c.shrink(&[(0, span), (0, nkv * hd)]).reshape([span, nkv, hd]);
-            let kh = rows(&b.cache_k).permute([1, 2, 0]).reshape([nkv, 1, hd, span]);
-            let vh = rows(&b.cache_v).permute([1, 0, 2]).reshape([nkv, 1, span, hd]);
-            let scores = qh.matmul(&kh) * (1.0 / (hd as f32).sqrt());
-            let visible = if b.local { window.as_ref().unwrap_or(&causal) } else { &causal };
-            let scores = visible.reshape([1, 1, t, span]).where_(&scores, f32::NEG_INFINITY);
-            let attn = scores.softmax(-1).matmul(&vh).permute([2, 0, 1, 3]).reshape([t, nh * hd]).contiguous();
-            let mut out = project(&attn, &b.o);
+            let (q, k) = (rope(&q, &positions, theta, interleaved), rope(&k, &positions, theta, interleaved).reshape([n, nkv * hd]));
+            let attn: Vec<Tensor> = seqs
+                .iter()
+                .zip(&spans)
+                .zip(&masks)
+                .enumerate()
+                .map(|(i, (((cache, start), (_, span)), (causal, window)))| {
+                    let part = |x: &Tensor, w: usize| x.shrink(&[(i * t, (i + 1) * t), (0, w)]);
+                    let (k, v, q) = (part(&k, nkv * hd), part(&v, nkv * hd), part(&q.reshape([n, nh * hd]), nh * hd));
+                    let (cache_k, cache_v) = &cache.layers[l];
+                    // the KV cache: rows start..start+T replaced
+                    let (ck, cv) = match *start {
+                        StartPos::Const(s) => {
+                            let rows = Tensor::arange(0.0, ctx as f64, 1.0).reshape([ctx, 1]);
+                            let mask = rows.ge(s as f32).bitwise_and(rows.lt((s + t) as f32));
+                            let place = |x: &Tensor| x.pad(&[(s as i64, (ctx - s - t) as i64), (0, 0)]);
+                            (mask.where_(place(&k), cache_k), mask.where_(place(&v), cache_v))
+                        }
+                        StartPos::Var(var, _) => {
+                            // (an integer compare of the row with the variable: codegen stores the one row it pins)
+                            let rows = Tensor::arange(0.0, ctx as f64, 1.0).cast(dtypes::INT32).reshape([ctx, 1]);
+                            let at = rows.eq(var.cast(dtypes::INT32).reshape([1, 1]));
+                            (at.where_(&k, cache_k), at.where_(&v, cache_v))
+                        }
+                    };
+                    cache_k.assign(&ck);
+                    cache_v.assign(&cv);
+                    // attention of each query head over its group's cached keys: [nkv, group, T, span]
+                    let (g, span) = (nh / nkv, *span);
+                    let qh = q.reshape([t, nkv, g, hd]).permute([1, 2, 0, 3]);
+                    let rows = |c: &Tensor| c.shrink(&[(0, span), (0, nkv * hd)]).reshape([span, nkv, hd]);
+                    let kh = rows(cache_k).permute([1, 2, 0]).reshape([nkv, 1, hd, span]);
+                    let vh = rows(cache_v).permute([1, 0, 2]).reshape([nkv, 1, span, hd]);
+                    let scores = qh.matmul(&kh) * (1.0 / (hd as f32).sqrt());
+                    let visible = if b.local { window.as_ref().unwrap_or(causal) } else { causal };
+                    let scores = visible.reshape([1, 1, t, span]).where_(&scores, f32::NEG_INFINITY);
+                    scores.softmax(-1).matmul(&vh).permute([2, 0, 1, 3]).reshape([t, nh * hd])
+                })
+                .collect();
+            let mut out = project(&cat(&attn).contiguous(), &b.o);
             if let Some(n) = &b.post_attn_norm {
                 out = rms_norm(&out, n, c.eps);
             }
@@ -330,7 +379,7 @@ impl Transformer {
             }
             x = x + out;
         }
-        let x = if all { x } else { x.shrink(&[(t - 1, t), (0, c.dim)]) };
+        let x = if all || t == 1 { x } else { x.shrink(&[(t - 1, t), (0, c.dim)]) };
         project(&rms_norm(&x, &self.output_norm, c.eps), self.output.as_ref().unwrap_or(&self.tok_embd))
     }
 }

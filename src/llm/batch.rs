@@ -1,0 +1,238 @@
+//! Serving several generations at once (llama-server's slots). In: [`Request`]s (prompt tokens, a sampler, a
+//! token budget) from any thread. Out: each request's [`Event`]s on its own channel, in order. One thread owns
+//! the model; each request gets a slot whose KV cache it keeps after it ends, so a later prompt that starts the
+//! same way (a chat's next turn) prefills only what is new.
+
+use super::generate::{Sampler, PREFILL_CHUNK, SPAN};
+use super::model::{KvCache, StartPos, Transformer};
+use crate::error::{Error, Result};
+use crate::{Tensor, TinyJit};
+use std::collections::VecDeque;
+use std::sync::mpsc::{self, Receiver, Sender};
+
+/// One generation: `prompt` (token ids, BOS included) continued by at most `max_tokens` tokens drawn by `sampler`.
+pub struct Request {
+    pub prompt: Vec<u32>,
+    pub max_tokens: usize,
+    pub sampler: Sampler,
+    /// Where the [`Event`]s go. Dropping the receiver cancels the request (its slot is freed at the next token).
+    pub events: Sender<Event>,
+}
+
+/// Why a generation ended (OpenAI's `finish_reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    /// The model wrote an end-of-generation token (`"stop"`).
+    Stop,
+    /// `max_tokens` tokens were written, or the context is full (`"length"`).
+    Length,
+}
+
+/// What a request's channel receives: `Started`, then `Token`s, then `Done` (or `Failed` at any point).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// The prompt is in the cache; `cached` of its tokens were reused from an earlier request's.
+    Started {
+        cached: usize,
+    },
+    /// A generated token (end-of-generation tokens are not sent).
+    Token(u32),
+    Done(Finish),
+    /// The model failed (a device or compiler error); the message says what went wrong.
+    Failed(String),
+}
+
+/// The handle to the thread that runs the model: cheap to clone, shareable between request threads.
+#[derive(Clone)]
+pub struct Batcher {
+    tx: Sender<Request>,
+    max_context: usize,
+}
+
+impl Batcher {
+    /// Moves `model` into a new thread that serves requests with `slots` KV caches (at least one); `is_end` tells
+    /// the end-of-generation tokens.
+    pub fn spawn(model: Transformer, is_end: impl Fn(u32) -> bool + Send + 'static, slots: usize) -> Batcher {
+        let (tx, rx) = mpsc::channel();
+        let max_context = model.cfg.max_context;
+        let slots = slots.max(1);
+        std::thread::Builder::new()
+            .name("llm-batcher".into())
+            .spawn(move || serve(&model, &is_end, slots, &rx))
+            .expect("spawn the batcher");
+        Batcher { tx, max_context }
+    }
+
+    /// The longest prompt plus generation a request may have, in tokens.
+    pub fn max_context(&self) -> usize {
+        self.max_context
+    }
+
+    /// Queues `r`; its events arrive on `r.events`.
+    ///
+    /// # Errors
+    /// [`Error::Context`] when the prompt is empty, leaves no room for a token in the context, or the model thread
+    /// has stopped.
+    pub fn submit(&self, r: Request) -> Result<()> {
+        if r.prompt.is_empty() {
+            return Err(Error::Context("the prompt encodes to no tokens".into()));
+        }
+        if r.prompt.len() >= self.max_context {
+            return Err(Error::Context(format!(
+                "the prompt's {} tokens leave no room in the context of {} tokens",
+                r.prompt.len(),
+                self.max_context
+            )));
+        }
+        self.tx.send(r).map_err(|_| Error::Context("the model thread has stopped".into()))
+    }
+}
+
+/// A KV cache and the tokens in it (kept after its request ends, for the next prompt that shares a prefix).
+struct Slot {
+    cache: KvCache,
+    tokens: Vec<u32>,
+    busy: bool,
+}
+
+/// A request being decoded: the token to feed its slot next and how many it has written.
+struct Active {
+    slot: usize,
+    req: Request,
+    next: u32,
+    made: usize,
+}
+
+/// The decode step a batcher's TinyJit replays: one capture per (slots in the batch, cache rows attended).
+type StepKey = (Vec<usize>, usize);
+type StepFn<'m> = Box<dyn FnMut(&[Tensor], &StepKey) -> Result<Vec<Tensor>> + 'm>;
+
+/// The batcher thread: admits queued requests into free slots (prefilling each prompt past the longest prefix a
+/// free slot already holds), then runs one decode step for every active request at once, until the channel closes.
+fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &Receiver<Request>) {
+    let mut slots: Vec<Slot> = match (0..slots).map(|_| Ok(Slot { cache: model.new_cache()?, tokens: vec![], busy: false })).collect() {
+        Ok(s) => s,
+        Err(e) => return fail_all(rx, &e),
+    };
+    let caches: Vec<KvCache> = slots.iter().map(|s| s.cache.clone()).collect();
+    let f: StepFn = Box::new(move |x: &[Tensor], (rows, span): &StepKey| {
+        let rows: Vec<_> = rows.iter().enumerate().map(|(i, &s)| (&caches[s], StartPos::Var(&x[1 + i], *span))).collect();
+        Ok(vec![model.decode(&x[0], &rows)])
+    });
+    let mut step = TinyJit::with_args(f);
+    let (ctx, vocab) = (model.cfg.max_context, model.cfg.vocab);
+    let mut queue: VecDeque<Request> = VecDeque::new();
+    let mut active: Vec<Active> = Vec::new();
+    loop {
+        if active.is_empty() && queue.is_empty() {
+            match rx.recv() {
+                Ok(r) => queue.push_back(r),
+                Err(_) => return,
+            }
+        }
+        queue.extend(rx.try_iter());
+        // admit: the free slot that holds the longest prefix of the prompt (at least one prompt token is run, for
+        // its logits)
+        while !queue.is_empty() {
+            let common = |s: &Slot| s.tokens.iter().zip(&queue[0].prompt).take_while(|(a, b)| a == b).count();
+            let Some(i) = (0..slots.len()).filter(|&i| !slots[i].busy).max_by_key(|&i| common(&slots[i])) else { break };
+            let keep = common(&slots[i]);
+            let r = queue.pop_front().expect("a queued request");
+            let keep = keep.min(r.prompt.len() - 1);
+            let slot = &mut slots[i];
+            slot.tokens.truncate(keep);
+            let _ = r.events.send(Event::Started { cached: keep });
+            match prefill(model, &slot.cache, keep, &r.prompt[keep..]) {
+                Ok(logits) => {
+                    slot.tokens.extend_from_slice(&r.prompt[keep..]);
+                    slot.busy = true;
+                    let mut a = Active { slot: i, req: r, next: 0, made: 0 };
+                    if advance(&mut a, &logits, slot.tokens.len(), ctx, is_end) {
+                        active.push(a);
+                    } else {
+                        slot.busy = false;
+                    }
+                }
+                Err(e) => {
+                    slot.tokens.clear();
+                    let _ = r.events.send(Event::Failed(e.to_string()));
+                }
+            }
+        }
+        if active.is_empty() {
+            continue;
+        }
+        // one decode step for every active request: row b feeds its token at its slot's position
+        let key: StepKey = (
+            active.iter().map(|a| a.slot).collect(),
+            active.iter().map(|a| ((slots[a.slot].tokens.len() / SPAN + 1) * SPAN).min(ctx)).max().unwrap_or(ctx),
+        );
+        let ids: Vec<i32> = active.iter().map(|a| a.next as i32).collect();
+        let mut inputs = vec![Tensor::from_slice(&ids, [ids.len()])];
+        inputs.extend(
+            active
+                .iter()
+                .enumerate()
+                .map(|(b, a)| Tensor::bind_var(&format!("start_pos{b}"), 0, ctx as i64 - 1, slots[a.slot].tokens.len() as i64)),
+        );
+        let logits = step.call_with(&inputs, key).and_then(|out| out[0].to_vec::<f32>());
+        let logits = match logits {
+            Ok(l) => l,
+            Err(e) => {
+                for a in active.drain(..) {
+                    (slots[a.slot].busy, slots[a.slot].tokens) = (false, vec![]);
+                    let _ = a.req.events.send(Event::Failed(e.to_string()));
+                }
+                continue;
+            }
+        };
+        let mut still = Vec::with_capacity(active.len());
+        for (b, mut a) in active.drain(..).enumerate() {
+            let slot = &mut slots[a.slot];
+            slot.tokens.push(a.next);
+            if advance(&mut a, &logits[b * vocab..(b + 1) * vocab], slot.tokens.len(), ctx, is_end) {
+                still.push(a);
+            } else {
+                slot.busy = false;
+            }
+        }
+        active = still;
+    }
+}
+
+/// Runs `tokens` into `cache` from position `start` (in chunks of [`PREFILL_CHUNK`]): the last one's logits.
+fn prefill(model: &Transformer, cache: &KvCache, start: usize, tokens: &[u32]) -> Result<Vec<f32>> {
+    let mut logits = Vec::new();
+    for (i, chunk) in tokens.chunks(PREFILL_CHUNK).enumerate() {
+        let ids: Vec<i32> = chunk.iter().map(|&t| t as i32).collect();
+        let at = StartPos::Const(start + i * PREFILL_CHUNK);
+        logits = model.forward(cache, &Tensor::from_slice(&ids, [ids.len()]), at).to_vec::<f32>()?;
+    }
+    Ok(logits)
+}
+
+/// Samples `a`'s next token from `logits` and sends it; false when the request has ended (an end token, its
+/// budget spent, the context full at `pos` tokens, or its receiver gone), after sending `Done`.
+fn advance(a: &mut Active, logits: &[f32], pos: usize, ctx: usize, is_end: &dyn Fn(u32) -> bool) -> bool {
+    let next = a.req.sampler.sample(logits);
+    if is_end(next) {
+        let _ = a.req.events.send(Event::Done(Finish::Stop));
+        return false;
+    }
+    if a.req.events.send(Event::Token(next)).is_err() {
+        return false;
+    }
+    (a.next, a.made) = (next, a.made + 1);
+    if a.made >= a.req.max_tokens || pos >= ctx {
+        let _ = a.req.events.send(Event::Done(Finish::Length));
+        return false;
+    }
+    true
+}
+
+/// Answers every request with `e` (the model could not start).
+fn fail_all(rx: &Receiver<Request>, e: &Error) {
+    while let Ok(r) = rx.recv() {
+        let _ = r.events.send(Event::Failed(e.to_string()));
+    }
+}
