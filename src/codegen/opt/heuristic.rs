@@ -149,7 +149,7 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
                     .map(|i| rngs[i].clone())
                     .rev()
                     .find(|r| loads.iter().any(|l| st(&l.src[0], r) == Some(1)));
-                let red = red.and_then(|r| Some((widths(range_size(&r), lanes)?, r)).map(|(w, r)| (r, w)));
+                let red = red.and_then(|r| Some((widths(range_size(&r), 2 * lanes)?, r)).map(|(w, r)| (r, w)));
                 // those vectors a quarter register or less, over a long reduction (a conv weight gradient summing
                 // 20-wide rows): an outer-product tile of full vectors instead, gathered along an output axis that a
                 // small load walks with unit stride (so it is the vector axis), rows along one the other operand
@@ -179,7 +179,7 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
                 } else if let Some((r, w)) = red {
                     if let Some(a) = k.unrollable_dims().iter().position(|&i| k.rngs()[i] == r) {
                         if k.apply_opt(Opt::new(OptOps::Unroll, a, w)).is_ok() {
-                            tile(&mut k, None, 1);
+                            tile(&mut k, None, w.div_ceil(lanes));
                         }
                     }
                 } else if let Some((v, w)) =
