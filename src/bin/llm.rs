@@ -148,17 +148,8 @@ fn run(a: &Args) -> tinygrad::Result<()> {
         text.push_str(&dec.finish());
         Ok(text)
     };
-    // a rendered chat template may begin with the BOS text itself (Gemma's does): then no second BOS
-    let bos_text = tok.bos().map(|b| String::from_utf8_lossy(&tok.decode_token(b)).into_owned()).filter(|t| !t.is_empty());
-    let encode = |text: &str| {
-        if bos_text.as_ref().is_some_and(|b| text.starts_with(b.as_str())) {
-            tok.encode(text)
-        } else {
-            tok.encode_with_bos(text)
-        }
-    };
     if let Some(p) = &a.prompt {
-        complete(&mut session, &mut sampler, &encode(p), a.count)?;
+        complete(&mut session, &mut sampler, &tok.encode_prompt(p), a.count)?;
         let _ = writeln!(out.lock());
         return Ok(());
     }
@@ -178,7 +169,7 @@ fn run(a: &Args) -> tinygrad::Result<()> {
         let prompt = chat_prompt(&file, &tok, &msgs)?;
         // (each turn re-encodes the conversation into a fresh cache: simple, and the prompt is short)
         session = Session::new(&model)?;
-        match complete(&mut session, &mut sampler, &encode(&prompt), ctx) {
+        match complete(&mut session, &mut sampler, &tok.encode_prompt(&prompt), ctx) {
             Ok(reply) => {
                 let _ = writeln!(out.lock());
                 history.push(("assistant".into(), reply));
