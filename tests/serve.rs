@@ -1,7 +1,7 @@
 //! The OpenAI-compatible server: the built `llm --serve` on SmolLM2-135M-Instruct (from `$TINYGRAD_MODELS_DIR`;
 //! skipped when absent, except under CI) driven by the official `openai` Python client (tests/serve/openai_client.py,
-//! against greedy references from `llm --prompt`), by raw HTTP (malformed, oversized and unknown requests), and
-//! through its chat page in headless Chromium (tests/serve/chat_page.py). The Python tools are looked for in
+//! against greedy references from `llm --prompt`), by raw HTTP (malformed, oversized and unknown requests; the API
+//! key), and through its chat page in headless Chromium (tests/serve/chat_page.py). The Python tools are looked for in
 //! `$TINYGRAD_TEST_PYTHON` (else `python3`); without them the checks that need them print that they skipped, except
 //! under CI, which fails naming what to install.
 
@@ -27,13 +27,15 @@ fn model() -> Option<String> {
     Some(path.to_string_lossy().into_owned())
 }
 
-/// The Python that has `modules`, or `None` (skipping) outside CI.
-fn python(modules: &str, install: &str) -> Option<String> {
+/// `$TINYGRAD_TEST_PYTHON` (else `python3`) when it has the package `module`, else `None` (skipping) outside CI.
+fn python(module: &str) -> Option<String> {
     let py = std::env::var("TINYGRAD_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
-    let ok = Command::new(&py).args(["-c", &format!("import {modules}")]).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    let ok = Command::new(&py).args(["-c", &format!("import {module}")]).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
     if !ok {
-        assert!(std::env::var_os("CI").is_none(), "CI needs {install} for {py} (TINYGRAD_TEST_PYTHON); .ci/run installs it");
-        eprintln!("skipping: {py} lacks {modules} ({install})");
+        assert!(std::env::var_os("CI").is_none(), "CI needs `pip install {module}` for {py} (TINYGRAD_TEST_PYTHON); .ci/run does it");
+        eprintln!(
+            "skipping: {py} lacks the `{module}` package (pip install {module}, or name a Python that has it in TINYGRAD_TEST_PYTHON)"
+        );
     }
     ok.then_some(py)
 }
@@ -83,12 +85,10 @@ impl Server {
         (head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("status line: {head}")), body.to_string())
     }
 
+    /// Posts JSON `body` to `path`: the status and the JSON answer.
     fn post(&self, path: &str, body: &str) -> (u16, serde_json::Value) {
-        let (status, body) = self.request(&format!(
-            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        ));
-        (status, serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}")))
+        let head = format!("POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len());
+        json_answer(self.request(&(head + body)))
     }
 }
 
@@ -110,14 +110,19 @@ fn greedy(model: &str, prompt: &str, count: usize) -> String {
     text.strip_suffix('\n').unwrap_or(&text).to_string()
 }
 
-/// OpenAI's error shape: `{"error": {"message", "type", "param", "code"}}`.
+/// An error answer in OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`, with status `status`.
 #[track_caller]
-fn check_error(v: &serde_json::Value, kind: &str, code: Option<&str>) {
+fn check_error((status, v): (u16, serde_json::Value), want: u16, param: Option<&str>, code: Option<&str>) {
     let e = &v["error"];
+    assert_eq!(status, want, "{v}");
     assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
-    assert_eq!(e["type"], kind, "{v}");
-    assert_eq!(e["code"].as_str(), code, "{v}");
-    assert!(e.as_object().unwrap().contains_key("param"), "{v}");
+    assert_eq!(e["type"], "invalid_request_error", "{v}");
+    assert_eq!((e["param"].as_str(), e["code"].as_str()), (param, code), "{v}");
+}
+
+/// An answer's status and its body parsed as JSON.
+fn json_answer((status, body): (u16, String)) -> (u16, serde_json::Value) {
+    (status, serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}")))
 }
 
 #[test]
@@ -130,38 +135,40 @@ fn raw_http() {
     for id in ["id=\"messages\"", "id=\"input\"", "id=\"send\""] {
         assert!(page.contains(id), "the chat page lacks {id}");
     }
-    let (status, models) = srv.request("GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n");
-    assert_eq!(status, 200);
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&models).unwrap()["data"][0]["id"], "SmolLM2-135M-Instruct.Q4_1");
-    let (status, v) = srv.post("/v1/chat/completions", "{\"messages\": [");
-    assert_eq!(status, 400);
-    check_error(&v, "invalid_request_error", None);
-    let (status, v) = srv.post("/v1/chat/completions", r#"{"model": "x"}"#);
-    assert_eq!((status, v["error"]["param"].as_str()), (400, Some("messages")), "{v}");
-    let (status, v) = srv.post("/v1/completions", r#"{"prompt": 7}"#);
-    assert_eq!((status, v["error"]["param"].as_str()), (400, Some("prompt")), "{v}");
-    let (status, v) = srv.post("/v1/completions", r#"{"prompt": "Hi", "temperature": "hot"}"#);
-    assert_eq!((status, v["error"]["param"].as_str()), (400, Some("temperature")), "{v}");
+    let (status, models) = json_answer(srv.request("GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"));
+    assert_eq!((status, &models["data"][0]["id"]), (200, &"SmolLM2-135M-Instruct.Q4_1".into()));
     let long = format!(r#"{{"prompt": "{}"}}"#, "hello ".repeat(2000));
-    let (status, v) = srv.post("/v1/completions", &long);
-    assert_eq!(status, 400);
-    check_error(&v, "invalid_request_error", Some("context_length_exceeded"));
-    let (status, v) = srv.post("/v1/completions", r#"{"prompt": "Hi", "max_tokens": 1000000}"#);
-    assert_eq!(status, 400);
-    check_error(&v, "invalid_request_error", Some("context_length_exceeded"));
+    let (chat, text, past) = ("/v1/chat/completions", "/v1/completions", Some("context_length_exceeded"));
+    for (path, body, param, code) in [
+        (chat, "{\"messages\": [", None, None),
+        (chat, "[1, 2]", None, None),
+        (chat, r#"{"model": "x"}"#, Some("messages"), None),
+        (chat, r#"{"messages": [{"role": "user"}]}"#, Some("messages"), None),
+        (text, r#"{"prompt": 7}"#, Some("prompt"), None),
+        (text, r#"{"prompt": ""}"#, Some("prompt"), None),
+        (text, r#"{"prompt": "Hi", "temperature": "hot"}"#, Some("temperature"), None),
+        (text, r#"{"prompt": "Hi", "top_p": 1.5}"#, Some("top_p"), None),
+        (text, r#"{"prompt": "Hi", "seed": "x"}"#, Some("seed"), None),
+        (text, r#"{"prompt": "Hi", "stop": [1]}"#, Some("stop"), None),
+        (text, r#"{"prompt": "Hi", "n": 2}"#, Some("n"), None),
+        (text, &long, Some("prompt"), past),
+        (text, r#"{"prompt": "Hi", "max_tokens": 1000000}"#, Some("prompt"), past),
+        (text, r#"{"prompt": "Hi", "max_tokens": 1e30}"#, Some("prompt"), past),
+    ] {
+        check_error(srv.post(path, body), 400, param, code);
+    }
     // bodies past 1 MiB are refused by their Content-Length, before being read (one claims 10 TB)
     for len in [(1 << 20) + 1, 10_000_000_000_000u64] {
-        let (status, body) = srv.request(&format!("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len}\r\n\r\n{{\"prompt\""));
-        assert_eq!(status, 413, "{body}");
-        check_error(&serde_json::from_str(&body).unwrap(), "invalid_request_error", Some("request_too_large"));
+        let answer = srv.request(&format!("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len}\r\n\r\n{{\"prompt\""));
+        check_error(json_answer(answer), 413, None, Some("request_too_large"));
     }
-    let (status, body) = srv.request("GET /v1/nothing HTTP/1.1\r\nHost: x\r\n\r\n");
-    assert_eq!(status, 404);
-    check_error(&serde_json::from_str(&body).unwrap(), "invalid_request_error", None);
-    let (status, _) = srv.request("DELETE /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n");
-    assert_eq!(status, 405);
-    let (status, _) = srv.request("NOT HTTP\r\n\r\n");
-    assert_eq!(status, 400);
+    let chunked = "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
+    check_error(json_answer(srv.request(chunked)), 411, None, None);
+    let huge_header = format!("GET /health HTTP/1.1\r\nX-Big: {}\r\n\r\n", "b".repeat(70_000));
+    check_error(json_answer(srv.request(&huge_header)), 431, None, None);
+    check_error(json_answer(srv.request("GET /v1/nothing HTTP/1.1\r\nHost: x\r\n\r\n")), 404, None, None);
+    check_error(json_answer(srv.request("DELETE /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n")), 405, None, None);
+    check_error(json_answer(srv.request("NOT HTTP\r\n\r\n")), 400, None, None);
     // a client that leaves before the answer, then one that sends half a body and leaves
     drop(TcpStream::connect(&srv.addr).unwrap());
     let mut half = TcpStream::connect(&srv.addr).unwrap();
@@ -187,7 +194,7 @@ fn run_script(py: &str, script: &str, args: &[&str]) {
 #[test]
 fn openai_client() {
     let Some(model) = model() else { return };
-    let Some(py) = python("openai", "the `openai` package (pip install openai)") else { return };
+    let Some(py) = python("openai") else { return };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // greedy references from `llm --prompt` for the chat prompts the script sends (a conversation and its next turn)
     let file = GgufFile::open(&model).unwrap();
@@ -200,18 +207,34 @@ fn openai_client() {
     let expected = serde_json::json!({"count": count, "turns": [[q1, a1, turn1], [q2, a2, turn2]]}).to_string();
     let srv = Server::start(&model, &["--slots", "4"]);
     run_script(&py, "openai_client.py", &["api", &format!("http://{}", srv.addr), &expected]);
-    drop(srv);
+}
+
+#[test]
+fn api_key() {
+    let Some(model) = model() else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // (its /health and / answer without the key, as llama-server's public routes)
     let srv = Server::start(&model, &["--api-key", "sesame"]);
-    let (status, v) = srv.post("/v1/chat/completions", r#"{"messages": [{"role": "user", "content": "Hi"}]}"#);
-    assert_eq!(status, 401);
-    check_error(&v, "invalid_request_error", Some("invalid_api_key"));
-    run_script(&py, "openai_client.py", &["auth", &format!("http://{}", srv.addr), "sesame"]);
+    assert_eq!(srv.request("GET / HTTP/1.1\r\n\r\n").0, 200);
+    let body = r#"{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}"#;
+    let post = |auth: &str| {
+        json_answer(srv.request(&format!("POST /v1/chat/completions HTTP/1.1\r\n{auth}Content-Length: {}\r\n\r\n{body}", body.len())))
+    };
+    for auth in ["", "Authorization: Bearer sesamE\r\n", "Authorization: sesame\r\n"] {
+        check_error(post(auth), 401, None, Some("invalid_api_key"));
+    }
+    check_error(json_answer(srv.request("GET /v1/nothing HTTP/1.1\r\n\r\n")), 401, None, Some("invalid_api_key"));
+    let (status, v) = post("Authorization: Bearer sesame\r\n");
+    assert_eq!((status, v["usage"]["completion_tokens"].as_u64()), (200, Some(2)), "{v}");
+    if let Some(py) = python("openai") {
+        run_script(&py, "openai_client.py", &["auth", &format!("http://{}", srv.addr), "sesame"]);
+    }
 }
 
 #[test]
 fn chat_page() {
     let Some(model) = model() else { return };
-    let Some(py) = python("selenium", "the `selenium` package (pip install selenium)") else { return };
+    let Some(py) = python("selenium") else { return };
     let missing: Vec<&str> =
         ["/usr/bin/chromium", "/usr/bin/chromedriver"].into_iter().filter(|p| !std::path::Path::new(p).exists()).collect();
     if !missing.is_empty() {

@@ -360,7 +360,6 @@ fn number(body: &Value, key: &'static str, lo: f64, hi: f64) -> std::result::Res
 fn content(v: &Value) -> Option<String> {
     match v {
         Value::String(s) => Some(s.clone()),
-        Value::Null => Some(String::new()),
         Value::Array(parts) => parts.iter().map(|p| p["text"].as_str().filter(|_| p["type"] == "text")).collect(),
         _ => None,
     }
@@ -400,10 +399,11 @@ fn params(server: &Server, m: &Model, body: &[u8], chat: bool) -> std::result::R
         return Err(bad("the prompt encodes to no tokens", field));
     }
     // (as OpenAI: the prompt and the tokens asked for must fit the context; without max_tokens, one token)
-    let asked = prompt.len().saturating_add(max.map_or(1, |x| x as usize));
-    if asked > ctx {
-        let what = max.map_or(String::new(), |x| format!(" ({} in the prompt, {x} for the completion)", prompt.len()));
-        let e = bad(format!("This model's maximum context length is {ctx} tokens; the request needs {asked}{what}"), field);
+    let n = prompt.len();
+    if max.map_or(n >= ctx, |x| n as f64 + x > ctx as f64) {
+        let asked = max
+            .map_or(format!("a prompt of {n} tokens"), |x| format!("{} tokens ({n} in the prompt, {x} in the completion)", n as f64 + x));
+        let e = bad(format!("This model's maximum context length is {ctx} tokens. However, you requested {asked}. Please reduce the length of the prompt or completion."), field);
         return Err(e.code("context_length_exceeded"));
     }
     let stop = match &body["stop"] {
@@ -536,7 +536,7 @@ fn complete(
                "prompt_tokens_details": {"cached_tokens": o.cached}})
     };
     let frame = |choices: Value| json!({"id": id, "object": object, "created": created, "model": m.name, "choices": choices});
-    let (outcome, answer) = if stream {
+    let (result, answer) = if stream {
         let send = |conn: &mut TcpStream, v: &Value| conn.write_all(format!("data: {v}\n\n").as_bytes()).is_ok();
         let delta = |text: &str, finish: Option<&str>| match (chat, finish) {
             (true, None) => json!([{"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": null}]),
@@ -548,30 +548,30 @@ fn complete(
         if chat {
             ok &= send(conn, &frame(json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}])));
         }
-        match generate(m, p, |text| ok && send(conn, &frame(delta(text, None)))) {
+        let result = generate(m, p, |text| ok && send(conn, &frame(delta(text, None))));
+        match &result {
             Ok(Some(o)) => {
                 send(conn, &frame(delta("", Some(o.finish))));
                 if include_usage {
                     let mut v = frame(json!([]));
-                    v["usage"] = usage(&o);
+                    v["usage"] = usage(o);
                     send(conn, &v);
                 }
                 conn.write_all(b"data: [DONE]\n\n").ok();
-                (Some(o), None)
             }
-            Ok(None) => (None, None),
+            Ok(None) => {}
             Err(e) => {
                 send(conn, &e.body());
-                (None, None)
             }
         }
+        (result, None)
     } else {
         let mut text = String::new();
-        let outcome = generate(m, p, |t| {
+        let result = generate(m, p, |t| {
             text.push_str(t);
             !client_left(conn)
-        })?;
-        let answer = outcome.as_ref().map(|o| {
+        });
+        let answer = result.as_ref().ok().and_then(Option::as_ref).map(|o| {
             let choice = match chat {
                 true => json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": null, "finish_reason": o.finish}),
                 false => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": o.finish}),
@@ -580,17 +580,25 @@ fn complete(
             v["usage"] = usage(o);
             (200, v)
         });
-        (outcome, answer)
+        (result, answer)
     };
-    if let Some(o) = outcome {
-        let s = t0.elapsed().as_secs_f64();
-        eprintln!(
+    let s = t0.elapsed().as_secs_f64();
+    match result {
+        Ok(Some(o)) => eprintln!(
             "llm: {id}: {prompt_tokens} prompt tokens ({} cached), {} tokens in {s:.2} s ({:.1} tok/s), {}",
             o.cached,
             o.tokens,
             o.tokens as f64 / s,
             o.finish
-        );
+        ),
+        Ok(None) => eprintln!("llm: {id}: cancelled after {s:.2} s: the client left"),
+        Err(e) => {
+            eprintln!("llm: {id}: {}", e.message);
+            // (a stream has sent it already)
+            if !stream {
+                return Err(e);
+            }
+        }
     }
     Ok(answer)
 }
