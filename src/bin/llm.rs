@@ -1,8 +1,10 @@
 //! `llm`: chat with, complete or benchmark a GGUF model (tinygrad `python -m tinygrad.llm`).
 //!
 //! `cargo run --release --bin llm -- --model FILE_OR_URL [--prompt TEXT --count N] [--benchmark N]
-//! [--temperature T] [--top_k K] [--top_p P] [--seed S] [--max_context N]`. Without `--prompt` or `--benchmark` it
-//! chats in the terminal (the file's chat template, streamed replies; an empty line or EOF ends).
+//! [--temperature T] [--top_k K] [--top_p P] [--seed S] [--max_context N] [--serve PORT [--host H] [--api-key KEY]
+//! [--slots N]]`. Without `--prompt`, `--benchmark` or `--serve` it chats in the terminal (the file's chat template,
+//! streamed replies; an empty line or EOF ends). `--serve` answers the OpenAI API and a chat page
+//! ([`tinygrad::llm::serve`]).
 
 use std::io::{BufRead, Write};
 use std::time::Instant;
@@ -10,7 +12,7 @@ use tinygrad::llm::batch::{Batcher, Event, Request};
 use tinygrad::llm::generate::{Sampler, Session};
 use tinygrad::llm::model::Transformer;
 use tinygrad::llm::tokenizer::{StreamDecoder, Tokenizer};
-use tinygrad::llm::{chat_prompt, fetch_model, tokenizer_from_gguf};
+use tinygrad::llm::{chat_prompt, fetch_model, serve, tokenizer_from_gguf};
 use tinygrad::nn::gguf::GgufFile;
 
 struct Args {
@@ -23,9 +25,13 @@ struct Args {
     top_p: f32,
     seed: u64,
     max_context: usize,
+    serve: Option<u16>,
+    host: String,
+    api_key: Option<String>,
+    slots: usize,
 }
 
-const USAGE: &str = "usage: llm --model FILE_OR_URL [--prompt TEXT] [--count N] [--benchmark N] [--temperature T] [--top_k K] [--top_p P] [--seed S] [--max_context N]";
+const USAGE: &str = "usage: llm --model FILE_OR_URL [--prompt TEXT] [--count N] [--benchmark N] [--temperature T] [--top_k K] [--top_p P] [--seed S] [--max_context N] [--serve PORT [--host H] [--api-key KEY] [--slots N]]";
 
 fn parse() -> Result<Args, String> {
     let mut a = Args {
@@ -38,6 +44,10 @@ fn parse() -> Result<Args, String> {
         top_p: 1.0,
         seed: 0,
         max_context: 1024,
+        serve: None,
+        host: "127.0.0.1".into(),
+        api_key: None,
+        slots: 4,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -53,6 +63,10 @@ fn parse() -> Result<Args, String> {
             "--top_p" => a.top_p = num(value()?)? as f32,
             "--seed" => a.seed = num(value()?)? as u64,
             "--max_context" => a.max_context = (num(value()?)? as usize).max(2),
+            "--serve" => a.serve = Some(value()?.parse().map_err(|_| "--serve: the port must be a number in 0..=65535".to_string())?),
+            "--host" => a.host = value()?,
+            "--api-key" => a.api_key = Some(value()?),
+            "--slots" => a.slots = (num(value()?)? as usize).max(1),
             "--help" | "-h" => return Err(USAGE.into()),
             f => return Err(format!("unknown flag {f}\n{USAGE}")),
         }
@@ -78,6 +92,17 @@ fn read_bandwidth() -> f64 {
 }
 
 fn run(a: &Args) -> tinygrad::Result<()> {
+    if let Some(port) = a.serve {
+        // (listening before the model loads: /health says "loading model" meanwhile)
+        let listener = std::net::TcpListener::bind((a.host.as_str(), port)).map_err(|e| tinygrad::Error::Io {
+            path: format!("{}:{port} (--host, --serve: pick a free port)", a.host).into(),
+            source: e,
+        })?;
+        let addr = listener.local_addr().map_err(|e| tinygrad::Error::Io { path: "the listening socket".into(), source: e })?;
+        println!("listening on http://{addr}");
+        let opts = serve::Options { api_key: a.api_key.clone(), temperature: a.temperature, top_k: a.top_k, top_p: a.top_p };
+        return serve::serve(listener, opts, || serve::Model::load(&a.model, a.max_context, a.slots));
+    }
     let file = GgufFile::open(fetch_model(&a.model)?)?;
     let tok = tokenizer_from_gguf(&file)?;
     let model = Transformer::from_gguf(&file, &tinygrad::helpers::default_device(), a.max_context)?;
@@ -148,17 +173,8 @@ fn run(a: &Args) -> tinygrad::Result<()> {
         text.push_str(&dec.finish());
         Ok(text)
     };
-    // a rendered chat template may begin with the BOS text itself (Gemma's does): then no second BOS
-    let bos_text = tok.bos().map(|b| String::from_utf8_lossy(&tok.decode_token(b)).into_owned()).filter(|t| !t.is_empty());
-    let encode = |text: &str| {
-        if bos_text.as_ref().is_some_and(|b| text.starts_with(b.as_str())) {
-            tok.encode(text)
-        } else {
-            tok.encode_with_bos(text)
-        }
-    };
     if let Some(p) = &a.prompt {
-        complete(&mut session, &mut sampler, &encode(p), a.count)?;
+        complete(&mut session, &mut sampler, &tok.encode_prompt(p), a.count)?;
         let _ = writeln!(out.lock());
         return Ok(());
     }
@@ -178,7 +194,7 @@ fn run(a: &Args) -> tinygrad::Result<()> {
         let prompt = chat_prompt(&file, &tok, &msgs)?;
         // (each turn re-encodes the conversation into a fresh cache: simple, and the prompt is short)
         session = Session::new(&model)?;
-        match complete(&mut session, &mut sampler, &encode(&prompt), ctx) {
+        match complete(&mut session, &mut sampler, &tok.encode_prompt(&prompt), ctx) {
             Ok(reply) => {
                 let _ = writeln!(out.lock());
                 history.push(("assistant".into(), reply));

@@ -4,6 +4,7 @@
 pub mod batch;
 pub mod generate;
 pub mod model;
+pub mod serve;
 pub mod tokenizer;
 
 use crate::error::{Error, Result};

@@ -362,6 +362,17 @@ impl Tokenizer {
         out
     }
 
+    /// A prompt's ids: [`encode_with_bos`](Self::encode_with_bos), but without a second BOS when `text` already
+    /// begins with the BOS text (a rendered chat template may write it, as Gemma's does).
+    pub fn encode_prompt(&self, text: &str) -> Vec<u32> {
+        let bos = self.bos.map(|b| self.decode_token(b)).filter(|b| !b.is_empty());
+        if bos.is_some_and(|b| text.as_bytes().starts_with(&b)) {
+            self.encode(text)
+        } else {
+            self.encode_with_bos(text)
+        }
+    }
+
     /// The raw bytes of one token (llama.cpp `token_to_piece` with `special = true`): BPE text with GPT-2's byte map
     /// undone; SentencePiece text with `▁` as a space, a `<0xAB>` byte token as its byte; special tokens as their
     /// text; UNUSED tokens and ids out of range as nothing. A character outside GPT-2's map is kept as its UTF-8 (llama.cpp

@@ -1,0 +1,604 @@
+//! The OpenAI-compatible server (tinygrad `llm/serve.py`; llama-server's behaviour where tinygrad has none). In:
+//! HTTP/1.1 requests on a TCP listener: `GET /` (the chat page, `chat.html` from memory), `GET /health`,
+//! `GET /v1/models`, `POST /v1/chat/completions` and `POST /v1/completions` with OpenAI's JSON fields. Out: JSON
+//! responses, or server-sent events of the text a [`Batcher`] generates token by token; errors in OpenAI's shape
+//! (`{"error": {"message", "type", "param", "code"}}`).
+//!
+//! HTTP is our own on `httparse` (hyper's request parser): a thread per connection, one request per connection
+//! (`Connection: close`), each request thread blocking on its Batcher channel. A body is read only after its
+//! `Content-Length` is checked against [`MAX_BODY`]. (tiny_http was the other candidate; it holds a streamed
+//! response in 8 KiB chunks, which stalls a token stream, and when a request whose body was not read is dropped it
+//! allocates the declared length at once: one `Content-Length: 10000000000000` header aborts the process.)
+
+use super::batch::{Batcher, Event, Finish, Request};
+use super::generate::Sampler;
+use super::model::Transformer;
+use super::tokenizer::{StreamDecoder, Tokenizer};
+use super::{chat_prompt, fetch_model, tokenizer_from_gguf};
+use crate::error::{Error, Result};
+use crate::nn::gguf::GgufFile;
+use serde_json::{json, Value};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The largest request body read, in bytes (a larger one is answered 413 before it is read).
+pub const MAX_BODY: usize = 1 << 20;
+/// The largest request line plus headers, in bytes (431 past it).
+const MAX_HEAD: usize = 64 << 10;
+const CHAT_PAGE: &str = include_str!("chat.html");
+
+/// A loaded model, ready to serve.
+pub struct Model {
+    /// The name `/v1/models` lists (the file name without `.gguf`).
+    pub name: String,
+    file: GgufFile,
+    tok: Tokenizer,
+    batcher: Batcher,
+}
+
+impl Model {
+    /// Loads `model` (a path or an `https://` URL, as `llm --model`) with a context of `max_context` tokens and
+    /// starts its [`Batcher`] with `slots` KV caches, then runs one short generation so the first request finds the
+    /// prefill and decode kernels compiled (llama-server's warm-up).
+    ///
+    /// # Errors
+    /// As [`fetch_model`], [`GgufFile::open`], [`tokenizer_from_gguf`] and [`Transformer::from_gguf`]; the
+    /// warm-up's failure (a device or compiler error).
+    pub fn load(model: &str, max_context: usize, slots: usize) -> Result<Model> {
+        let path = fetch_model(model)?;
+        let file = GgufFile::open(&path)?;
+        let tok = tokenizer_from_gguf(&file)?;
+        let transformer = Transformer::from_gguf(&file, &crate::helpers::default_device(), max_context)?;
+        let ends: Vec<u32> = (0..tok.vocab_size() as u32).filter(|&t| tok.is_end(t)).collect();
+        let batcher = Batcher::spawn(transformer, move |t| ends.contains(&t), slots);
+        let name = path.file_name().map_or("model".into(), |n| n.to_string_lossy().trim_end_matches(".gguf").to_string());
+        let m = Model { name, file, tok, batcher };
+        let (tx, rx) = mpsc::channel();
+        m.batcher.submit(Request {
+            prompt: m.tok.encode_prompt("Hello"),
+            max_tokens: 3,
+            sampler: Sampler::new(0.0, 0, 1.0, 0),
+            events: tx,
+        })?;
+        match rx.iter().find(|e| matches!(e, Event::Done(_) | Event::Failed(_))) {
+            Some(Event::Failed(e)) => Err(Error::Context(format!("the warm-up generation failed: {e}"))),
+            _ => Ok(m),
+        }
+    }
+}
+
+/// What every request is served with.
+pub struct Options {
+    /// Requests must carry `Authorization: Bearer KEY` (all but `/` and `/health`, as llama-server's public routes).
+    pub api_key: Option<String>,
+    /// The sampling a request gets for the fields it leaves out (the `llm` flags; the seed is fresh per request).
+    pub temperature: f32,
+    /// See [`Sampler::top_k`].
+    pub top_k: usize,
+    /// See [`Sampler::top_p`].
+    pub top_p: f32,
+}
+
+/// What the request threads share: the options, and the model once it has loaded.
+struct Server {
+    opts: Options,
+    model: OnceLock<Model>,
+}
+
+/// Serves on `listener` from now on, answering `/health` 503 `{"status":"loading model"}` (and the API 503) until
+/// `load` returns, then with the model it returns. Returns only on failure.
+///
+/// # Errors
+/// `load`'s error (the listener closes with the process).
+pub fn serve(listener: TcpListener, opts: Options, load: impl FnOnce() -> Result<Model>) -> Result<()> {
+    let server = Arc::new(Server { opts, model: OnceLock::new() });
+    let s = server.clone();
+    let accept = std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            match conn {
+                Ok(conn) => {
+                    let s = s.clone();
+                    // (a thread that can't be spawned drops the connection; the server goes on)
+                    let _ = std::thread::Builder::new().name("llm-http".into()).spawn(move || handle(&s, conn));
+                }
+                // (out of file descriptors: wait for connections to close)
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    });
+    let model = load()?;
+    eprintln!("llm: serving {}", model.name);
+    let _ = server.model.set(model);
+    let _ = accept.join();
+    Ok(())
+}
+
+/// An error answer in OpenAI's shape.
+#[derive(Debug)]
+struct ApiError {
+    status: u16,
+    message: String,
+    kind: &'static str,
+    param: Option<&'static str>,
+    code: Option<&'static str>,
+}
+
+/// A 400 `invalid_request_error` about the field `param`.
+fn bad(message: impl Into<String>, param: Option<&'static str>) -> ApiError {
+    ApiError { param, ..ApiError::new(400, "invalid_request_error", message) }
+}
+
+impl ApiError {
+    fn new(status: u16, kind: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError { status, message: message.into(), kind, param: None, code: None }
+    }
+    fn code(self, code: &'static str) -> ApiError {
+        ApiError { code: Some(code), ..self }
+    }
+    fn body(&self) -> Value {
+        json!({"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}})
+    }
+}
+
+/// A request line, its headers (names in lower case) and the bytes read past them.
+struct Head {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    rest: Vec<u8>,
+}
+
+impl Head {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Answers the one request `conn` carries.
+fn handle(server: &Server, mut conn: TcpStream) {
+    // (a request has a minute to arrive; an answer's writes wait a minute at most for a client that stopped reading)
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let _ = conn.set_write_timeout(Some(Duration::from_secs(60)));
+    let _ = conn.set_nodelay(true);
+    let head = match read_head(&mut conn, deadline) {
+        Ok(Some(h)) => h,
+        Ok(None) => return,
+        Err(e) => return reject(&mut conn, &e),
+    };
+    let method = head.method.clone();
+    let path = head.path.split('?').next().unwrap_or("").to_string();
+    let public = matches!((method.as_str(), path.as_str()), ("GET", "/" | "/index.html" | "/health"));
+    if let (Some(key), false) = (&server.opts.api_key, public) {
+        let given = head.header("authorization").and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
+        if !same(given.trim().as_bytes(), key.as_bytes()) {
+            let e = ApiError::new(401, "invalid_request_error", "Invalid API key: send the header `Authorization: Bearer KEY`");
+            return reject(&mut conn, &e.code("invalid_api_key"));
+        }
+    }
+    let body = match read_body(&mut conn, head, deadline) {
+        Ok(b) => b,
+        Err(e) => return reject(&mut conn, &e),
+    };
+    let loading = || ApiError::new(503, "unavailable_error", "Loading model");
+    let answer = match (method.as_str(), path.as_str(), server.model.get()) {
+        ("GET", "/" | "/index.html", _) => return respond(&mut conn, 200, "text/html; charset=utf-8", CHAT_PAGE.as_bytes()),
+        ("GET", "/health", None) => Ok(Some((503, json!({"status": "loading model"})))),
+        ("GET", "/health", Some(_)) => Ok(Some((200, json!({"status": "ok"})))),
+        ("GET", "/v1/models", Some(m)) => {
+            let model = json!({"id": m.name, "object": "model", "created": now(), "owned_by": "tinygrad"});
+            Ok(Some((200, json!({"object": "list", "data": [model]}))))
+        }
+        ("POST", "/v1/chat/completions", Some(m)) => complete(server, m, &body, true, &mut conn),
+        ("POST", "/v1/completions", Some(m)) => complete(server, m, &body, false, &mut conn),
+        (_, "/v1/models" | "/v1/chat/completions" | "/v1/completions", None) => Err(loading()),
+        (_, "/" | "/index.html" | "/health" | "/v1/models" | "/v1/chat/completions" | "/v1/completions", _) => {
+            Err(ApiError::new(405, "invalid_request_error", format!("{method} is not allowed on {path}")))
+        }
+        _ => Err(ApiError::new(404, "invalid_request_error", format!("Invalid URL ({method} {path})"))),
+    };
+    match answer {
+        Ok(Some((status, v))) => respond_json(&mut conn, status, &v),
+        Ok(None) => {}
+        Err(e) => respond_json(&mut conn, e.status, &e.body()),
+    }
+}
+
+/// Whether `a` equals `b`, in time that depends only on their lengths (an API key is not guessed byte by byte).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Reads what has arrived into `buf`, waiting until `deadline` at most: 0 at the end, at the deadline or on an error.
+fn read_by(conn: &mut TcpStream, deadline: Instant, buf: &mut [u8]) -> usize {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() || conn.set_read_timeout(Some(left)).is_err() {
+        return 0;
+    }
+    conn.read(buf).unwrap_or(0)
+}
+
+/// Reads up to the end of the headers. `None`: the client closed, or sent no whole request by `deadline`.
+fn read_head(conn: &mut TcpStream, deadline: Instant) -> std::result::Result<Option<Head>, ApiError> {
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = read_by(conn, deadline, &mut chunk);
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut req = httparse::Request::new(&mut headers);
+        match req.parse(&buf) {
+            Ok(httparse::Status::Complete(len)) => {
+                let headers = req.headers.iter().map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()));
+                return Ok(Some(Head {
+                    method: req.method.unwrap_or("").to_string(),
+                    path: req.path.unwrap_or("").to_string(),
+                    headers: headers.collect(),
+                    rest: buf[len..].to_vec(),
+                }));
+            }
+            Ok(httparse::Status::Partial) if buf.len() <= MAX_HEAD => {}
+            Ok(httparse::Status::Partial) | Err(httparse::Error::TooManyHeaders) => {
+                return Err(ApiError::new(431, "invalid_request_error", format!("the request's headers pass {MAX_HEAD} bytes or 64 lines")))
+            }
+            Err(e) => return Err(bad(format!("malformed HTTP request: {e}"), None)),
+        }
+    }
+}
+
+/// The body `head` announces by its `Content-Length`, at most [`MAX_BODY`] bytes (413 past it, before reading; 411
+/// for a chunked body).
+fn read_body(conn: &mut TcpStream, head: Head, deadline: Instant) -> std::result::Result<Vec<u8>, ApiError> {
+    if head.header("transfer-encoding").is_some() {
+        return Err(ApiError::new(411, "invalid_request_error", "send the body with a Content-Length, not chunked"));
+    }
+    let len = match head.header("content-length") {
+        Some(v) => v.trim().parse::<u64>().map_err(|_| bad(format!("Content-Length {v:?} is not a number"), None))?,
+        None => 0,
+    };
+    if len > MAX_BODY as u64 {
+        let e = ApiError::new(413, "invalid_request_error", format!("the body's {len} bytes pass the limit of {MAX_BODY}"));
+        return Err(e.code("request_too_large"));
+    }
+    if head.header("expect").is_some_and(|v| v.eq_ignore_ascii_case("100-continue")) {
+        conn.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").ok();
+    }
+    let (len, mut body, mut chunk) = (len as usize, head.rest, vec![0u8; 64 << 10]);
+    body.truncate(len);
+    while body.len() < len {
+        let n = read_by(conn, deadline, &mut chunk[..(len - body.len()).min(64 << 10)]);
+        if n == 0 {
+            break;
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    if body.len() < len {
+        return Err(bad(format!("the body ended after {} of its {len} bytes", body.len()), None));
+    }
+    Ok(body)
+}
+
+/// Answers `e` to a request whose body may be unread, then reads (and drops) what the client still sends for a
+/// moment, so closing does not reset the connection before the client has read the answer.
+fn reject(conn: &mut TcpStream, e: &ApiError) {
+    respond_json(conn, e.status, &e.body());
+    if conn.shutdown(Shutdown::Write).is_ok() {
+        let (deadline, mut chunk) = (Instant::now() + Duration::from_secs(1), [0u8; 8192]);
+        while read_by(conn, deadline, &mut chunk) > 0 {}
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
+        _ => "Internal Server Error",
+    }
+}
+
+/// Writes a whole answer (a client that has left is nobody's error: the write's failure is dropped).
+fn respond(conn: &mut TcpStream, status: u16, content_type: &str, body: &[u8]) {
+    let mut out = format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        reason(status),
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    let _ = conn.write_all(&out);
+}
+
+fn respond_json(conn: &mut TcpStream, status: u16, v: &Value) {
+    respond(conn, status, "application/json", v.to_string().as_bytes());
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// A fresh id and seed per request.
+fn fresh() -> u64 {
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ COUNT.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// A generation's request, from OpenAI's fields.
+struct Params {
+    prompt: Vec<u32>,
+    max_tokens: usize,
+    sampler: Sampler,
+    stop: Vec<String>,
+    stream: bool,
+    include_usage: bool,
+}
+
+/// `body[key]` as a number in `[lo, hi]`; `None` when absent or null.
+fn number(body: &Value, key: &'static str, lo: f64, hi: f64) -> std::result::Result<Option<f64>, ApiError> {
+    match &body[key] {
+        Value::Null => Ok(None),
+        Value::Number(n) => {
+            n.as_f64().filter(|x| (lo..=hi).contains(x)).map(Some).ok_or_else(|| bad(format!("`{key}` must be in [{lo}, {hi}]"), Some(key)))
+        }
+        v => Err(bad(format!("`{key}` must be a number, not {v}"), Some(key))),
+    }
+}
+
+/// The text of a message's `content`: a string, or OpenAI's list of parts whose `text` parts are joined.
+fn content(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => parts.iter().map(|p| p["text"].as_str().filter(|_| p["type"] == "text")).collect(),
+        _ => None,
+    }
+}
+
+/// The generation a completion request's JSON `body` asks for: its prompt (the chat template's rendering of
+/// `messages` when `chat`, else `prompt`) and OpenAI's fields; 400 for a malformed body or a field out of range, and
+/// (`context_length_exceeded`) for a prompt plus `max_tokens` past the context.
+fn params(server: &Server, m: &Model, body: &[u8], chat: bool) -> std::result::Result<Params, ApiError> {
+    let body: Value = serde_json::from_slice(body).map_err(|e| bad(format!("the body is not valid JSON: {e}"), None))?;
+    if !body.is_object() {
+        return Err(bad("the body must be a JSON object", None));
+    }
+    let text = if chat {
+        let msgs = body["messages"]
+            .as_array()
+            .filter(|a| !a.is_empty())
+            .ok_or_else(|| bad("`messages` must be a non-empty list", Some("messages")))?;
+        let msgs: Vec<(String, String)> = msgs
+            .iter()
+            .map(|v| Some((v["role"].as_str()?.to_string(), content(&v["content"])?)))
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad("each message needs a `role` string and a `content` string or list of text parts", Some("messages")))?;
+        let msgs: Vec<(&str, &str)> = msgs.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
+        chat_prompt(&m.file, &m.tok, &msgs).map_err(|e| bad(e.to_string(), Some("messages")))?
+    } else {
+        body["prompt"].as_str().ok_or_else(|| bad("`prompt` must be a string", Some("prompt")))?.to_string()
+    };
+    if !(body["n"].is_null() || body["n"] == 1) {
+        return Err(bad("only `n` = 1 is supported", Some("n")));
+    }
+    let prompt = m.tok.encode_prompt(&text);
+    let ctx = m.batcher.max_context();
+    let max = number(&body, "max_completion_tokens", 1.0, f64::MAX)?.or(number(&body, "max_tokens", 1.0, f64::MAX)?);
+    let field = Some(if chat { "messages" } else { "prompt" });
+    if prompt.is_empty() {
+        return Err(bad("the prompt encodes to no tokens", field));
+    }
+    // (as OpenAI: the prompt and the tokens asked for must fit the context; without max_tokens, one token)
+    let n = prompt.len();
+    if max.map_or(n >= ctx, |x| n as f64 + x > ctx as f64) {
+        let asked = max
+            .map_or(format!("a prompt of {n} tokens"), |x| format!("{} tokens ({n} in the prompt, {x} in the completion)", n as f64 + x));
+        let e = bad(format!("This model's maximum context length is {ctx} tokens. However, you requested {asked}. Please reduce the length of the prompt or completion."), field);
+        return Err(e.code("context_length_exceeded"));
+    }
+    let stop = match &body["stop"] {
+        Value::Null => vec![],
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a
+            .iter()
+            .map(|s| s.as_str().map(str::to_string))
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad("`stop` must be a string or a list of strings", Some("stop")))?,
+        _ => return Err(bad("`stop` must be a string or a list of strings", Some("stop"))),
+    };
+    let o = &server.opts;
+    let seed = match &body["seed"] {
+        Value::Null => fresh(),
+        v => v.as_u64().or(v.as_i64().map(|x| x as u64)).ok_or_else(|| bad("`seed` must be an integer", Some("seed")))?,
+    };
+    let sampler = Sampler::new(
+        number(&body, "temperature", 0.0, 2.0)?.map_or(o.temperature, |x| x as f32),
+        number(&body, "top_k", 0.0, f64::MAX)?.map_or(o.top_k, |x| x as usize),
+        number(&body, "top_p", 0.0, 1.0)?.map_or(o.top_p, |x| x as f32),
+        seed,
+    );
+    Ok(Params {
+        max_tokens: max.map_or(ctx - prompt.len(), |x| x as usize),
+        prompt,
+        sampler,
+        stop: stop.into_iter().filter(|s| !s.is_empty()).collect(),
+        stream: body["stream"].as_bool().unwrap_or(false),
+        include_usage: body["stream_options"]["include_usage"].as_bool().unwrap_or(false),
+    })
+}
+
+/// Text held back while it may be the start of a stop string: what goes out never contains a stop string, and
+/// ends before the first one.
+struct StopFilter<'a> {
+    stops: &'a [String],
+    held: String,
+}
+
+impl StopFilter<'_> {
+    /// Takes `piece`; returns the text that can go out now, and whether a stop string was reached.
+    fn push(&mut self, piece: &str) -> (String, bool) {
+        self.held.push_str(piece);
+        if let Some(at) = self.stops.iter().filter_map(|s| self.held.find(s.as_str())).min() {
+            self.held.truncate(at);
+            return (std::mem::take(&mut self.held), true);
+        }
+        let n = self.held.len();
+        let keep = (1..=n.min(self.stops.iter().map(String::len).max().unwrap_or(0)))
+            .rev()
+            .find(|&k| self.held.is_char_boundary(n - k) && self.stops.iter().any(|s| s.starts_with(&self.held[n - k..])))
+            .unwrap_or(0);
+        (self.held.drain(..n - keep).collect(), false)
+    }
+}
+
+/// How a generation ended: OpenAI's `finish_reason`, the tokens generated, the prompt tokens reused.
+struct Outcome {
+    finish: &'static str,
+    tokens: usize,
+    cached: usize,
+}
+
+/// Runs `p` on the batcher, handing each piece of text to `emit` (stop strings cut out). `None`: `emit` returned
+/// false (the client left), which cancels the generation.
+fn generate(m: &Model, p: Params, mut emit: impl FnMut(&str) -> bool) -> std::result::Result<Option<Outcome>, ApiError> {
+    let (tx, rx) = mpsc::channel();
+    let request = Request { prompt: p.prompt, max_tokens: p.max_tokens, sampler: p.sampler, events: tx };
+    m.batcher.submit(request).map_err(|e| ApiError::new(500, "server_error", e.to_string()))?;
+    let (mut dec, mut stop) = (StreamDecoder::new(), StopFilter { stops: &p.stop, held: String::new() });
+    let mut out = Outcome { finish: "length", tokens: 0, cached: 0 };
+    for event in rx.iter() {
+        let (piece, end) = match event {
+            Event::Started { cached } => {
+                out.cached = cached;
+                continue;
+            }
+            Event::Token(t) => {
+                out.tokens += 1;
+                (dec.push(&m.tok, t), None)
+            }
+            Event::Done(f) => (dec.finish(), Some(if f == Finish::Stop { "stop" } else { "length" })),
+            Event::Failed(e) => return Err(ApiError::new(500, "server_error", format!("the generation failed: {e}"))),
+        };
+        let (mut text, hit) = stop.push(&piece);
+        if end.is_some() && !hit {
+            text.push_str(&std::mem::take(&mut stop.held));
+        }
+        if !(text.is_empty() || emit(&text)) {
+            return Ok(None);
+        }
+        if hit || end.is_some() {
+            out.finish = if hit { "stop" } else { end.unwrap_or("length") };
+            return Ok(Some(out));
+        }
+    }
+    Err(ApiError::new(500, "server_error", "the model thread stopped"))
+}
+
+/// Whether the client has closed its side of `conn` (looked at without blocking).
+fn client_left(conn: &TcpStream) -> bool {
+    if conn.set_nonblocking(true).is_err() {
+        return true;
+    }
+    let r = conn.peek(&mut [0u8; 1]);
+    let _ = conn.set_nonblocking(false);
+    !matches!(r, Ok(1..)) && !matches!(r, Err(ref e) if e.kind() == ErrorKind::WouldBlock)
+}
+
+/// A chat completion (`chat`) or a text completion: whole (the answer returned), or streamed to `conn` (`None`
+/// returned; once a stream has begun, a failure is sent as an `{"error": ...}` event).
+fn complete(
+    server: &Server,
+    m: &Model,
+    body: &[u8],
+    chat: bool,
+    conn: &mut TcpStream,
+) -> std::result::Result<Option<(u16, Value)>, ApiError> {
+    let p = params(server, m, body, chat)?;
+    let (stream, include_usage, prompt_tokens) = (p.stream, p.include_usage, p.prompt.len());
+    let (id, created, t0) = (format!("{}-{:016x}", if chat { "chatcmpl" } else { "cmpl" }, fresh()), now(), Instant::now());
+    let object = match (chat, stream) {
+        (true, false) => "chat.completion",
+        (true, true) => "chat.completion.chunk",
+        (false, _) => "text_completion",
+    };
+    let usage = |o: &Outcome| {
+        json!({"prompt_tokens": prompt_tokens, "completion_tokens": o.tokens, "total_tokens": prompt_tokens + o.tokens,
+               "prompt_tokens_details": {"cached_tokens": o.cached}})
+    };
+    let frame = |choices: Value| json!({"id": id, "object": object, "created": created, "model": m.name, "choices": choices});
+    let (result, answer) = if stream {
+        let send = |conn: &mut TcpStream, v: &Value| conn.write_all(format!("data: {v}\n\n").as_bytes()).is_ok();
+        let delta = |text: &str, finish: Option<&str>| match (chat, finish) {
+            (true, None) => json!([{"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": null}]),
+            (true, Some(_)) => json!([{"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish}]),
+            (false, _) => json!([{"index": 0, "text": text, "logprobs": null, "finish_reason": finish}]),
+        };
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
+        let mut ok = conn.write_all(head.as_bytes()).is_ok();
+        if chat {
+            ok &= send(conn, &frame(json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}])));
+        }
+        let result = generate(m, p, |text| ok && send(conn, &frame(delta(text, None))));
+        match &result {
+            Ok(Some(o)) => {
+                send(conn, &frame(delta("", Some(o.finish))));
+                if include_usage {
+                    let mut v = frame(json!([]));
+                    v["usage"] = usage(o);
+                    send(conn, &v);
+                }
+                conn.write_all(b"data: [DONE]\n\n").ok();
+            }
+            Ok(None) => {}
+            Err(e) => {
+                send(conn, &e.body());
+            }
+        }
+        (result, None)
+    } else {
+        let mut text = String::new();
+        let result = generate(m, p, |t| {
+            text.push_str(t);
+            !client_left(conn)
+        });
+        let answer = result.as_ref().ok().and_then(Option::as_ref).map(|o| {
+            let choice = match chat {
+                true => json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": null, "finish_reason": o.finish}),
+                false => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": o.finish}),
+            };
+            let mut v = frame(json!([choice]));
+            v["usage"] = usage(o);
+            (200, v)
+        });
+        (result, answer)
+    };
+    let s = t0.elapsed().as_secs_f64();
+    match result {
+        Ok(Some(o)) => eprintln!(
+            "llm: {id}: {prompt_tokens} prompt tokens ({} cached), {} tokens in {s:.2} s ({:.1} tok/s), {}",
+            o.cached,
+            o.tokens,
+            o.tokens as f64 / s,
+            o.finish
+        ),
+        Ok(None) => eprintln!("llm: {id}: cancelled after {s:.2} s: the client left"),
+        Err(e) => {
+            eprintln!("llm: {id}: {}", e.message);
+            // (a stream has sent it already)
+            if !stream {
+                return Err(e);
+            }
+        }
+    }
+    Ok(answer)
+}
