@@ -3,7 +3,7 @@
 //! the model; each request gets a slot whose KV cache it keeps after it ends, so a later prompt that starts the
 //! same way (a chat's next turn) prefills only what is new.
 
-use super::generate::{Sampler, PREFILL_CHUNK, SPAN};
+use super::generate::{prefill, Sampler, SPAN};
 use super::model::{KvCache, StartPos, Transformer};
 use crate::error::{Error, Result};
 use crate::{Tensor, TinyJit};
@@ -198,17 +198,6 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
         }
         active = still;
     }
-}
-
-/// Runs `tokens` into `cache` from position `start` (in chunks of [`PREFILL_CHUNK`]): the last one's logits.
-fn prefill(model: &Transformer, cache: &KvCache, start: usize, tokens: &[u32]) -> Result<Vec<f32>> {
-    let mut logits = Vec::new();
-    for (i, chunk) in tokens.chunks(PREFILL_CHUNK).enumerate() {
-        let ids: Vec<i32> = chunk.iter().map(|&t| t as i32).collect();
-        let at = StartPos::Const(start + i * PREFILL_CHUNK);
-        logits = model.forward(cache, &Tensor::from_slice(&ids, [ids.len()]), at).to_vec::<f32>()?;
-    }
-    Ok(logits)
 }
 
 /// Samples `a`'s next token from `logits` and sends it; false when the request has ended (an end token, its

@@ -97,7 +97,34 @@ pub struct Session<'m> {
 }
 
 /// Tokens one prefill pass takes at most (longer prompts go in chunks).
-pub(crate) const PREFILL_CHUNK: usize = 128;
+const PREFILL_CHUNK: usize = 128;
+
+/// Logits after `tokens` (`[vocab]` float32), which enter `cache` at position `start`: in chunks of at most 128,
+/// each padded to a power of two and run with its start and last index as bound variables, so that a prompt of any
+/// length at any position runs graphs already compiled (eight chunk lengths, a span per 128 positions). A chunk
+/// whose padding would pass the end of the context runs unpadded.
+///
+/// # Errors
+/// Realize errors.
+///
+/// # Panics
+/// If the tokens pass the end of the context or `tokens` is empty.
+pub fn prefill(model: &Transformer, cache: &KvCache, start: usize, tokens: &[u32]) -> Result<Vec<f32>> {
+    let ctx = model.cfg.max_context;
+    assert!(!tokens.is_empty() && start + tokens.len() <= ctx, "prefill: tokens {start}..{} in a context of {ctx}", start + tokens.len());
+    let mut logits = Vec::new();
+    for (i, chunk) in tokens.chunks(PREFILL_CHUNK).enumerate() {
+        let at = start + i * PREFILL_CHUNK;
+        let len = Some(chunk.len().next_power_of_two()).filter(|n| at + n <= ctx).unwrap_or(chunk.len());
+        let mut ids: Vec<i32> = chunk.iter().map(|&t| t as i32).collect();
+        ids.resize(len, 0);
+        let span = ((at + len).div_ceil(SPAN) * SPAN).min(ctx);
+        let pos = Tensor::bind_var("prefill_start", 0, ctx as i64 - 1, at as i64);
+        let last = Tensor::bind_var("prefill_last", 0, PREFILL_CHUNK as i64 - 1, chunk.len() as i64 - 1);
+        logits = model.prefill(cache, &Tensor::from_slice(&ids, [len]), &pos, &last, span).to_vec::<f32>()?;
+    }
+    Ok(logits)
+}
 
 impl<'m> Session<'m> {
     /// A session on `model` with an empty cache.
@@ -119,18 +146,14 @@ impl<'m> Session<'m> {
         Ok(())
     }
 
-    /// Logits after `tokens` (`[vocab]` float32), which enter the cache at `pos` (in chunks of 128).
+    /// Logits after `tokens` (`[vocab]` float32), which enter the cache at `pos` (see [`prefill`]).
     ///
     /// # Errors
     /// When the tokens pass the end of the context; realize errors.
     pub fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
         self.room(tokens.len())?;
-        let mut logits = Vec::new();
-        for chunk in tokens.chunks(PREFILL_CHUNK) {
-            let ids: Vec<i32> = chunk.iter().map(|&t| t as i32).collect();
-            logits = self.model.forward(&self.cache, &Tensor::from_slice(&ids, [ids.len()]), StartPos::Const(self.pos)).to_vec::<f32>()?;
-            self.pos += chunk.len();
-        }
+        let logits = prefill(self.model, &self.cache, self.pos, tokens)?;
+        self.pos += tokens.len();
         Ok(logits)
     }
 

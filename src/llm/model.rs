@@ -62,13 +62,21 @@ struct Block {
     local: bool,
 }
 
-/// Where a forward pass starts: a known position (prefill), or a bound symbolic variable (a TinyJit-replayed
-/// decode step: one compiled graph for every position) with the cache rows it attends over (`span`, past the
-/// position: a decoder rounds it up to a multiple of 128, so one graph serves 128 positions).
+/// Where a forward pass starts: a known position, or a bound symbolic variable (one compiled graph for every
+/// position: a TinyJit-replayed decode step, a prefill chunk) with the cache rows it attends over (`span`, past the
+/// last position: rounded up to a multiple of 128, so one graph serves 128 positions).
 #[derive(Clone, Copy)]
 pub enum StartPos<'a> {
     Const(usize),
     Var(&'a Tensor, usize),
+}
+
+/// Which positions' logits a forward pass returns: all, each sequence's last, or the one at a bound variable.
+#[derive(Clone, Copy)]
+enum Out<'a> {
+    All,
+    Last,
+    Row(&'a Tensor),
 }
 
 /// One sequence's KV cache: for each layer, its keys and values, `[max_context, n_kv_heads * head_dim]` float32,
@@ -247,7 +255,7 @@ impl Transformer {
     /// # Panics
     /// If the tokens pass the end of the KV cache, or `start` is a variable and `T > 1`.
     pub fn forward(&self, cache: &KvCache, tokens: &Tensor, start: StartPos) -> Tensor {
-        self.run(tokens, &[(cache, start)], false).reshape([self.cfg.vocab])
+        self.run(tokens, &[(cache, start)], Out::Last).reshape([self.cfg.vocab])
     }
 
     /// As [`Transformer::forward`], with the logits at every position: `[T, vocab]`.
@@ -255,7 +263,7 @@ impl Transformer {
     /// # Panics
     /// As [`Transformer::forward`].
     pub fn logits(&self, cache: &KvCache, tokens: &Tensor, start: StartPos) -> Tensor {
-        self.run(tokens, &[(cache, start)], true)
+        self.run(tokens, &[(cache, start)], Out::All)
     }
 
     /// One decode step of several sequences at once (llama-server's batched slots): `tokens` (`[B]` int32), token
@@ -266,13 +274,25 @@ impl Transformer {
     /// If `tokens` is not `[rows.len()]`, or a position passes the end of its cache.
     pub fn decode(&self, tokens: &Tensor, rows: &[(&KvCache, StartPos)]) -> Tensor {
         assert_eq!(tokens.shape(), [rows.len()], "decode: tokens {:?} for {} sequences", tokens.shape(), rows.len());
-        self.run(tokens, rows, false)
+        self.run(tokens, rows, Out::Last)
+    }
+
+    /// Logits after the token at index `last` (a bound variable) of `tokens` (`[T]` int32 ids entering `cache` at the
+    /// bound variable `start`, attending over `span` cache rows): `[vocab]` float32. Both positions are variables, so
+    /// one compiled graph serves every prompt chunk of `T` tokens: a caller pads a chunk to one of a few lengths
+    /// (the padding's keys and values land past the prompt, where the next tokens overwrite them before any query
+    /// can see them).
+    ///
+    /// # Panics
+    /// If `span` passes the end of the KV cache.
+    pub fn prefill(&self, cache: &KvCache, tokens: &Tensor, start: &Tensor, last: &Tensor, span: usize) -> Tensor {
+        self.run(tokens, &[(cache, StartPos::Var(start, span))], Out::Row(last)).reshape([self.cfg.vocab])
     }
 
     /// The forward pass of `tokens` (`[N]`): `seqs` splits them into sequences (one for a prompt, or one token
-    /// each for a batched decode step), each with its cache and start position. Out: `[N, vocab]` when `all`, else
-    /// each sequence's last: `[seqs.len(), vocab]`.
-    fn run(&self, tokens: &Tensor, seqs: &[(&KvCache, StartPos)], all: bool) -> Tensor {
+    /// each for a batched decode step), each with its cache and start position. Out: `[N, vocab]` for
+    /// [`Out::All`], else one row per sequence: `[seqs.len(), vocab]`.
+    fn run(&self, tokens: &Tensor, seqs: &[(&KvCache, StartPos)], out: Out) -> Tensor {
         let c = &self.cfg;
         let n = tokens.shape()[0];
         let (hd, nh, nkv, ctx) = (c.head_dim, c.n_heads, c.n_kv_heads, c.max_context);
@@ -293,9 +313,9 @@ impl Transformer {
                     (Tensor::arange(s as f64, (s + t) as f64, 1.0).cast(dtypes::FLOAT32), s + t)
                 }
                 StartPos::Var(v, span) => {
-                    assert_eq!(t, 1, "forward: a variable start position decodes one token at a time");
                     assert!(span <= ctx, "forward: a span of {span} rows passes the KV cache's {ctx}");
-                    (v.cast(dtypes::FLOAT32).reshape([1]), span)
+                    let s = v.cast(dtypes::FLOAT32).reshape([1]);
+                    (if t == 1 { s } else { s + Tensor::arange(0.0, t as f64, 1.0) }, span)
                 }
             })
             .collect();
@@ -343,11 +363,21 @@ impl Transformer {
                             let place = |x: &Tensor| x.pad(&[(s as i64, (ctx - s - t) as i64), (0, 0)]);
                             (mask.where_(place(&k), cache_k), mask.where_(place(&v), cache_v))
                         }
-                        StartPos::Var(var, _) => {
+                        StartPos::Var(var, _) if t == 1 => {
                             // (an integer compare of the row with the variable: codegen stores the one row it pins)
                             let rows = Tensor::arange(0.0, ctx as f64, 1.0).cast(dtypes::INT32).reshape([ctx, 1]);
                             let at = rows.eq(var.cast(dtypes::INT32).reshape([1, 1]));
                             (at.where_(&k, cache_k), at.where_(&v, cache_v))
+                        }
+                        StartPos::Var(var, _) => {
+                            // row r takes token r - start when that is in 0..T: a one-hot sum codegen turns into a
+                            // gated load, stored only in the rows it covers
+                            let rows = Tensor::arange(0.0, ctx as f64, 1.0).cast(dtypes::INT32).reshape([ctx, 1]);
+                            let off = &rows - &var.cast(dtypes::INT32).reshape([1, 1]);
+                            let mask = off.ge(0).bitwise_and(off.lt(t as i32));
+                            let at = off.reshape([ctx, 1, 1]).eq(Tensor::arange(0.0, t as f64, 1.0).cast(dtypes::INT32).reshape([1, t, 1]));
+                            let place = |x: &Tensor| at.where_(x.reshape([1, t, nkv * hd]), 0.0f32).sum(1);
+                            (mask.where_(place(&k), cache_k), mask.where_(place(&v), cache_v))
                         }
                     };
                     cache_k.assign(&ck);
@@ -379,7 +409,15 @@ impl Transformer {
             }
             x = x + out;
         }
-        let x = if all || t == 1 { x } else { x.shrink(&[(t - 1, t), (0, c.dim)]) };
+        let x = match out {
+            Out::All => x,
+            Out::Last if t == 1 => x,
+            Out::Last => x.shrink(&[(t - 1, t), (0, c.dim)]),
+            Out::Row(r) => {
+                let at = Tensor::arange(0.0, t as f64, 1.0).cast(dtypes::INT32).reshape([t, 1]).eq(r.cast(dtypes::INT32).reshape([1, 1]));
+                at.where_(&x, 0.0f32).sum_keepdim(0)
+            }
+        };
         project(&rms_norm(&x, &self.output_norm, c.eps), self.output.as_ref().unwrap_or(&self.tok_embd))
     }
 }
