@@ -7,16 +7,18 @@ typedef _Float16 half;
 #endif
 #endif
 typedef float float8 __attribute__((vector_size(32), aligned(4)));
-void r_16_32_8(void** bufs, const int* vals, int core_start, int core_end) {
+void r_16_16_16(void** bufs, const int* vals, int core_start, int core_end) {
   (void)vals; (void)core_start; (void)core_end;
   float* restrict data0 = (float*)bufs[0];
   const float* restrict data1 = (float*)bufs[1];
   for (long ridx0 = core_start; ridx0 < core_end; ridx0++) {
     float8 acc0;
     acc0 = ((float8){0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f});
-    for (long ridx3 = 0; ridx3 < 32; ridx3++) {
-      float8 val0 = *((float8*)(&data1[((ridx3*8)+(ridx0*256))]));
-      acc0 = (acc0+val0);
+    for (long ridx3 = 0; ridx3 < 16; ridx3++) {
+      long alu0 = ((ridx3*16)+(ridx0*256));
+      float8 val1 = *((float8*)(&data1[alu0]));
+      float8 val2 = *((float8*)(&data1[(alu0+8)]));
+      acc0 = (acc0+(val1+val2));
     }
     data0[ridx0] = (((((((acc0[0]+acc0[1])+acc0[2])+acc0[3])+acc0[4])+acc0[5])+acc0[6])+acc0[7]);
   }
