@@ -219,16 +219,21 @@ fn step(state: &mut State, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Resul
             swap.insert(o, new_buffer(o.dtype, b.size, &b.device));
         }
     }
-    for ei in &cap.items {
-        let mut ei = ei.clone();
-        ei.bufs.iter_mut().for_each(|b| {
-            if let Some(n) = swap.get(&*b) {
-                *b = n.clone();
-            }
-        });
-        ei.rebind(&vars);
-        record(&ei);
-        ei.run()?;
-    }
+    let items: Vec<ExecItem> = cap
+        .items
+        .iter()
+        .map(|ei| {
+            let mut ei = ei.clone();
+            ei.bufs.iter_mut().for_each(|b| {
+                if let Some(n) = swap.get(&*b) {
+                    *b = n.clone();
+                }
+            });
+            ei.rebind(&vars);
+            record(&ei);
+            ei
+        })
+        .collect();
+    super::run_items(&items)?;
     Ok(cap.outputs.iter().map(|(b, shape)| Tensor::from_uop(buffer_view(swap.get(b).unwrap_or(b), shape))).collect())
 }

@@ -452,6 +452,26 @@ static POOL: LazyLock<rayon::ThreadPool> = LazyLock::new(|| {
         .expect("creating the CPU thread pool")
 });
 
+/// Runs `f`, a batch of kernel launches, on a thread of the kernels' pool when no other batch is there (else on
+/// this thread): a parallel launch made on a pool thread runs its first chunk there while the others take the
+/// rest, instead of this thread handing the whole launch over and sleeping until it is done. One batch at a time,
+/// because a pool thread waiting for its chunks may pick up queued work, and a second batch blocking on a buffer
+/// lock the first holds would never return to it; single kernel chunks never block, so they are safe to pick up.
+pub fn run_batch<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    static BATCH: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+    match BATCH.try_lock() {
+        Some(_one) if threads() > 1 => {
+            // (with this thread's Context overrides: DEBUG=2 in a Context still prints each launch)
+            let ctx = crate::helpers::Context::snapshot();
+            POOL.install(move || {
+                let _g = ctx.enter();
+                f()
+            })
+        }
+        _ => f(),
+    }
+}
+
 /// One launch's arguments, shared by the threads that run its chunks.
 struct Launch {
     f: KernelFn,
