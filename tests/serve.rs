@@ -55,10 +55,14 @@ impl Server {
             .stdout(Stdio::piped())
             .spawn()
             .expect("start llm --serve");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let addr = line.trim().strip_prefix("listening on http://").unwrap_or_else(|| panic!("first line: {line:?}")).to_string();
-        let server = Server { child, addr };
+        out.read_line(&mut line).unwrap();
+        // (the rest of stdout drained, so a later print, DEBUG's say, never meets a closed pipe)
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        let addr = line.trim().strip_prefix("listening on http://").map(str::to_string);
+        let server = Server { child, addr: addr.unwrap_or_default() };
+        assert!(!server.addr.is_empty(), "first line: {line:?}");
         let start = Instant::now();
         loop {
             let (status, body) = server.request("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -78,6 +82,8 @@ impl Server {
     /// Sends `raw` and returns the status and body of the answer.
     fn request(&self, raw: &str) -> (u16, String) {
         let mut s = TcpStream::connect(&self.addr).unwrap();
+        // (a server that stops answering fails the test instead of hanging CI)
+        s.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
         s.write_all(raw.as_bytes()).unwrap();
         let mut out = String::new();
         s.read_to_string(&mut out).unwrap();

@@ -234,6 +234,6 @@ fn step(state: &mut State, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Resul
             ei
         })
         .collect();
-    super::run_items(&items)?;
+    super::run_items(items)?;
     Ok(cap.outputs.iter().map(|(b, shape)| Tensor::from_uop(buffer_view(swap.get(b).unwrap_or(b), shape))).collect())
 }

@@ -453,16 +453,19 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
             Ok(ei)
         })
         .collect::<Result<Vec<_>>>()?;
-    run_items(&items)?;
+    run_items(items)?;
     Ok(sched.outputs)
 }
 
 /// Launches `items` in order. A batch of CPU kernels runs on a thread of the CPU pool (see
 /// [`crate::runtime::cpu::run_batch`]): each parallel kernel is split between that thread and the others, with
-/// no wake-up and sleep of this thread per kernel (a decode step launches ~600 kernels: 25% of its time).
-fn run_items(items: &[ExecItem]) -> Result<()> {
-    let run = || items.iter().try_for_each(|ei| ei.run().map(drop));
-    if items.len() > 1 && items.iter().all(|ei| ei.dev.name == "CPU") {
+/// no wake-up and sleep of this thread per kernel (a decode step launches ~600 kernels: 25% of its time). Each
+/// item drops once it has run, so a buffer no later kernel holds is freed at its last use.
+fn run_items(items: Vec<ExecItem>) -> Result<()> {
+    let batch =
+        items.iter().all(|ei| ei.dev.name == "CPU") && items.iter().any(|ei| crate::runtime::cpu::parallel_launch(&ei.runner.kernel));
+    let run = move || items.into_iter().try_for_each(|ei| ei.run().map(drop));
+    if batch {
         crate::runtime::cpu::run_batch(run)
     } else {
         run()

@@ -8,7 +8,9 @@ use super::model::{KvCache, StartPos, Transformer};
 use crate::error::{Error, Result};
 use crate::{Tensor, TinyJit};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
 
 /// One generation: `prompt` (token ids, BOS included) continued by at most `max_tokens` tokens drawn by `sampler`.
 pub struct Request {
@@ -47,6 +49,17 @@ pub enum Event {
 pub struct Batcher {
     tx: Sender<Request>,
     max_context: usize,
+    /// False once the thread has ended (a panic in the model: every request after it fails).
+    alive: Arc<AtomicBool>,
+}
+
+/// Marks the batcher stopped when its thread ends, by return or by panic.
+struct Alive(Arc<AtomicBool>);
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 impl Batcher {
@@ -56,11 +69,21 @@ impl Batcher {
         let (tx, rx) = mpsc::channel();
         let max_context = model.cfg.max_context;
         let slots = slots.max(1);
+        let alive = Arc::new(AtomicBool::new(true));
+        let guard = Alive(alive.clone());
         std::thread::Builder::new()
             .name("llm-batcher".into())
-            .spawn(move || serve(&model, &is_end, slots, &rx))
+            .spawn(move || {
+                let _guard = guard;
+                serve(&model, &is_end, slots, &rx)
+            })
             .expect("spawn the batcher");
-        Batcher { tx, max_context }
+        Batcher { tx, max_context, alive }
+    }
+
+    /// Whether the model thread still runs (it ends only by a panic, which the failed requests report).
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
     }
 
     /// The longest prompt plus generation a request may have, in tokens.
@@ -141,7 +164,10 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
             let keep = keep.min(r.prompt.len() - 1);
             let slot = &mut slots[i];
             slot.tokens.truncate(keep);
-            let _ = r.events.send(Event::Started { cached: keep });
+            // (a request cancelled while queued is not prefilled)
+            if r.events.send(Event::Started { cached: keep }).is_err() {
+                continue;
+            }
             match prefill(model, &slot.cache, keep, &r.prompt[keep..]) {
                 Ok(logits) => {
                     slot.tokens.extend_from_slice(&r.prompt[keep..]);
@@ -162,7 +188,9 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
         if active.is_empty() {
             continue;
         }
-        // one decode step for every active request: row b feeds its token at its slot's position
+        // one decode step for every active request, in slot order (one capture per set of slots, not per order):
+        // row b feeds its token at its slot's position
+        active.sort_by_key(|a| a.slot);
         let key: StepKey = (
             active.iter().map(|a| a.slot).collect(),
             active.iter().map(|a| ((slots[a.slot].tokens.len() / SPAN + 1) * SPAN).min(ctx)).max().unwrap_or(ctx),

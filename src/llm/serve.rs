@@ -64,8 +64,9 @@ impl Model {
             events: tx,
         })?;
         match rx.iter().find(|e| matches!(e, Event::Done(_) | Event::Failed(_))) {
+            Some(Event::Done(_)) => Ok(m),
             Some(Event::Failed(e)) => Err(Error::Context(format!("the warm-up generation failed: {e}"))),
-            _ => Ok(m),
+            _ => Err(Error::Context("the model thread stopped during the warm-up generation".into())),
         }
     }
 }
@@ -186,7 +187,10 @@ fn handle(server: &Server, mut conn: TcpStream) {
     let answer = match (method.as_str(), path.as_str(), server.model.get()) {
         ("GET", "/" | "/index.html", _) => return respond(&mut conn, 200, "text/html; charset=utf-8", CHAT_PAGE.as_bytes()),
         ("GET", "/health", None) => Ok(Some((503, json!({"status": "loading model"})))),
-        ("GET", "/health", Some(_)) => Ok(Some((200, json!({"status": "ok"})))),
+        ("GET", "/health", Some(m)) if m.batcher.is_alive() => Ok(Some((200, json!({"status": "ok"})))),
+        ("GET", "/health", Some(_)) => {
+            Ok(Some((503, json!({"status": "error", "message": "the model thread stopped; restart the server"}))))
+        }
         ("GET", "/v1/models", Some(m)) => {
             let model = json!({"id": m.name, "object": "model", "created": now(), "owned_by": "tinygrad"});
             Ok(Some((200, json!({"object": "list", "data": [model]}))))
@@ -504,14 +508,15 @@ fn generate(m: &Model, p: Params, mut emit: impl FnMut(&str) -> bool) -> std::re
     Err(ApiError::new(500, "server_error", "the model thread stopped"))
 }
 
-/// Whether the client has closed its side of `conn` (looked at without blocking).
+/// Whether the connection to the client is broken (looked at without blocking). A client that only shut down its
+/// sending side (end of file: `nc -N`, some proxies) still gets its answer.
 fn client_left(conn: &TcpStream) -> bool {
     if conn.set_nonblocking(true).is_err() {
         return true;
     }
     let r = conn.peek(&mut [0u8; 1]);
     let _ = conn.set_nonblocking(false);
-    !matches!(r, Ok(1..)) && !matches!(r, Err(ref e) if e.kind() == ErrorKind::WouldBlock)
+    matches!(r, Err(ref e) if e.kind() != ErrorKind::WouldBlock)
 }
 
 /// A chat completion (`chat`) or a text completion: whole (the answer returned), or streamed to `conn` (`None`
