@@ -41,8 +41,8 @@ pub struct Model {
 
 impl Model {
     /// Loads `model` (a path or an `https://` URL, as `llm --model`) with a context of `max_context` tokens and
-    /// starts its [`Batcher`] with `slots` KV caches, then runs one short generation so the first request finds the
-    /// prefill and decode kernels compiled (llama-server's warm-up).
+    /// starts its [`Batcher`] with `slots` KV caches, then runs one short generation (llama-server's warm-up): most
+    /// kernels are then compiled, though a new chunk length, span or batch size still compiles its own.
     ///
     /// # Errors
     /// As [`fetch_model`], [`GgufFile::open`], [`tokenizer_from_gguf`] and [`Transformer::from_gguf`]; the
