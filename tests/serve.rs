@@ -230,8 +230,11 @@ fn api_key() {
         check_error(post(auth), 401, None, Some("invalid_api_key"));
     }
     check_error(json_answer(srv.request("GET /v1/nothing HTTP/1.1\r\n\r\n")), 401, None, Some("invalid_api_key"));
-    let (status, v) = post("Authorization: Bearer sesame\r\n");
-    assert_eq!((status, v["usage"]["completion_tokens"].as_u64()), (200, Some(2)), "{v}");
+    // (the scheme in any case, as RFC 9110 says)
+    for auth in ["Authorization: Bearer sesame\r\n", "Authorization: bearer sesame\r\n"] {
+        let (status, v) = post(auth);
+        assert_eq!((status, v["usage"]["completion_tokens"].as_u64()), (200, Some(2)), "{auth}: {v}");
+    }
     if let Some(py) = python("openai") {
         run_script(&py, "openai_client.py", &["auth", &format!("http://{}", srv.addr), "sesame"]);
     }

@@ -173,7 +173,11 @@ fn handle(server: &Server, mut conn: TcpStream) {
     let path = head.path.split('?').next().unwrap_or("").to_string();
     let public = matches!((method.as_str(), path.as_str()), ("GET", "/" | "/index.html" | "/health"));
     if let (Some(key), false) = (&server.opts.api_key, public) {
-        let given = head.header("authorization").and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
+        // (the scheme is case-insensitive, RFC 9110: `bearer KEY` is the same credential)
+        let given = head
+            .header("authorization")
+            .and_then(|v| v.get(..7).filter(|s| s.eq_ignore_ascii_case("bearer ")).map(|_| &v[7..]))
+            .unwrap_or("");
         if !same(given.trim().as_bytes(), key.as_bytes()) {
             let e = ApiError::new(401, "invalid_request_error", "Invalid API key: send the header `Authorization: Bearer KEY`");
             return reject(&mut conn, &e.code("invalid_api_key"));
