@@ -3,7 +3,7 @@
 //! the model; each request gets a slot whose KV cache it keeps after it ends, so a later prompt that starts the
 //! same way (a chat's next turn) prefills only what is new.
 
-use super::generate::{prefill, Sampler, SPAN};
+use super::generate::{prefill, span, Sampler};
 use super::model::{KvCache, StartPos, Transformer};
 use crate::error::{Error, Result};
 use crate::{Tensor, TinyJit};
@@ -65,6 +65,9 @@ impl Drop for Alive {
 impl Batcher {
     /// Moves `model` into a new thread that serves requests with `slots` KV caches (at least one); `is_end` tells
     /// the end-of-generation tokens.
+    ///
+    /// # Panics
+    /// If the operating system can't start the thread.
     pub fn spawn(model: Transformer, is_end: impl Fn(u32) -> bool + Send + 'static, slots: usize) -> Batcher {
         let (tx, rx) = mpsc::channel();
         let max_context = model.cfg.max_context;
@@ -193,7 +196,7 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
         active.sort_by_key(|a| a.slot);
         let key: StepKey = (
             active.iter().map(|a| a.slot).collect(),
-            active.iter().map(|a| ((slots[a.slot].tokens.len() / SPAN + 1) * SPAN).min(ctx)).max().unwrap_or(ctx),
+            active.iter().map(|a| span(slots[a.slot].tokens.len() + 1, ctx)).max().unwrap_or(ctx),
         );
         let ids: Vec<i32> = active.iter().map(|a| a.next as i32).collect();
         let mut inputs = vec![Tensor::from_slice(&ids, [ids.len()])];

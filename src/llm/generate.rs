@@ -85,7 +85,13 @@ type DecodeStep<'m> = TinyJit<DecodeFn<'m>, usize>;
 
 /// Decode steps attend over the cache rows up to the next multiple of this past the position: one captured graph
 /// per 128 positions, and attention that grows with the context used, not the context allowed.
-pub(crate) const SPAN: usize = 128;
+const SPAN: usize = 128;
+
+/// The cache rows a pass attends over when its last position is `end - 1`: `end` rounded up to a multiple of
+/// [`SPAN`], at most the context `ctx`.
+pub(crate) fn span(end: usize, ctx: usize) -> usize {
+    (end.div_ceil(SPAN) * SPAN).min(ctx)
+}
 
 /// A model with its KV cache filled up to `pos`: prefill a prompt, then decode one token at a time.
 pub struct Session<'m> {
@@ -118,7 +124,7 @@ pub fn prefill(model: &Transformer, cache: &KvCache, start: usize, tokens: &[u32
         let len = Some(chunk.len().next_power_of_two()).filter(|n| at + n <= ctx).unwrap_or(chunk.len());
         let mut ids: Vec<i32> = chunk.iter().map(|&t| t as i32).collect();
         ids.resize(len, 0);
-        let span = ((at + len).div_ceil(SPAN) * SPAN).min(ctx);
+        let span = span(at + len, ctx);
         let pos = Tensor::bind_var("prefill_start", 0, ctx as i64 - 1, at as i64);
         let last = Tensor::bind_var("prefill_last", 0, PREFILL_CHUNK as i64 - 1, chunk.len() as i64 - 1);
         logits = model.prefill(cache, &Tensor::from_slice(&ids, [len]), &pos, &last, span).to_vec::<f32>()?;
@@ -165,7 +171,7 @@ impl<'m> Session<'m> {
         self.room(1)?;
         let max = self.model.cfg.max_context as i64 - 1;
         let pos = Tensor::bind_var("start_pos", 0, max, self.pos as i64);
-        let span = ((self.pos / SPAN + 1) * SPAN).min(self.model.cfg.max_context);
+        let span = span(self.pos + 1, self.model.cfg.max_context);
         let out = self.decode.call_with(&[Tensor::from_slice(&[token as i32], [1]), pos], span)?;
         self.pos += 1;
         out[0].to_vec::<f32>()
