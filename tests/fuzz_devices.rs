@@ -3,7 +3,12 @@
 //! every device (CPU, PYTHON, and CL where OpenCL has a device: required under CI) and unfused on the interpreter (every forward op its own kernel: `contiguous` after
 //! each); all results must agree within float32 tolerance. A failure prints the seed, the device and the program.
 //!
+//! The CPU's programs run again with gcc compiling the kernels and clang checking each (`CC_CHECK`, see
+//! tests/compilers.rs).
+//!
 //! `FUZZ_SEEDS=n` changes the number of seeds per device (default 200); `FUZZ_SEED=s` runs one seed.
+
+mod common;
 
 use tinygrad::helpers::Context;
 use tinygrad::Tensor;
@@ -202,6 +207,13 @@ fn seeds() -> Vec<u64> {
 #[test]
 fn fused_on_the_cpu_matches_unfused_on_the_interpreter() {
     seeds().into_iter().for_each(|s| check(s, "CPU"));
+}
+
+#[test]
+fn fused_on_the_cpu_under_gcc_checked_by_clang() {
+    if common::have(&["gcc", "clang"], "the fuzzer under gcc and clang") {
+        common::rerun("fused_on_the_cpu_matches_unfused_on_the_interpreter", &[("CC", "gcc"), ("CC_CHECK", "clang")]);
+    }
 }
 
 #[test]

@@ -26,6 +26,7 @@ fn check(name: &str, t: &Tensor) {
         half: true,
         decomposed: &[Ops::EXP2, Ops::THREEFRY],
         tensor_cores: &[],
+        mulacc: true,
     };
     let sched = create_schedule(&[t.uop()], "CPU");
     let src: String =

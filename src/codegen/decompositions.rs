@@ -4,12 +4,12 @@
 //! polynomial, THREEFRY (the random-bits hash) as its 20 rounds of uint32 adds, rotations and xors. Runs after the
 //! opts, so that scheduling, simplification and optimization see a random kernel's hash as one node, not hundreds.
 //! Follows tinygrad `uop/decompositions.py` (`xexp2`, `ldexp2k`, `pow2if`, `threefry2x32`), which its CPU
-//! renderer uses too; the exp2 coefficients are SLEEF's.
+//! renderer uses too; the exp2 coefficients are SLEEF's. [`fuse_mulacc`] makes float multiply-adds one MULACC.
 
 use crate::dtype::{dtypes, Scalar};
 use crate::pm;
 use crate::renderer::Renderer;
-use crate::uop::{graph_rewrite, var, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{graph_rewrite, symbolic::SYMBOLIC, var, Ops, PatternMatcher, UOp, UPat};
 use std::sync::LazyLock;
 
 /// Each op a renderer may lack, as the ops it has: float32 EXP2 as [`xexp2`], uint64 THREEFRY as
@@ -20,6 +20,32 @@ static PM_DECOMP: LazyLock<PatternMatcher<&'static [Ops]>> = LazyLock::new(|| {
         UPat::ops(Ops::THREEFRY).src([var("x"), var("key")]) => |x, key| ops.contains(&Ops::THREEFRY).then(|| threefry2x32(x, key)),
     }
 });
+
+/// Float `a*b + c` as one MULACC (tinygrad's late rewrite to MULACC where a renderer has it): the graph decides every
+/// contraction, so an expression rounds the same in every kernel that computes it (an equality mask such as a max's
+/// gradient compares values two kernels computed) and on every device. float32 and float64 only, scalar or vector:
+/// halves compute in float and round where C's rules say.
+static PM_MULACC: LazyLock<PatternMatcher> = LazyLock::new(|| {
+    pm! {
+        ((var("a") * var("b")) + var("c")).named("x") => |x, a, b, c| matches!(x.dtype.scalar, Scalar::Float32 | Scalar::Float64)
+            .then(|| UOp::new(Ops::MULACC, x.dtype, [a.clone(), b.clone(), c.clone()], crate::uop::Arg::None)),
+    }
+});
+
+/// [`SYMBOLIC`] and [`PM_MULACC`]: what expansion simplifies with where multiply-adds fuse (its unrolled reductions
+/// add products of lanes).
+pub static SYMBOLIC_MULACC: LazyLock<PatternMatcher> = LazyLock::new(|| &*SYMBOLIC + &*PM_MULACC);
+
+/// `ast` with each float32 or float64 `a*b + c` a MULACC (see [`PM_MULACC`]); for renderers with [`Renderer::mulacc`].
+pub fn fuse_mulacc(ast: &UOp) -> UOp {
+    graph_rewrite(ast, &PM_MULACC, &mut (), "mulacc")
+}
+
+/// `MULACC(a, b, acc)` for the update `acc + a*b` of a float32 or float64 sum, else None.
+pub fn mulacc_update(acc: &UOp, val: &UOp) -> Option<UOp> {
+    (val.op == Ops::MUL && matches!(acc.dtype.scalar, Scalar::Float32 | Scalar::Float64))
+        .then(|| UOp::new(Ops::MULACC, acc.dtype, [val.src[0].clone(), val.src[1].clone(), acc.clone()], crate::uop::Arg::None))
+}
 
 /// `ast` with the ops that `ren` lacks decomposed.
 pub fn decompose(ast: &UOp, ren: &Renderer) -> UOp {

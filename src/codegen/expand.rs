@@ -70,8 +70,9 @@ fn vector_op(op: Ops) -> bool {
     )
 }
 
-/// `sink` with its lane axes expanded; vectors are at most `max_vector_bytes` wide.
-pub fn expand(sink: &UOp, max_vector_bytes: usize) -> UOp {
+/// `sink` with its lane axes expanded; vectors are at most `max_vector_bytes` wide; with `mulacc`, the float
+/// multiply-adds expansion makes are MULACCs (see [`super::decompositions::fuse_mulacc`]).
+pub fn expand(sink: &UOp, max_vector_bytes: usize, mulacc: bool) -> UOp {
     let sink = split_wide_lanes(sink, max_vector_bytes);
     let sink = &sink;
     let topo = sink.toposort();
@@ -108,7 +109,8 @@ pub fn expand(sink: &UOp, max_vector_bytes: usize) -> UOp {
         let copies = sub_all(&UOp::sink(stores.clone()), r, range_size(r));
         stores = (0..stores.len()).flat_map(|i| copies.iter().map(move |c| c.src[i].clone())).collect();
     }
-    let sink = graph_rewrite(&UOp::sink(stores), &SYMBOLIC, &mut (), "expand");
+    let pm = if mulacc { &*super::decompositions::SYMBOLIC_MULACC } else { &*SYMBOLIC };
+    let sink = graph_rewrite(&UOp::sink(stores), pm, &mut (), "expand");
     let sink = match v {
         Some(v) => vectorize(&sink, &v),
         None => sink,

@@ -7,8 +7,8 @@ use crate::uop::{symbolic::identity_element, Arg, Ops, UOp};
 use rustc_hash::FxHashMap;
 
 /// `sink` with every REDUCE lowered to an accumulator, inner reductions first (groups in order of their first
-/// REDUCE in the graph).
-pub fn lower_reduces(sink: &UOp) -> UOp {
+/// REDUCE in the graph); with `mulacc`, a float sum of products accumulates by MULACC.
+pub fn lower_reduces(sink: &UOp, mulacc: bool) -> UOp {
     let mut groups: Vec<(Vec<UOp>, Vec<UOp>)> = Vec::new();
     for r in sink.toposort().into_iter().filter(|u| u.op == Ops::REDUCE) {
         let ranges = r.src[1..].to_vec();
@@ -35,7 +35,11 @@ pub fn lower_reduces(sink: &UOp) -> UOp {
                 UOp::new(Ops::LOAD, r.dtype, [idx.clone(), init].into_iter().chain(ranges.iter().cloned()).collect::<Vec<_>>(), Arg::None);
             // (a reduction inside the value, lowered already: a grouped reduction's partial)
             let val = if map.is_empty() { r.src[0].clone() } else { r.src[0].substitute(&map) };
-            let update = if op == Ops::ADD { chain_wmma(&cur, &val) } else { None }.unwrap_or_else(|| cur.alu(op, &[&val]));
+            let update = match op {
+                Ops::ADD => chain_wmma(&cur, &val).or_else(|| mulacc.then(|| super::decompositions::mulacc_update(&cur, &val)).flatten()),
+                _ => None,
+            };
+            let update = update.unwrap_or_else(|| cur.alu(op, &[&val]));
             let src: Vec<UOp> = [idx.clone(), update].into_iter().chain(ranges.iter().cloned()).collect();
             updates.push(UOp::new(Ops::STORE, dtypes::VOID, src, Arg::None));
             accs.push(idx);

@@ -1,7 +1,7 @@
 //! Codegen. In: a kernel AST from the scheduler (a SINK of STOREs over typed RANGEs). Out: a [`LinearKernel`]:
 //! the UOps in the order a renderer prints them, with loops opened (RANGE) and closed (END). Passes, one line
 //! each in [`full_rewrite`]: simplify index math, collapse one-hot sums into gathers, apply opts (given, BEAM-searched or hand-coded), order reduce
-//! loops, decompose transcendentals, expand lane axes into vectors, lower reductions to accumulators, linearize. Follows tinygrad
+//! loops, decompose transcendentals, fuse multiply-adds, expand lane axes into vectors, lower reductions to accumulators, linearize. Follows tinygrad
 //! `codegen/__init__.py` (`full_rewrite_to_sink`, `linearize`).
 
 mod decompositions;
@@ -72,16 +72,21 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
     let sink = opt::order_reduce_loops(&sink);
     spec::verify(&sink, &spec::KERNEL_SPEC, "order reduce loops");
     // (opts add no transcendentals: the AST before them says whether there is anything to decompose)
-    let sink = if topo.iter().any(|u| ren.decomposed.contains(&u.op)) { decompositions::decompose(&sink, ren) } else { sink };
+    let decomposed = topo.iter().any(|u| ren.decomposed.contains(&u.op));
+    let sink = if decomposed { decompositions::decompose(&sink, ren) } else { sink };
+    // (multiply-adds fuse before expansion folds lane constants into some kernels' copies of an expression)
+    let float_mul_add = |u: &UOp| u.op == Ops::ADD && u.dtype.is_float() && u.src.iter().any(|s| s.op == Ops::MUL);
+    let sink = if ren.mulacc && (decomposed || topo.iter().any(float_mul_add)) { decompositions::fuse_mulacc(&sink) } else { sink };
     spec::verify(&sink, &spec::KERNEL_SPEC, "decompositions");
     let grouped = k.axis_types().contains(&AxisType::GroupReduce);
     let sink = if grouped { group::lower_groups(&sink) } else { sink };
     spec::verify(&sink, &spec::KERNEL_SPEC, "group reduces");
     let (sink, global_size, local_size) = if ren.has_local { gpudims::add_gpudims(&sink) } else { (sink, [outer.max(1), 1, 1], [1; 3]) };
     spec::verify(&sink, &spec::KERNEL_SPEC, "gpu dims");
-    let sink = expand::expand(&sink, if ren.vector_bytes == 0 { 0 } else { ren.vector_bytes.max(16) });
+    // (where the products of unrolled lanes, and the accumulators' `acc + a*b`, fuse too)
+    let sink = expand::expand(&sink, if ren.vector_bytes == 0 { 0 } else { ren.vector_bytes.max(16) }, ren.mulacc);
     spec::verify(&sink, &spec::KERNEL_SPEC, "expand");
-    let sink = lower::lower_reduces(&sink);
+    let sink = lower::lower_reduces(&sink, ren.mulacc);
     spec::verify(&sink, &spec::PROGRAM_SPEC, "lower reduces");
     let uops = linearize::linearize(&sink);
     spec::verify_list(&uops, &spec::PROGRAM_SPEC, "linearize");

@@ -203,7 +203,12 @@ impl ExecItem {
             }
         }
         let k = &self.runner.kernel;
+        let checked = self.runner.check.as_deref().map(|check| self.run_check(check, &ptrs)).transpose()?;
         let tm = self.runner.program.launch(&ptrs, &self.vals, k.global_size, k.local_size)?;
+        if let Some(want) = checked {
+            let b = &self.bufs[0];
+            compare_outputs(&k.name, b.dtype, &self.dev.read(b)?, &want)?;
+        }
         GLOBAL_COUNTERS.add_kernel(k.ops, k.mem, tm.as_nanos() as u64);
         if DEBUG.value() >= 2 {
             let s = tm.as_secs_f64();
@@ -224,10 +229,95 @@ impl ExecItem {
     }
 }
 
+impl ExecItem {
+    /// Runs `check`, the check compiler's build of the kernel, on copies of the buffers at `ptrs` (as they are before
+    /// the kernel runs), and returns the bytes of its output.
+    fn run_check(&self, check: &dyn Program, ptrs: &[*mut u8]) -> Result<Vec<u8>> {
+        let alloc = self.dev.rt.allocator();
+        let mut copies: Vec<(*mut u8, RawBuffer)> = Vec::new();
+        for (b, p) in self.bufs.iter().zip(ptrs) {
+            if copies.iter().all(|(q, _)| q != p) {
+                let raw = alloc.alloc(info(b).size * b.dtype.itemsize())?;
+                alloc.copyin(&raw, &self.dev.read(b)?)?;
+                copies.push((*p, raw));
+            }
+        }
+        let shadow: Vec<*mut u8> = ptrs.iter().map(|p| copies.iter().find(|(q, _)| q == p).expect("copied").1.as_ptr()).collect();
+        let k = &self.runner.kernel;
+        check.launch(&shadow, &self.vals, k.global_size, k.local_size)?;
+        let out = &copies.iter().find(|(q, _)| *q == ptrs[0]).expect("copied").1;
+        let mut bytes = vec![0u8; out.size()];
+        alloc.copyout(&mut bytes, out)?;
+        copies.into_iter().for_each(|(_, raw)| alloc.free(raw));
+        Ok(bytes)
+    }
+}
+
+impl Device {
+    /// The bytes of BUFFER `b`'s memory, read without taking its lock (the caller holds it).
+    fn read(&self, b: &UOp) -> Result<Vec<u8>> {
+        let raw = info(b).mem.get().and_then(|m| m.downcast_ref::<Mem>()).and_then(|m| m.raw.as_ref()).expect("allocated by run");
+        let mut out = vec![0u8; raw.size()];
+        self.rt.allocator().copyout(&mut out, raw)?;
+        Ok(out)
+    }
+}
+
+/// Compares kernel `name`'s output `got` (elements of `dtype`) with `want`, its check compiler's build's: floats within
+/// the conformance suite's tightest tolerance (`|got - want| <= atol + rtol·|want|`: 1e-5 and 1e-4, 16-bit floats
+/// 1e-2 and 1e-3; NaN matches NaN), everything else bit for bit. Errors with [`Error::Device`] naming the kernel and
+/// the first element that differs.
+fn compare_outputs(name: &str, dtype: DType, got: &[u8], want: &[u8]) -> Result<()> {
+    use crate::dtype::Scalar;
+    let n = got.len() / dtype.itemsize().max(1);
+    let float = |bytes: &[u8], i: usize| -> f64 {
+        let at = |w: usize| &bytes[i * w..(i + 1) * w];
+        match dtype.scalar {
+            Scalar::Float64 => f64::from_ne_bytes(at(8).try_into().expect("8 bytes")),
+            Scalar::Float32 => f32::from_ne_bytes(at(4).try_into().expect("4 bytes")) as f64,
+            Scalar::Float16 => half::f16::from_ne_bytes(at(2).try_into().expect("2 bytes")).to_f64(),
+            _ => half::bf16::from_ne_bytes(at(2).try_into().expect("2 bytes")).to_f64(),
+        }
+    };
+    let (atol, rtol) = if dtype.itemsize() == 2 { (1e-2, 1e-3) } else { (1e-5, 1e-4) };
+    let bad = (0..n).find(|&i| match dtype.is_float() {
+        true => {
+            let (g, w) = (float(got, i), float(want, i));
+            !(g == w || (g.is_nan() && w.is_nan()) || (g - w).abs() <= atol + rtol * w.abs())
+        }
+        false => {
+            let s = dtype.itemsize();
+            got[i * s..(i + 1) * s] != want[i * s..(i + 1) * s]
+        }
+    });
+    match bad {
+        None => Ok(()),
+        Some(i) => {
+            let show = |b: &[u8]| {
+                if dtype.is_float() {
+                    float(b, i).to_string()
+                } else {
+                    format!("{:?}", &b[i * dtype.itemsize()..(i + 1) * dtype.itemsize()])
+                }
+            };
+            Err(Error::Device {
+                device: "CPU".into(),
+                msg: format!(
+                    "kernel {name}: the CC build and the CC_CHECK build disagree at output element {i} of {n} ({dtype}): {} vs {}",
+                    show(got),
+                    show(want)
+                ),
+            })
+        }
+    }
+}
+
 /// A compiled kernel and what DEBUG prints about it.
 struct Runner {
     kernel: LinearKernel,
     program: Box<dyn Program>,
+    /// The check compiler's build of the kernel ([`runtime::Device::check_compiler`]), run beside `program`.
+    check: Option<Box<dyn Program>>,
     /// The BEAM width its opts were searched with (0: not searched).
     beam: i64,
     /// Each argument slot the kernel indexes and the bytes it may touch there (its DEFINE_GLOBAL's size).
@@ -270,9 +360,10 @@ fn prepare(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>) -> Result<(Lin
     Ok((kernel, src, beam))
 }
 
-/// The runner of a prepared kernel, compiled for `dev`.
-fn load(dev: &Device, (kernel, _, beam): (LinearKernel, String, i64), compiled: &Compiled) -> Result<Arc<Runner>> {
+/// The runner of a prepared kernel, compiled for `dev` (and `check`, its check compiler's build, if any).
+fn load(dev: &Device, (kernel, _, beam): (LinearKernel, String, i64), compiled: &Compiled, check: Option<Compiled>) -> Result<Arc<Runner>> {
     let program = dev.rt.load(&kernel, compiled)?;
+    let check = check.map(|c| dev.rt.load(&kernel, &c)).transpose()?;
     let args = kernel
         .uops
         .iter()
@@ -281,14 +372,15 @@ fn load(dev: &Device, (kernel, _, beam): (LinearKernel, String, i64), compiled: 
             _ => None,
         })
         .collect();
-    Ok(Arc::new(Runner { kernel, program, beam, args }))
+    Ok(Arc::new(Runner { kernel, program, check, beam, args }))
 }
 
 /// Optimizes, renders, compiles and loads `ast` on `dev` (see [`prepare`]).
 fn compile(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>) -> Result<Arc<Runner>> {
     let prepared = prepare(dev, ast, opts)?;
     let object = dev.rt.compiler()?.compile(&prepared.0.name, &prepared.1)?;
-    load(dev, prepared, &object)
+    let check = dev.rt.check_compiler()?.map(|cc| cc.compile(&prepared.0.name, &prepared.1)).transpose()?;
+    load(dev, prepared, &object, check)
 }
 
 /// The kernel ASTs compiled for `device` in this process so far (its kernel cache's keys), in no order: what a
@@ -373,7 +465,12 @@ fn compile_missing(dev: &'static Device, asts: &[&UOp]) -> Result<()> {
         })
         .collect::<Result<Vec<_>>>()?;
     let t1 = Instant::now();
-    let objects = dev.rt.compiler()?.compile_many(&prepared.iter().map(|(k, src, _)| (k.name.as_str(), src.as_str())).collect::<Vec<_>>());
+    let sources: Vec<(&str, &str)> = prepared.iter().map(|(k, src, _)| (k.name.as_str(), src.as_str())).collect();
+    let objects = dev.rt.compiler()?.compile_many(&sources);
+    let mut checks: Vec<Option<Result<Compiled>>> = match dev.rt.check_compiler()? {
+        Some(cc) => cc.compile_many(&sources).into_iter().map(Some).collect(),
+        None => (0..sources.len()).map(|_| None).collect(),
+    };
     if DEBUG.value() >= 1 {
         let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
         println!(
@@ -383,8 +480,8 @@ fn compile_missing(dev: &'static Device, asts: &[&UOp]) -> Result<()> {
             ms(t1, Instant::now())
         );
     }
-    for ((a, p), object) in missing.into_iter().zip(prepared).zip(objects) {
-        let r = load(dev, p, &object?)?;
+    for (((a, p), object), check) in missing.into_iter().zip(prepared).zip(objects).zip(checks.drain(..)) {
+        let r = load(dev, p, &object?, check.transpose()?)?;
         dev.runners.lock().insert(a.clone(), r);
     }
     Ok(())

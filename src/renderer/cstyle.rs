@@ -210,8 +210,10 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
     let mut r: Vec<String> = vec![String::new(); uops.len()];
     let mut uses: Vec<usize> = vec![0; uops.len()];
     let mut nesting: Vec<usize> = vec![0; uops.len()];
-    // MAX prints its operands twice: count them as used twice so they get a name
-    uops.iter().for_each(|u| u.src.iter().for_each(|s| uses[at[s]] += if u.op == Ops::MAX { 2 } else { 1 }));
+    // MAX prints its operands twice, a vector MULACC its scalar operands once a lane: count them as used twice so
+    // they get a name
+    let twice = |u: &UOp, s: &UOp| u.op == Ops::MAX || (u.op == Ops::MULACC && u.dtype.count > s.dtype.count);
+    uops.iter().for_each(|u| u.src.iter().for_each(|s| uses[at[s]] += if twice(u, s) { 2 } else { 1 }));
     let mut globals: Vec<(i64, DType)> = Vec::new();
     let mut vtypes: Vec<String> = Vec::new();
     let (mut body, mut depth, mut n) = (String::new(), 1usize, 0usize);
@@ -410,6 +412,15 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
                     e
                 }
             }
+            // (GNU C broadcasts a scalar operand of vector arithmetic, but not of a call)
+            Ops::MULACC if u.dtype.count > 1 && !d.opencl => {
+                let (f, vt) = (fma_vector(u.dtype, &mut vtypes, d), vtype(u.dtype, &mut vtypes, d));
+                let arg = |j: usize| match u.src[j].dtype.count {
+                    1 => format!("(({vt}){{{}}})", vec![s(j); u.dtype.count as usize].join(", ")),
+                    _ => s(j).to_string(),
+                };
+                format!("{f}({}, {}, {})", arg(0), arg(1), arg(2))
+            }
             // lane-wise max of vectors: OpenCL's select takes the comparison's lane masks
             Ops::MAX if u.dtype.count > 1 && d.opencl => format!("select({0},{1},{0}<{1})", s(0), s(1)),
             // C has no vector `?:`, so select bits with the comparison's mask
@@ -474,8 +485,9 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
             ""
         };
         let halves = if uops.iter().any(|u| d.emulated_half(u.dtype)) { HALF_PRELUDE_OPENCL } else { "" };
+        // (multiply-adds fuse where the graph says, MULACC, and nowhere else: see Renderer::mulacc)
         return format!(
-            "{fp64}{fp16}{halves}{}__kernel void {}({}) {{\n{body}}}\n",
+            "#pragma OPENCL FP_CONTRACT OFF\n{fp64}{fp16}{halves}{}__kernel void {}({}) {{\n{body}}}\n",
             if bf16 { BF16_PRELUDE_OPENCL } else { "" },
             k.name,
             params.join(", ")
@@ -498,6 +510,38 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
         vtypes.concat(),
         k.name
     )
+}
+
+/// The name of a function computing the fused multiply-add of GNU C vectors of `dt`, adding its definition to `defs`
+/// once: x86's FMA instruction for a whole register (`__builtin_ia32_vfmadd*`, the builtins behind `_mm*_fmadd_p*`
+/// in gcc's and clang's headers, without the headers' parsing cost), else one `fma` a lane. C has no lane-wise fma
+/// for vectors, and kernels compile with contraction off, so `a*b + c` would not fuse.
+fn fma_vector(dt: DType, defs: &mut Vec<String>, d: Dialect) -> String {
+    let vt = vtype(dt, defs, d);
+    let double = dt.scalar == Scalar::Float64;
+    let x86 = match (cfg!(target_arch = "x86_64"), dt.itemsize(), double) {
+        (false, ..) => None,
+        (true, 16, false) => Some("__builtin_ia32_vfmaddps(a, b, c)"),
+        (true, 32, false) => Some("__builtin_ia32_vfmaddps256(a, b, c)"),
+        (true, 64, false) => Some("__builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)-1, 4)"),
+        (true, 16, true) => Some("__builtin_ia32_vfmaddpd(a, b, c)"),
+        (true, 32, true) => Some("__builtin_ia32_vfmaddpd256(a, b, c)"),
+        (true, 64, true) => Some("__builtin_ia32_vfmaddpd512_mask(a, b, c, (unsigned char)-1, 4)"),
+        _ => None,
+    };
+    let f = if double { "__builtin_fma" } else { "__builtin_fmaf" };
+    let body = x86.map_or_else(
+        || format!("({vt}){{{}}}", (0..dt.count).map(|k| format!("{f}(a[{k}], b[{k}], c[{k}])")).collect::<Vec<_>>().join(", ")),
+        str::to_string,
+    );
+    let name = format!("tg_fma_{vt}");
+    let def = format!(
+        "#ifndef TG_FMA_{vt}\n#define TG_FMA_{vt}\nstatic inline __attribute__((always_inline)) {vt} {name}({vt} a, {vt} b, {vt} c) {{ return {body}; }}\n#endif\n"
+    );
+    if !defs.contains(&def) {
+        defs.push(def);
+    }
+    name
 }
 
 /// The signed integer vector a comparison of `dt` vectors gives (same lane count and width).
@@ -636,7 +680,11 @@ fn alu(u: &UOp, dt: DType, a: &[&str], d: Dialect) -> String {
         Ops::SHL => format!("({}<<{})", a[0], a[1]),
         Ops::SHR => format!("({}>>{})", a[0], a[1]),
         Ops::WHERE => format!("({}?{}:{})", a[0], a[1], a[2]),
-        Ops::MULACC => format!("(({}*{})+{})", a[0], a[1], a[2]),
+        // a fused multiply-add, one rounding (codegen forms MULACC for float32 and float64 only)
+        Ops::MULACC if d.opencl || (d.cuda && dt.scalar == Scalar::Float64) => format!("fma({}, {}, {})", a[0], a[1], a[2]),
+        Ops::MULACC if d.cuda => format!("fmaf({}, {}, {})", a[0], a[1], a[2]),
+        Ops::MULACC if dt.scalar == Scalar::Float64 => format!("__builtin_fma({}, {}, {})", a[0], a[1], a[2]),
+        Ops::MULACC => format!("__builtin_fmaf({}, {}, {})", a[0], a[1], a[2]),
         Ops::NEG => format!("(-{})", a[0]),
         Ops::RECIPROCAL => format!("({}/{})", literal(ConstValue::Float(1.0), dt, d), a[0]),
         Ops::SQRT => f("sqrt"),

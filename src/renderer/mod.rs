@@ -46,6 +46,11 @@ pub struct Renderer {
     pub decomposed: &'static [crate::uop::Ops],
     /// The warp-wide matrix multiply-accumulate units the TC opt may use (empty: none).
     pub tensor_cores: &'static [TensorCore],
+    /// Whether float `a*b + c` becomes one MULACC, rendered as a fused multiply-add (`fma`; the interpreter's
+    /// `mul_add`): the graph, not the target's compiler, decides every contraction (compilers are told not to),
+    /// so a value two kernels compute is the same bits in both (tinygrad forms MULACC where a renderer has it).
+    /// False on a CPU without FMA instructions, where `fmaf` would be a library call.
+    pub mulacc: bool,
 }
 
 /// One tensor-core instruction (tinygrad `TensorCore`): the `threads` of a warp together compute `D = A·B + C`
@@ -156,6 +161,7 @@ impl Renderer {
     /// `NUM_CPU_THREADS`.
     pub fn cpu() -> Renderer {
         static VECTORS: LazyLock<(usize, usize)> = LazyLock::new(host_vectors);
+        static FMA: LazyLock<bool> = LazyLock::new(host_fma);
         let threads = usize::try_from(crate::helpers::NUM_CPU_THREADS.value()).unwrap_or(1).max(1);
         Renderer {
             device: "CPU",
@@ -169,6 +175,7 @@ impl Renderer {
             half: true,
             decomposed: &[crate::uop::Ops::EXP2, crate::uop::Ops::THREEFRY],
             tensor_cores: &[],
+            mulacc: *FMA,
         }
     }
 
@@ -187,6 +194,7 @@ impl Renderer {
             half: fp16,
             decomposed: &[crate::uop::Ops::THREEFRY],
             tensor_cores: &[],
+            mulacc: true,
         }
     }
 
@@ -211,6 +219,7 @@ impl Renderer {
             half: true,
             decomposed: &[crate::uop::Ops::THREEFRY],
             tensor_cores: if sm >= 80 { CUDA_TENSOR_CORES } else { &[] },
+            mulacc: true,
         }
     }
 
@@ -237,7 +246,20 @@ impl Renderer {
             half: true,
             decomposed: &[crate::uop::Ops::THREEFRY],
             tensor_cores: &[],
+            mulacc: true,
         }
+    }
+}
+
+/// Whether the host has fused multiply-add instructions (x86-64's FMA3; every AArch64 core).
+pub fn host_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        cfg!(target_arch = "aarch64")
     }
 }
 

@@ -28,6 +28,8 @@ pub struct CpuDevice {
     /// Host memory with a free cache.
     pub allocator: CpuAllocator,
     compiler: OnceLock<std::result::Result<ClangCompiler, String>>,
+    /// The compiler named by `CC_CHECK`, if set.
+    check: OnceLock<Option<std::result::Result<ClangCompiler, String>>>,
 }
 
 /// The process's CPU device.
@@ -55,6 +57,19 @@ impl Device for CpuDevice {
     }
     fn compiler(&self) -> Result<&dyn Compiler> {
         Ok(self.cc()?)
+    }
+    /// `CC_CHECK=gcc` (a compiler as `CC` takes it): every kernel is also compiled by it, run on copies of its
+    /// inputs and compared with `CC`'s build. Errors with [`Error::Device`] when that compiler does not run.
+    fn check_compiler(&self) -> Result<Option<&dyn Compiler>> {
+        let check = self.check.get_or_init(|| {
+            let cc = std::env::var("CC_CHECK").ok().filter(|cc| !cc.is_empty())?;
+            Some(ClangCompiler::with_cc(&cc).map_err(|_| format!("CC_CHECK={cc:?} does not run; set it to a working C compiler")))
+        });
+        match check {
+            None => Ok(None),
+            Some(Ok(cc)) => Ok(Some(cc)),
+            Some(Err(msg)) => Err(Error::Device { device: "CPU".into(), msg: msg.clone() }),
+        }
     }
     /// A [`CpuProgram`] whose launches split the THREAD axis over the cores when the kernel has one and is big
     /// enough to pay for it (2^19 operations or 4-byte words moved: below that, waking the pool costs about what the split saves; a decoder's 0.5 MB matmuls ran 20% faster unsplit).
@@ -120,10 +135,10 @@ impl Allocator for CpuAllocator {
 
 // **************** compiler ****************
 
-/// Compiler flags. IEEE semantics but for multiply-adds, which may contract to FMA (`-ffp-contract=fast`, as
-/// tinygrad's MULACC; results differ from unfused ones by at most one rounding); no `-ffast-math`; signed integers
-/// wrap (`-fwrapv`), as constant folding does.
-const FLAGS: [&str; 6] = ["-O2", "-march=native", "-fPIC", "-ffp-contract=fast", "-fno-math-errno", "-fwrapv"];
+/// Compiler flags. IEEE semantics (no `-ffast-math`); no contraction of multiply-adds (`-ffp-contract=off`): the
+/// kernel's MULACCs are its fused multiply-adds (`__builtin_fmaf`, see [`Renderer::mulacc`]), so gcc and clang, and
+/// two kernels computing one expression, round it alike; signed integers wrap (`-fwrapv`), as constant folding does.
+const FLAGS: [&str; 6] = ["-O2", "-march=native", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-fwrapv"];
 
 /// x86-64's extra flags: kernels' vectors are as wide as the widest registers, and clang, which otherwise prefers
 /// 256-bit registers on AVX-512 machines, splits each 512-bit vector in two and spills a matmul tile's accumulators

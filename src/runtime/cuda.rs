@@ -181,7 +181,7 @@ impl NvrtcProgramGuard<'_> {
 #[derive(Debug)]
 pub struct NvrtcCompiler {
     nvrtc: Nvrtc,
-    /// `--gpu-architecture=compute_XY` and `-I<headers>`.
+    /// `--gpu-architecture=compute_XY`, `-I<headers>` and `--fmad=false`.
     options: Vec<CString>,
 }
 
@@ -203,7 +203,9 @@ impl NvrtcCompiler {
             .unwrap_or_else(|| PathBuf::from("/usr/local/cuda/include"));
         let arch = format!("--gpu-architecture=compute_{}", arch.strip_prefix("sm_").unwrap_or(arch));
         let include = format!("-I{}", include.display());
-        let options = [arch, include].map(|o| CString::new(o).expect("no NUL in a path from the environment")).into();
+        // (`--fmad=false`: multiply-adds fuse only where the kernel says, MULACC as `fmaf`; see Renderer::mulacc)
+        let options =
+            [arch, include, "--fmad=false".into()].map(|o| CString::new(o).expect("no NUL in a path from the environment")).into();
         NvrtcCompiler { nvrtc, options }
     }
 

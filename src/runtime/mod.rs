@@ -239,4 +239,9 @@ pub trait Device: Send + Sync {
     /// The program for `kernel` from `compiled`, what [`Device::compiler`] made of `kernel`'s source. Errors with
     /// [`Error::Load`] when it does not load.
     fn load(&self, kernel: &LinearKernel, compiled: &Compiled) -> Result<Box<dyn Program>>;
+    /// A second compiler whose build of every kernel the engine also runs, on copies of the kernel's inputs, and
+    /// compares with the first's output (a compiler differential check; on the CPU `CC_CHECK`). None by default.
+    fn check_compiler(&self) -> Result<Option<&dyn Compiler>> {
+        Ok(None)
+    }
 }

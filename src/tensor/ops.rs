@@ -514,15 +514,17 @@ impl Tensor {
         let x = self.float_if_int();
         x.sum_impl(axes, keepdim).div(n.max(1) as f64).cast(x.dtype())
     }
-    /// `log(softmax(self))` over `axis`, computed stably (tinygrad `log_softmax`).
+    /// `log(softmax(self))` over `axis`, computed stably (tinygrad `log_softmax`). The max is detached, as tinygrad's
+    /// `_softmax`: its gradient cancels, and an equality mask taken through it would only add rounding.
     pub fn log_softmax(&self, axis: i64) -> Tensor {
-        let m = self.sub(self.max_keepdim(axis));
+        let m = self.sub(self.max_keepdim(axis).detach());
         m.sub(m.exp().sum_keepdim(axis).log())
     }
-    /// `log(sum(exp(self)))` over `axis`, computed stably (tinygrad `logsumexp`).
+    /// `log(sum(exp(self)))` over `axis`, computed stably (tinygrad `logsumexp`), the max detached as in
+    /// [`Tensor::log_softmax`] (the gradient is exactly the softmax).
     pub fn logsumexp(&self, axis: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes = axis.into_axes(self.ndim());
-        let m = self.max_keepdim(axes.clone());
+        let m = self.max_keepdim(axes.clone()).detach();
         let s = self.sub(&m).exp().sum_keepdim(axes.clone()).log().add(&m);
         if keepdim {
             s
@@ -590,9 +592,9 @@ impl Tensor {
     pub fn dot(&self, w: &Tensor) -> Tensor {
         self.matmul(w)
     }
-    /// `softmax` over `axis`: `exp(x - max) / sum(exp(x - max))`.
+    /// `softmax` over `axis`: `exp(x - max) / sum(exp(x - max))`, the max detached (tinygrad `_softmax`).
     pub fn softmax(&self, axis: i64) -> Tensor {
-        let e = self.sub(self.max_keepdim(axis)).exp();
+        let e = self.sub(self.max_keepdim(axis).detach()).exp();
         e.div(e.sum_keepdim(axis))
     }
 }

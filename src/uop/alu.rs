@@ -111,6 +111,11 @@ pub fn exec_alu(op: Ops, dtype: DType, src: &[ConstValue]) -> ConstValue {
                 _ => panic!("exec_alu: {op} is not a binary int op"),
             })
         }
+        // (a fused multiply-add rounds once, in the dtype: float32 in f32, not in f64 then f32)
+        (MULACC, [a, b, c]) if dtype.scalar == crate::dtype::Scalar::Float32 => {
+            Float((a.as_f64() as f32).mul_add(b.as_f64() as f32, c.as_f64() as f32) as f64)
+        }
+        (MULACC, [a, b, c]) if floats || dtype.is_float() => Float(a.as_f64().mul_add(b.as_f64(), c.as_f64())),
         (MULACC, [a, b, c]) => return exec_alu(ADD, dtype, &[exec_alu(MUL, dtype, &[*a, *b]), *c]),
         _ => panic!("exec_alu: {op} with {} operands", src.len()),
     };

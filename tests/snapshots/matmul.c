@@ -7,6 +7,10 @@ typedef _Float16 half;
 #endif
 #endif
 typedef float float8 __attribute__((vector_size(32), aligned(4)));
+#ifndef TG_FMA_float8
+#define TG_FMA_float8
+static inline __attribute__((always_inline)) float8 tg_fma_float8(float8 a, float8 b, float8 c) { return __builtin_ia32_vfmaddps256(a, b, c); }
+#endif
 void r_2_8_16_6_64(void** bufs, const int* vals, int core_start, int core_end) {
   (void)vals; (void)core_start; (void)core_end;
   float* restrict data0 = (float*)bufs[0];
@@ -52,18 +56,18 @@ void r_2_8_16_6_64(void** bufs, const int* vals, int core_start, int core_end) {
         float val10 = data1[(alu3+320)];
         float8 val11 = *((float8*)(&data2[alu4]));
         float8 val12 = *((float8*)(&data2[(alu4+8)]));
-        acc0 = (acc0+(val5*val11));
-        acc1 = (acc1+(val6*val11));
-        acc2 = (acc2+(val7*val11));
-        acc3 = (acc3+(val8*val11));
-        acc4 = (acc4+(val9*val11));
-        acc5 = (acc5+(val10*val11));
-        acc6 = (acc6+(val5*val12));
-        acc7 = (acc7+(val6*val12));
-        acc8 = (acc8+(val7*val12));
-        acc9 = (acc9+(val8*val12));
-        acc10 = (acc10+(val9*val12));
-        acc11 = (acc11+(val10*val12));
+        acc0 = tg_fma_float8(((float8){val5, val5, val5, val5, val5, val5, val5, val5}), val11, acc0);
+        acc1 = tg_fma_float8(((float8){val6, val6, val6, val6, val6, val6, val6, val6}), val11, acc1);
+        acc2 = tg_fma_float8(((float8){val7, val7, val7, val7, val7, val7, val7, val7}), val11, acc2);
+        acc3 = tg_fma_float8(((float8){val8, val8, val8, val8, val8, val8, val8, val8}), val11, acc3);
+        acc4 = tg_fma_float8(((float8){val9, val9, val9, val9, val9, val9, val9, val9}), val11, acc4);
+        acc5 = tg_fma_float8(((float8){val10, val10, val10, val10, val10, val10, val10, val10}), val11, acc5);
+        acc6 = tg_fma_float8(((float8){val5, val5, val5, val5, val5, val5, val5, val5}), val12, acc6);
+        acc7 = tg_fma_float8(((float8){val6, val6, val6, val6, val6, val6, val6, val6}), val12, acc7);
+        acc8 = tg_fma_float8(((float8){val7, val7, val7, val7, val7, val7, val7, val7}), val12, acc8);
+        acc9 = tg_fma_float8(((float8){val8, val8, val8, val8, val8, val8, val8, val8}), val12, acc9);
+        acc10 = tg_fma_float8(((float8){val9, val9, val9, val9, val9, val9, val9, val9}), val12, acc10);
+        acc11 = tg_fma_float8(((float8){val10, val10, val10, val10, val10, val10, val10, val10}), val12, acc11);
       }
       *((float8*)(&data0[alu2])) = acc0;
       *((float8*)(&data0[(alu2+32)])) = acc1;

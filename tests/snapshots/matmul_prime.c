@@ -7,6 +7,10 @@ typedef _Float16 half;
 #endif
 #endif
 typedef float float8 __attribute__((vector_size(32), aligned(4)));
+#ifndef TG_FMA_float8
+#define TG_FMA_float8
+static inline __attribute__((always_inline)) float8 tg_fma_float8(float8 a, float8 b, float8 c) { return __builtin_ia32_vfmaddps256(a, b, c); }
+#endif
 void r_13_8_4_24(void** bufs, const int* vals, int core_start, int core_end) {
   (void)vals; (void)core_start; (void)core_end;
   float* restrict data0 = (float*)bufs[0];
@@ -28,9 +32,9 @@ void r_13_8_4_24(void** bufs, const int* vals, int core_start, int core_end) {
       float8 val5 = *((float8*)(&data2[alu3]));
       float8 val6 = *((float8*)(&data2[(alu3+8)]));
       float8 val7 = *((float8*)(&data2[(alu3+16)]));
-      acc0 = (acc0+(val4*val5));
-      acc1 = (acc1+(val4*val6));
-      acc2 = (acc2+(val4*val7));
+      acc0 = tg_fma_float8(((float8){val4, val4, val4, val4, val4, val4, val4, val4}), val5, acc0);
+      acc1 = tg_fma_float8(((float8){val4, val4, val4, val4, val4, val4, val4, val4}), val6, acc1);
+      acc2 = tg_fma_float8(((float8){val4, val4, val4, val4, val4, val4, val4, val4}), val7, acc2);
     }
     *((float8*)(&data0[alu0])) = acc0;
     *((float8*)(&data0[(alu0+8)])) = acc1;
