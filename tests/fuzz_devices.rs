@@ -217,6 +217,14 @@ fn fused_on_the_cpu_under_gcc_checked_by_clang() {
 }
 
 #[test]
+fn fused_on_the_cpu_under_beam_matches_unfused_on_the_interpreter() {
+    // (each kernel BEAM-searched on its real inputs, width 1 and at most a second a kernel: a tenth of the seeds)
+    let _beam = Context::new(&[(&tinygrad::helpers::BEAM, 1), (&tinygrad::codegen::opt::search::BEAM_MAX_SEC, 1)]);
+    let seeds = seeds();
+    seeds.iter().take(seeds.len().div_ceil(10)).for_each(|&s| check(s, "CPU"));
+}
+
+#[test]
 fn fused_on_the_interpreter_matches_unfused() {
     seeds().into_iter().for_each(|s| check(s, "PYTHON"));
 }

@@ -13,7 +13,15 @@ fn read_at(table: &Tensor, pos: &Tensor) -> (Tensor, Tensor) {
     (hit, Tensor::arange(0.0, 3.0, 1.0) + pos)
 }
 
+/// The tests of this file one at a time: `steps_compile_once` counts the kernels its device has compiled, which
+/// another test compiling at the same time would add to.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn steps_compile_once(dev: &str) {
+    let _serial = serial();
     let _dev = Context::new(&[]).dev(dev);
     let table = Tensor::from_slice(&(0..100).map(|i| (i * i) as f32).collect::<Vec<_>>(), [100]);
     table.realize().unwrap();
@@ -51,6 +59,7 @@ fn variables_on_opencl() {
 
 #[test]
 fn tinyjit_replays_with_each_calls_value() {
+    let _serial = serial();
     let table = Tensor::from_slice(&(0..100).map(|i| (3 * i) as f32).collect::<Vec<_>>(), [100]);
     let mut jit = TinyJit::new(|x: &[Tensor]| {
         let (hit, next) = read_at(&x[0], &x[1]);
@@ -70,6 +79,7 @@ fn tinyjit_replays_with_each_calls_value() {
 #[test]
 #[should_panic(expected = "variable pos is bound to 1 and to 2")]
 fn one_variable_bound_to_two_values_panics() {
+    let _serial = serial();
     let a = Tensor::bind_var("pos", 0, 9, 1);
     let b = Tensor::bind_var("pos", 0, 9, 2);
     let _ = (a + b).to_vec::<i32>();
@@ -77,6 +87,7 @@ fn one_variable_bound_to_two_values_panics() {
 
 #[test]
 fn a_replay_must_bind_the_captured_variables() {
+    let _serial = serial();
     let table = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], [4]);
     let mut jit = TinyJit::new(|x: &[Tensor]| Ok(vec![read_at(&x[0], &x[1]).0]));
     for pos in 0..2 {

@@ -20,6 +20,7 @@ pub static PM_REDUCE_COLLAPSE: LazyLock<PatternMatcher> = LazyLock::new(|| {
         sum(var("a").cmpne(var("b")).where_(0, var("v"))) => |red, a, b, v| collapse(red, &a.cmpeq(b), v), // (a!=b) ? 0 : v == (a==b) ? v : 0
         sum(var("c").where_(var("v"), 0).cast()) => |red, c, v| collapse(red, c, &v.cast(red.src[0].dtype)), // cast(c ? v : 0) == c ? cast(v) : 0
         sum(var("v") * var("g").dtype(&[dtypes::BOOL]).cast()) => |red, v, g| collapse(red, g, v),     // v * cast(g) -> g ? v : 0 (NaN*0 dropped, as tinygrad)
+        UPat::ops(Ops::REDUCE).named("red") => |red| reduce_unparented(red),                          // sum_r v -> v*n, max_r v -> v, prod_r v -> v**n (v free of r)
     }
 });
 
@@ -30,6 +31,28 @@ static SYMBOLIC_AND_COLLAPSE: LazyLock<PatternMatcher> = LazyLock::new(|| &*crat
 /// `ast` simplified, with its one-hot reductions collapsed into gathers.
 pub fn simplify_and_collapse(ast: &UOp) -> UOp {
     crate::uop::graph_rewrite(ast, &SYMBOLIC_AND_COLLAPSE, &mut (), "simplify and reduce collapse")
+}
+
+/// `red` without the ranges its value does not depend on (tinygrad `reduce_unparented`): a sum over such a range is
+/// the value times its size (exact where adding a float32 2^33 times is not: the sum stalls at 2^24), a max the
+/// value, a product its power. `None` when the value depends on every range, or for other reductions.
+fn reduce_unparented(red: &UOp) -> Option<UOp> {
+    let Arg::Op(op) = red.arg else { return None };
+    if !matches!(op, Ops::ADD | Ops::MAX | Ops::MUL) || red.dtype.scalar == Scalar::Bool {
+        return None;
+    }
+    let inside: rustc_hash::FxHashSet<UOp> = red.src[0].toposort().into_iter().filter(|u| u.op == Ops::RANGE).collect();
+    let (parented, unparented): (Vec<UOp>, Vec<UOp>) = red.src[1..].iter().cloned().partition(|r| inside.contains(r));
+    if unparented.is_empty() {
+        return None;
+    }
+    let v = if parented.is_empty() { red.src[0].cast(red.dtype) } else { red.with_src([vec![red.src[0].clone()], parented].concat()) };
+    let size = |r: &UOp| r.src[0].cast(red.dtype.scalar());
+    Some(unparented.iter().fold(v, |v, r| match op {
+        Ops::ADD => &v * &size(r),
+        Ops::MUL => v.alu(Ops::POW, &[&size(r)]),
+        _ => v,
+    }))
 }
 
 /// `red` (a sum of `cond ? v : 0` over its ranges) without the first range `r` that a term `r == e` of the

@@ -334,21 +334,28 @@ fn beam_width() -> i64 {
     }
 }
 
-fn runner(dev: &'static Device, ast: &UOp) -> Result<Arc<Runner>> {
+/// The runner of `ast` on `dev`, compiled on first use; `inputs` (its BUFFERs by slot) are the data BEAM times its
+/// candidates on.
+fn runner(dev: &'static Device, ast: &UOp, inputs: Option<&[UOp]>) -> Result<Arc<Runner>> {
     if let Some(r) = dev.runners.lock().get(ast).filter(|r| r.beam == beam_width()) {
         return Ok(r.clone());
     }
-    let r = compile(dev, ast, None)?;
+    let r = compile(dev, ast, None, inputs)?;
     dev.runners.lock().insert(ast.clone(), r.clone());
     Ok(r)
 }
 
 /// Optimizes (with `opts`, else BEAM's when BEAM>=1, else the default choice) and renders `ast` for `dev`: the
 /// kernel, its source and the BEAM width it was searched with.
-fn prepare(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>) -> Result<(LinearKernel, String, i64)> {
+fn prepare(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>, inputs: Option<&[UOp]>) -> Result<(LinearKernel, String, i64)> {
     let beam = if opts.is_none() { beam_width() } else { 0 };
     let ren = dev.rt.renderer();
-    let searched = if beam >= 1 { Some(search::beam_opts_on(dev, ast, beam as usize)?) } else { None };
+    let searched = if beam >= 1 {
+        let data = inputs.map(|bufs| bufs.iter().map(copyout).collect::<Result<Vec<_>>>()).transpose()?;
+        Some(search::beam_opts_on(dev, ast, beam as usize, data.as_deref())?)
+    } else {
+        None
+    };
     let kernel = full_rewrite(ast, &ren, opts.or(searched.as_deref()))?;
     let src = ren.render(&kernel);
     if DEBUG.value() >= 3 {
@@ -376,8 +383,8 @@ fn load(dev: &Device, (kernel, _, beam): (LinearKernel, String, i64), compiled: 
 }
 
 /// Optimizes, renders, compiles and loads `ast` on `dev` (see [`prepare`]).
-fn compile(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>) -> Result<Arc<Runner>> {
-    let prepared = prepare(dev, ast, opts)?;
+fn compile(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>, inputs: Option<&[UOp]>) -> Result<Arc<Runner>> {
+    let prepared = prepare(dev, ast, opts, inputs)?;
     let object = dev.rt.compiler()?.compile(&prepared.0.name, &prepared.1)?;
     let check = dev.rt.check_compiler()?.map(|cc| cc.compile(&prepared.0.name, &prepared.1)).transpose()?;
     load(dev, prepared, &object, check)
@@ -403,7 +410,7 @@ pub fn compiled_asts(device: &str) -> Result<Vec<UOp>> {
 /// If `bufs` is empty or `bufs[0]` is not a BUFFER node.
 pub fn run_with_opts(ast: &UOp, bufs: &[UOp], opts: &[Opt]) -> Result<std::time::Duration> {
     let dev = device(&info(&bufs[0]).device)?;
-    let ei = ExecItem::new(compile(dev, ast, Some(opts))?, bufs.to_vec(), dev, &[]);
+    let ei = ExecItem::new(compile(dev, ast, Some(opts), None)?, bufs.to_vec(), dev, &[]);
     ei.run()
 }
 
@@ -461,7 +468,7 @@ fn compile_missing(dev: &'static Device, asts: &[&UOp]) -> Result<()> {
         .par_iter()
         .map(|a| {
             let _g = ctx.enter();
-            prepare(dev, a, None)
+            prepare(dev, a, None, None)
         })
         .collect::<Result<Vec<_>>>()?;
     let t1 = Instant::now();
@@ -540,12 +547,22 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
         let asts: Vec<&UOp> = sched.items.iter().zip(&devs).filter(|(_, d)| d.name == dev.name).map(|(i, _)| &i.ast).collect();
         compile_missing(dev, &asts)?;
     }
+    // under BEAM each kernel is searched on its real inputs (tinygrad passes the realized buffers to beam_search): it
+    // compiles once the kernels before it have run
+    if beam_width() >= 1 {
+        for (item, dev) in sched.items.into_iter().zip(devs) {
+            let ei = ExecItem::new(runner(dev, &item.ast, Some(&item.bufs))?, item.bufs, dev, &sched.var_vals);
+            jit::record(&ei);
+            ei.run()?;
+        }
+        return Ok(sched.outputs);
+    }
     let items = sched
         .items
         .into_iter()
         .zip(devs)
         .map(|(item, dev)| {
-            let ei = ExecItem::new(runner(dev, &item.ast)?, item.bufs, dev, &sched.var_vals);
+            let ei = ExecItem::new(runner(dev, &item.ast, None)?, item.bufs, dev, &sched.var_vals);
             jit::record(&ei);
             Ok(ei)
         })

@@ -1,7 +1,9 @@
 //! BEAM search on a device (the device half of tinygrad `beam_search`: `_try_compile` and `_time_program`). In: a
 //! kernel AST. Out: its opts, from the disk cache or from [`crate::codegen::opt::search::beam_search`], whose
 //! candidates are compiled here by the device's compiler (many to a compiler run) and timed on scratch buffers of the
-//! kernel's sizes.
+//! kernel's sizes, holding copies of the kernel's real inputs where the engine has them (zeros otherwise). Candidates
+//! run in-process: none can fault (an integer division is defined for every input, see `renderer::cstyle`'s
+//! `division_guard`; indexing is bounds-checked by construction), and a slow one runs once (`EARLY_STOP`).
 
 use crate::codegen::opt::{heuristic::hand_coded_optimizations, search as opt};
 use crate::codegen::{full_rewrite, kernel, Kernel, Opt, OptOps};
@@ -100,17 +102,17 @@ fn compile_batch(
 /// # Errors
 /// [`crate::error::Error::NoCompiler`] without a C compiler; device errors allocating the scratch buffers.
 pub fn beam_search(ast: &UOp, amt: usize) -> Result<Vec<Opt>> {
-    beam_opts(&Renderer::cpu(), ast, amt)
+    beam_opts(&Renderer::cpu(), ast, amt, None)
 }
 
 /// BEAM's opts for kernel `ast` on `dev`: [`beam_search`]'s on the CPU; the hand-coded opts on the interpreter
 /// (its timings say nothing); otherwise a search whose candidates are compiled by the device's compiler (batches in
 /// parallel, one kernel a compile) and timed by launches on scratch buffers of the device (tinygrad's
 /// `_time_program`), over the device's actions (LOCAL and GROUP among them), cached on disk as the CPU's.
-pub(super) fn beam_opts_on(dev: &super::Device, ast: &UOp, amt: usize) -> Result<Vec<Opt>> {
+pub(super) fn beam_opts_on(dev: &super::Device, ast: &UOp, amt: usize, inputs: Option<&[Vec<u8>]>) -> Result<Vec<Opt>> {
     let ren = dev.rt.renderer();
     match ren.device {
-        "CPU" => return beam_opts(&ren, ast, amt),
+        "CPU" => return beam_opts(&ren, ast, amt, inputs),
         "PYTHON" => return Ok(hand_coded_optimizations(&kernel(ast, &ren))),
         _ => {}
     }
@@ -123,12 +125,7 @@ pub(super) fn beam_opts_on(dev: &super::Device, ast: &UOp, amt: usize) -> Result
         return Ok(hand_coded_optimizations(&k));
     }
     let alloc = dev.rt.allocator();
-    let mut bufs = Vec::new();
-    for size in scratch_sizes(&topo) {
-        let b = alloc.alloc(size)?;
-        alloc.copyin(&b, &vec![0; size])?;
-        bufs.push(b);
-    }
+    let bufs = scratch(alloc, &topo, inputs)?;
     let ptrs: Vec<*mut u8> = bufs.iter().map(|b| b.as_ptr()).collect();
     let compile = |batch: &[Kernel]| -> Vec<Option<Launchable>> {
         batch
@@ -151,6 +148,23 @@ pub(super) fn beam_opts_on(dev: &super::Device, ast: &UOp, amt: usize) -> Result
 /// A compiled candidate and its launch's global and local sizes.
 type Launchable = (Box<dyn crate::runtime::Program>, [usize; 3], [usize; 3]);
 
+/// A scratch buffer from `alloc` for each argument slot of a kernel whose graph is `topo`, of the size the kernel
+/// indexes, holding the start of `inputs[slot]` (the real buffer's bytes) where given, zeros past it or without.
+fn scratch(alloc: &dyn Allocator, topo: &[UOp], inputs: Option<&[Vec<u8>]>) -> Result<Vec<crate::runtime::RawBuffer>> {
+    let mut bufs = Vec::new();
+    for (slot, size) in scratch_sizes(topo).into_iter().enumerate() {
+        let mut bytes = vec![0; size];
+        if let Some(data) = inputs.and_then(|i| i.get(slot)) {
+            let n = size.min(data.len());
+            bytes[..n].copy_from_slice(&data[..n]);
+        }
+        let b = alloc.alloc(size)?;
+        alloc.copyin(&b, &bytes)?;
+        bufs.push(b);
+    }
+    Ok(bufs)
+}
+
 /// The byte size of each argument slot of a kernel whose graph is `topo` (0 for a slot it does not use).
 fn scratch_sizes(topo: &[UOp]) -> Vec<usize> {
     let globals: Vec<(usize, usize)> = topo
@@ -168,7 +182,7 @@ fn scratch_sizes(topo: &[UOp]) -> Vec<usize> {
 /// [`beam_search`] for a kernel rendered by `ren`: scratch buffers of each DEFINE_GLOBAL's size (zeros) from the
 /// CPU's allocator; a candidate's time is one launch on a sample of its outermost loop (on all cores when the real
 /// launch would be parallel), scaled to the whole kernel. A kernel with symbolic variables gets the hand-coded opts.
-pub(super) fn beam_opts(ren: &Renderer, ast: &UOp, amt: usize) -> Result<Vec<Opt>> {
+pub(super) fn beam_opts(ren: &Renderer, ast: &UOp, amt: usize, inputs: Option<&[Vec<u8>]>) -> Result<Vec<Opt>> {
     let k = kernel(ast, ren);
     if let Some(opts) = opt::beam_cache_get(&k, amt) {
         return Ok(opts);
@@ -180,12 +194,7 @@ pub(super) fn beam_opts(ren: &Renderer, ast: &UOp, amt: usize) -> Result<Vec<Opt
     let dev = cpu::device();
     let cc = dev.cc()?;
     let cores = usize::try_from(NUM_CPU_THREADS.value()).unwrap_or(1).max(1);
-    let mut bufs = Vec::new();
-    for size in scratch_sizes(&topo) {
-        let b = dev.allocator.alloc(size)?;
-        dev.allocator.copyin(&b, &vec![0; size])?;
-        bufs.push(b);
-    }
+    let bufs = scratch(&dev.allocator, &topo, inputs)?;
     let ptrs: Vec<*mut u8> = bufs.iter().map(|b| b.as_ptr()).collect();
     let seen = Mutex::new(FxHashSet::default());
     let time = |c: &Candidate| {

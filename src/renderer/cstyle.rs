@@ -212,7 +212,8 @@ pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
     let mut nesting: Vec<usize> = vec![0; uops.len()];
     // MAX prints its operands twice, a vector MULACC its scalar operands once a lane: count them as used twice so
     // they get a name
-    let twice = |u: &UOp, s: &UOp| u.op == Ops::MAX || (u.op == Ops::MULACC && u.dtype.count > s.dtype.count);
+    let twice =
+        |u: &UOp, s: &UOp| u.op == Ops::MAX || (u.op == Ops::MULACC && u.dtype.count > s.dtype.count) || division_guard(u).is_some();
     uops.iter().for_each(|u| u.src.iter().for_each(|s| uses[at[s]] += if twice(u, s) { 2 } else { 1 }));
     let mut globals: Vec<(i64, DType)> = Vec::new();
     let mut vtypes: Vec<String> = Vec::new();
@@ -649,6 +650,35 @@ fn cast(x: &str, from: DType, to: DType, d: Dialect) -> String {
 /// The expression of an ALU op computing in `dt` over rendered operands. Math functions are GNU C builtins, or
 /// OpenCL's overloaded built-ins.
 fn alu(u: &UOp, dt: DType, a: &[&str], d: Dialect) -> String {
+    // (an integer division's defined values where C's are undefined or trap: see `division_guard`)
+    let Some(minus_one) = division_guard(u) else { return alu_unguarded(u, dt, a, d) };
+    let (b, zero) = (a[1], literal(ConstValue::Int(0), dt, d));
+    match u.op {
+        Ops::CDIV | Ops::FLOORDIV if minus_one => format!("(({b}==0)?{zero}:(({b}==-1)?(-{}):{}))", a[0], alu_unguarded(u, dt, a, d)),
+        Ops::CDIV | Ops::FLOORDIV => format!("(({b}==0)?{zero}:{})", alu_unguarded(u, dt, a, d)),
+        _ if minus_one => format!("(({b}==0||{b}==-1)?{zero}:{})", alu_unguarded(u, dt, a, d)),
+        _ => format!("(({b}==0)?{zero}:{})", alu_unguarded(u, dt, a, d)),
+    }
+}
+
+/// For an integer division or remainder `u` whose divisor may be 0, `Some(whether it may also be the dividend's
+/// dtype's minimum divided by -1)`: C leaves both undefined (x86 traps, killing the process). Defined here as numpy
+/// does: `x / 0 = x % 0 = 0` (trunc and floor alike), `MIN / -1 = MIN` (it wraps), `MIN % -1 = 0`; the interpreter
+/// and the constant folder compute the same ([`crate::uop::exec_alu`]). `None` when the divisor's bounds rule both
+/// out (a constant divisor, say): the division is plain. Only 32- and 64-bit ints can overflow (narrower ones
+/// divide as `int`).
+fn division_guard(u: &UOp) -> Option<bool> {
+    if !matches!(u.op, Ops::CDIV | Ops::CMOD | Ops::FLOORDIV | Ops::FLOORMOD) || u.dtype.is_float() {
+        return None;
+    }
+    let (lo, hi) = u.src[1].bounds();
+    let minus_one =
+        !u.dtype.is_unsigned() && u.dtype.itemsize() >= 4 && lo <= -1 && hi >= -1 && u.src[0].bounds().0 <= u.dtype.min().as_i128();
+    (lo <= 0 && hi >= 0 || minus_one).then_some(minus_one)
+}
+
+/// [`alu`] without the division guards.
+fn alu_unguarded(u: &UOp, dt: DType, a: &[&str], d: Dialect) -> String {
     let f = |name: &str| match dt.scalar {
         Scalar::Float64 | Scalar::Float32 | Scalar::WeakFloat if d.opencl => format!("{name}({})", a[0]),
         Scalar::Float64 if d.cuda => format!("{name}({})", a[0]),
@@ -659,7 +689,8 @@ fn alu(u: &UOp, dt: DType, a: &[&str], d: Dialect) -> String {
         Scalar::Float32 | Scalar::WeakFloat => format!("__builtin_{name}f({})", a[0]),
         _ => format!("(({})(__builtin_{name}f((float){})))", d.ty(dt), a[0]),
     };
-    let floor_safe = |u: &UOp| u.src[0].bounds().0 >= 0 && u.src[1].bounds().0 > 0;
+    // (unsigned ints floor as they truncate)
+    let floor_safe = |u: &UOp| u.dtype.is_unsigned() || (u.src[0].bounds().0 >= 0 && u.src[1].bounds().0 > 0);
     match u.op {
         Ops::ADD => format!("({}+{})", a[0], a[1]),
         Ops::SUB => format!("({}-{})", a[0], a[1]),
@@ -669,7 +700,8 @@ fn alu(u: &UOp, dt: DType, a: &[&str], d: Dialect) -> String {
         Ops::FLOORDIV if floor_safe(u) => format!("({}/{})", a[0], a[1]),
         Ops::FLOORMOD if floor_safe(u) => format!("({}%{})", a[0], a[1]),
         Ops::FLOORDIV => format!("(({0}/{1})-((({0}%{1})!=0)&&((({0})<0)!=(({1})<0))))", a[0], a[1]),
-        Ops::FLOORMOD => format!("(((({0}%{1})+{1})%{1}))", a[0], a[1]),
+        // (the remainder moved into the divisor's sign: `r + b` where their signs differ, which cannot overflow)
+        Ops::FLOORMOD => format!("(((({0}%{1})!=0)&&((({0}%{1})<0)!=(({1})<0)))?(({0}%{1})+{1}):({0}%{1}))", a[0], a[1]),
         Ops::MAX => format!("(({0}<{1})?{1}:{0})", a[0], a[1]),
         Ops::CMPLT => format!("({}<{})", a[0], a[1]),
         Ops::CMPNE => format!("({}!={})", a[0], a[1]),

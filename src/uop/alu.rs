@@ -23,8 +23,8 @@ fn floordiv(a: i128, b: i128) -> i128 {
 
 /// The value of `op` on constant operands, as a value of `dtype` (the op's output dtype).
 ///
-/// Integers compute exactly, then wrap to `dtype`'s width (weakint is unbounded); division and modulo by zero
-/// give 0 (tinygrad's `cdiv`/`floordiv`); floats compute in f64, then round to `dtype`. A binary op on
+/// Integers compute exactly, then wrap to `dtype`'s width (weakint is unbounded); division and remainder by zero
+/// give 0, as numpy's (and `MIN / -1` wraps to `MIN`): the values every device's kernels compute; floats compute in f64, then round to `dtype`. A binary op on
 /// `Invalid` is `Invalid`.
 ///
 /// # Panics
@@ -99,8 +99,10 @@ pub fn exec_alu(op: Ops, dtype: DType, src: &[ConstValue]) -> ConstValue {
                 MUL => x.wrapping_mul(y),
                 MAX => x.max(y),
                 CDIV => cdiv(x, y),
+                CMOD if y == 0 => 0,
                 CMOD => x.wrapping_sub(cdiv(x, y).wrapping_mul(y)),
                 FLOORDIV => floordiv(x, y),
+                FLOORMOD if y == 0 => 0,
                 FLOORMOD => x.wrapping_sub(floordiv(x, y).wrapping_mul(y)),
                 AND => x & y,
                 OR => x | y,

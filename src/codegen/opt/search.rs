@@ -78,6 +78,9 @@ fn beam_actions(k: &Kernel) -> Vec<Kernel> {
 
 /// 1 prints every candidate BEAM times, with its time and opts (tinygrad `BEAM_DEBUG`). Default 0.
 pub static BEAM_DEBUG: ContextVar = ContextVar::new("BEAM_DEBUG", 0);
+/// The seconds BEAM may search one kernel: no further round starts once they are spent, and the best so far wins
+/// (0: no limit; tinygrad has none). Keeps a cold BEAM run over many kernels (CI's) to minutes. Default 0.
+pub static BEAM_MAX_SEC: ContextVar = ContextVar::new("BEAM_MAX_SEC", 0);
 
 static SEARCHES: AtomicU64 = AtomicU64::new(0);
 
@@ -160,7 +163,14 @@ pub fn beam_search<C: Send>(
         Timed { k: heuristic.clone(), prog, tm }
     });
     fastest = heur.as_ref().map_or(fastest, |h| h.tm);
+    let limit = BEAM_MAX_SEC.value();
     for round in 0.. {
+        if limit > 0 && st.elapsed().as_secs_f64() >= limit as f64 {
+            if DEBUG.value() >= 2 {
+                println!("{:7.2}s: BEAM_MAX_SEC={limit} spent, the search stops at round {round}", st.elapsed().as_secs_f64());
+            }
+            break;
+        }
         let mut cands: Vec<Kernel> = beam.iter().flat_map(beam_actions).collect();
         cands.retain(|c| seen.insert(c.ast.key()));
         let n = cands.len();
@@ -183,7 +193,12 @@ pub fn beam_search<C: Send>(
         let mut timed: Vec<Timed<C>> = Vec::new();
         for (c, p) in cands.into_iter().zip(progs) {
             bar.inc(1);
-            let Some(prog) = p else { continue };
+            let Some(prog) = p else {
+                if BEAM_DEBUG.value() >= 1 {
+                    println!("{:7.2}s: not compiled (failed, too big, or a duplicate) {}", st.elapsed().as_secs_f64(), describe(&c));
+                }
+                continue;
+            };
             let mut tm = f64::INFINITY;
             for _ in 0..RUNS {
                 tm = time(&prog).map_or(f64::NAN, |t| tm.min(t));
