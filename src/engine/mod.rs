@@ -350,12 +350,7 @@ fn runner(dev: &'static Device, ast: &UOp, inputs: Option<&[UOp]>) -> Result<Arc
 fn prepare(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>, inputs: Option<&[UOp]>) -> Result<(LinearKernel, String, i64)> {
     let beam = if opts.is_none() { beam_width() } else { 0 };
     let ren = dev.rt.renderer();
-    let searched = if beam >= 1 {
-        let data = inputs.map(|bufs| bufs.iter().map(copyout).collect::<Result<Vec<_>>>()).transpose()?;
-        Some(search::beam_opts_on(dev, ast, beam as usize, data.as_deref())?)
-    } else {
-        None
-    };
+    let searched = if beam >= 1 { Some(search::beam_opts_on(dev, ast, beam as usize, inputs)?) } else { None };
     let kernel = full_rewrite(ast, &ren, opts.or(searched.as_deref()))?;
     let src = ren.render(&kernel);
     if DEBUG.value() >= 3 {

@@ -109,7 +109,7 @@ pub fn beam_search(ast: &UOp, amt: usize) -> Result<Vec<Opt>> {
 /// (its timings say nothing); otherwise a search whose candidates are compiled by the device's compiler (batches in
 /// parallel, one kernel a compile) and timed by launches on scratch buffers of the device (tinygrad's
 /// `_time_program`), over the device's actions (LOCAL and GROUP among them), cached on disk as the CPU's.
-pub(super) fn beam_opts_on(dev: &super::Device, ast: &UOp, amt: usize, inputs: Option<&[Vec<u8>]>) -> Result<Vec<Opt>> {
+pub(super) fn beam_opts_on(dev: &super::Device, ast: &UOp, amt: usize, inputs: Option<&[UOp]>) -> Result<Vec<Opt>> {
     let ren = dev.rt.renderer();
     match ren.device {
         "CPU" => return beam_opts(&ren, ast, amt, inputs),
@@ -149,12 +149,13 @@ pub(super) fn beam_opts_on(dev: &super::Device, ast: &UOp, amt: usize, inputs: O
 type Launchable = (Box<dyn crate::runtime::Program>, [usize; 3], [usize; 3]);
 
 /// A scratch buffer from `alloc` for each argument slot of a kernel whose graph is `topo`, of the size the kernel
-/// indexes, holding the start of `inputs[slot]` (the real buffer's bytes) where given, zeros past it or without.
-fn scratch(alloc: &dyn Allocator, topo: &[UOp], inputs: Option<&[Vec<u8>]>) -> Result<Vec<crate::runtime::RawBuffer>> {
+/// indexes, holding a copy of the start of `inputs[slot]` (the kernel's BUFFER there) where given, zeros past it or
+/// without (read only here, after a cache miss: a search is the only reader).
+fn scratch(alloc: &dyn Allocator, topo: &[UOp], inputs: Option<&[UOp]>) -> Result<Vec<crate::runtime::RawBuffer>> {
     let mut bufs = Vec::new();
     for (slot, size) in scratch_sizes(topo).into_iter().enumerate() {
         let mut bytes = vec![0; size];
-        if let Some(data) = inputs.and_then(|i| i.get(slot)) {
+        if let Some(data) = inputs.and_then(|i| i.get(slot)).map(super::copyout).transpose()? {
             let n = size.min(data.len());
             bytes[..n].copy_from_slice(&data[..n]);
         }
@@ -182,7 +183,7 @@ fn scratch_sizes(topo: &[UOp]) -> Vec<usize> {
 /// [`beam_search`] for a kernel rendered by `ren`: scratch buffers of each DEFINE_GLOBAL's size (zeros) from the
 /// CPU's allocator; a candidate's time is one launch on a sample of its outermost loop (on all cores when the real
 /// launch would be parallel), scaled to the whole kernel. A kernel with symbolic variables gets the hand-coded opts.
-pub(super) fn beam_opts(ren: &Renderer, ast: &UOp, amt: usize, inputs: Option<&[Vec<u8>]>) -> Result<Vec<Opt>> {
+pub(super) fn beam_opts(ren: &Renderer, ast: &UOp, amt: usize, inputs: Option<&[UOp]>) -> Result<Vec<Opt>> {
     let k = kernel(ast, ren);
     if let Some(opts) = opt::beam_cache_get(&k, amt) {
         return Ok(opts);
