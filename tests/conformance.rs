@@ -1,7 +1,9 @@
 //! Runs the conformance runner over ../shared/conformance/ops (TINYGRAD_CONFORMANCE_DIR overrides), with the default
 //! opts and with none (NOOPT=1), on the CPU, on the interpreter (DEV=PYTHON) and on OpenCL (DEV=CL; skipped with a
 //! note where there is no OpenCL device, except under CI, which installs PoCL), checking every graph against the spec
-//! (SPEC=1): every case, forward and gradients, must pass; the failure lists the failing cases.
+//! (SPEC=1): every case, forward and gradients, must pass; the failure lists the failing cases. And on the CPU under
+//! BEAM (width 1, at most `BEAM_MAX_SEC=1` a kernel, so that a cold run takes minutes), every kernel searched on its
+//! real inputs (BEAM had timed candidates on zeros, and an integer division by them killed the process).
 
 #[path = "../examples/conformance/dispatch.rs"]
 mod dispatch;
@@ -33,6 +35,12 @@ fn conformance_cases_pass() {
 #[test]
 fn conformance_cases_pass_without_opts() {
     tinygrad::helpers::Context::with(&[(&tinygrad::helpers::NOOPT, 1)], || run("NOOPT=1"));
+}
+
+#[test]
+fn conformance_cases_pass_under_beam() {
+    let beam = [(&tinygrad::helpers::BEAM, 1), (&tinygrad::codegen::opt::search::BEAM_MAX_SEC, 1)];
+    tinygrad::helpers::Context::with(&beam, || run("BEAM=1"));
 }
 
 #[test]

@@ -2,8 +2,10 @@
 //! kernels both compute: `x = a*b + c` is computed once in the kernel that takes its max and again in the
 //! kernel that compares `x` with that max. If the two kernels round `x` differently (one fuses the multiply-add,
 //! the other does not), no element equals the max, the mask's count is 0 and the gradient is 0/0 = NaN. Checked
-//! against one-hot masks and softmaxes worked out here in float64, under the default compiler; tests/compilers.rs
-//! runs this file again with `CC=gcc` and with `CC=clang`.
+//! against one-hot masks and softmaxes worked out here in float64, under the default compiler and again (child
+//! processes) under `CC=gcc` and under `CC=clang`.
+
+mod common;
 
 use tinygrad::tensor::Pool2dOpts;
 use tinygrad::Tensor;
@@ -141,4 +143,20 @@ fn log_softmax_and_logsumexp_of_a_multiply_add_have_softmax_gradients() {
     let dot: Vec<f64> = (0..rows).map(|r| (0..cols).map(|j| softmax[r * cols + j] * gv[r * cols + j]).sum()).collect();
     let want: Vec<f64> = (0..rows * cols).map(|i| softmax[i] * (gv[i] - dot[i / cols])).collect();
     assert_close(&c.grad().unwrap().to_vec::<f32>().unwrap(), &want, "softmax dc");
+}
+
+#[test]
+fn every_test_here_passes_under_gcc_and_clang() {
+    const TESTS: [&str; 5] = [
+        "a_multiply_add_recomputed_in_another_kernel_is_bitwise_the_same",
+        "max_over_rows_of_a_multiply_add_has_one_hot_gradients",
+        "max_of_all_of_a_multiply_add_has_a_one_hot_gradient",
+        "max_pool2d_of_a_multiply_add_has_one_hot_window_gradients",
+        "log_softmax_and_logsumexp_of_a_multiply_add_have_softmax_gradients",
+    ];
+    for cc in ["gcc", "clang"] {
+        if common::have(&[cc], "the max-gradient tests under that compiler") {
+            TESTS.iter().for_each(|t| drop(common::rerun(t, &[("CC", cc)])));
+        }
+    }
 }

@@ -227,9 +227,7 @@ impl ExecItem {
         }
         Ok(tm)
     }
-}
 
-impl ExecItem {
     /// Runs `check`, the check compiler's build of the kernel, on copies of the buffers at `ptrs` (as they are before
     /// the kernel runs), and returns the bytes of its output.
     fn run_check(&self, check: &dyn Program, ptrs: &[*mut u8]) -> Result<Vec<u8>> {
