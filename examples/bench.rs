@@ -11,9 +11,10 @@ mod model;
 
 use std::time::Instant;
 use tinygrad::codegen::full_rewrite;
-use tinygrad::helpers::{check_env, getenv_int, getenv_str, run_main, Context, BEAM, IGNORE_BEAM_CACHE, TRAINING};
+use tinygrad::helpers::{getenv_int, getenv_str, Context, BEAM, IGNORE_BEAM_CACHE, TRAINING};
 use tinygrad::nn::{optim, Module};
 use tinygrad::renderer::{cstyle, Renderer};
+use tinygrad::runtime::{check_env, run_main};
 use tinygrad::schedule::create_schedule;
 use tinygrad::tensor::{Conv2dOpts, Reduction};
 use tinygrad::{Result, Tensor, UOp};

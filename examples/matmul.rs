@@ -4,11 +4,11 @@
 use tinygrad::Tensor;
 
 fn main() -> std::process::ExitCode {
-    tinygrad::helpers::run_main(run)
+    tinygrad::runtime::run_main(run)
 }
 
 fn run() -> tinygrad::Result<()> {
-    tinygrad::helpers::check_env()?;
+    tinygrad::runtime::check_env()?;
     let n = 1 << 20;
     let (a, b) = (Tensor::from_slice(&vec![1.5f32; n], [n]), Tensor::from_slice(&vec![-0.5f32; n], [n]));
     for _ in 0..2 {

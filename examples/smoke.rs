@@ -1,10 +1,10 @@
 use tinygrad::Tensor;
 fn main() -> std::process::ExitCode {
-    tinygrad::helpers::run_main(run)
+    tinygrad::runtime::run_main(run)
 }
 
 fn run() -> tinygrad::Result<()> {
-    tinygrad::helpers::check_env()?;
+    tinygrad::runtime::check_env()?;
     let a = Tensor::from([1.0f32, -2.0, 3.0, -4.0]);
     let b = Tensor::from([0.5f32, 0.5, 0.5, 0.5]);
     let c = Tensor::from([2.0f32, 2.0, -1.0, 1.0]);

@@ -9,8 +9,11 @@ use std::path::PathBuf;
 pub enum Error {
     /// None of `$CC`, `clang`, `cc`, `gcc` runs (tinygrad fails in `subprocess.check_output(['clang', ...])`). The
     /// message names `CC` when it is set.
-    #[error("no C compiler runs ({}); install clang or gcc (`apt-get install clang`), or set CC to a working C compiler", cc_tried())]
-    NoCompiler,
+    #[error("no C compiler runs ({tried}); install clang or gcc (`apt-get install clang`), or set CC to a working C compiler")]
+    NoCompiler {
+        /// What was tried: `CC="..." does not run`, or the default list.
+        tried: String,
+    },
     /// The C compiler rejected kernel `name` (tinygrad `CompileError`); the source is kept on disk to reproduce it.
     #[error("compiling kernel `{name}` with `{compiler}` failed; the source is kept at {}, compiler output:\n{stderr}", source_path.display())]
     Compile {
@@ -57,7 +60,7 @@ pub enum Error {
     },
     /// An opt that does not apply to a kernel (from a BEAM cache or a caller's list).
     #[error("kernel opt: {0}; drop the opt (or delete the BEAM cache entry that holds it)")]
-    Opt(#[from] crate::codegen::KernelOptError),
+    Opt(String),
     /// A TinyJit was called with inputs unlike the captured ones.
     #[error("TinyJit: {0}")]
     Jit(String),
@@ -65,7 +68,7 @@ pub enum Error {
     #[error("load_state_dict: {0}; was the file saved from this model?")]
     StateDict(String),
     /// An environment variable holds a value its reader does not accept (checked once, at program start, by
-    /// [`crate::helpers::check_env`] and the `getenv_*` readers).
+    /// [`crate::runtime::check_env`] and the `getenv_*` readers).
     #[error("environment variable {var}={value:?}: {allowed}")]
     Env {
         /// The variable, e.g. `DEBUG`.
@@ -90,14 +93,6 @@ pub enum Error {
         /// What went wrong and what to do.
         msg: String,
     },
-}
-
-/// What [`Error::NoCompiler`] tried: `CC=...` when set, else the default list.
-fn cc_tried() -> String {
-    match std::env::var("CC") {
-        Ok(cc) if !cc.is_empty() => format!("CC={cc:?} does not run"),
-        _ => "tried clang, cc and gcc".into(),
-    }
 }
 
 /// The crate's result type, with [`Error`] by default.

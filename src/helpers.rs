@@ -1,19 +1,15 @@
-//! Configuration and counters: tinygrad's `ContextVar` knobs (integers read once from the environment,
-//! overridable per scope and per thread with [`Context`]), `getenv`, the `DEV` string, [`GlobalCounters`],
-//! and small number/list/string utilities. Follows tinygrad 0.14 `helpers.py`.
+//! Settings and counters. In: the environment. Out: tinygrad's `ContextVar` knobs (integers read once,
+//! overridable per scope and per thread with [`Context`]), `getenv` and checked readers for a program's own
+//! settings, the `DEV`, `CC` and `EMULATE` strings, [`GlobalCounters`], `colored` and the cache directory. Imports
+//! nothing of the crate but its error type. Follows tinygrad 0.14 `helpers.py`.
 
 use std::cell::RefCell;
 use std::cmp::Ordering;
-use std::collections::HashSet;
 use std::ffi::OsString;
-use std::fmt::Write;
-use std::hash::Hash;
-use std::iter::Product;
 use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{LazyLock, OnceLock, PoisonError, RwLock};
-use std::time::Instant;
 
 use crate::error::{Error, Result};
 
@@ -21,13 +17,13 @@ use crate::error::{Error, Result};
 
 /// Integer environment variable `key`, or `default` when unset, empty or not unicode (tinygrad `getenv(key, 0)`).
 /// Panics when it is set to something that is not an integer, as tinygrad's `int(...)` raises: programs call
-/// [`check_env`] (tinygrad's knobs) and [`getenv_int`] (their own) at start, so this is only reached by a bug.
+/// `runtime::check_env` (tinygrad's knobs) and [`getenv_int`] (their own) at start, so this is only reached by a bug.
 pub fn getenv(key: &str, default: i64) -> i64 {
     match std::env::var(key) {
         Ok(v) if !v.trim().is_empty() => v
             .trim()
             .parse()
-            .unwrap_or_else(|_| panic!("environment variable {key}={v:?} is not an integer (not checked by helpers::check_env at start)")),
+            .unwrap_or_else(|_| panic!("environment variable {key}={v:?} is not an integer (not checked by runtime::check_env at start)")),
         _ => default,
     }
 }
@@ -50,21 +46,6 @@ pub fn getenv_int(key: &str, default: i64, lo: i64, hi: i64) -> Result<i64> {
     match raw.trim().parse::<i64>() {
         Ok(v) if (lo..=hi).contains(&v) => Ok(v),
         _ => Err(env_err(key, &raw, range_text(lo, hi))),
-    }
-}
-
-/// Float environment variable `key` (finite, in `lo..=hi`), or `default` when unset or empty (a learning rate, say).
-///
-/// # Errors
-/// [`Error::Env`] naming `key`, its value and the allowed range when it is not such a number.
-pub fn getenv_float(key: &str, default: f64, lo: f64, hi: f64) -> Result<f64> {
-    let Ok(raw) = std::env::var(key) else { return Ok(default) };
-    if raw.trim().is_empty() {
-        return Ok(default);
-    }
-    match raw.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && (lo..=hi).contains(&v) => Ok(v),
-        _ => Err(env_err(key, &raw, format!("expected a number from {lo} to {hi}"))),
     }
 }
 
@@ -104,55 +85,33 @@ fn range_text(lo: i64, hi: i64) -> String {
     }
 }
 
-/// Checks tinygrad's settings once, at program start, so a typo is one clear error instead of a panic deep in a
-/// run: every [`ContextVar`] (`DEBUG`, `BEAM`, `NOOPT`, `JIT`, `CACHELEVEL`, ...) must be an integer in its range,
-/// `DEV` a known device ([`DEVICES`]), and the C compiler (`CC`, else clang, cc or gcc) must run.
+/// Checks tinygrad's integer settings once, at program start, so a typo is one clear error instead of a panic
+/// deep in a run: every [`ContextVar`] (`DEBUG`, `BEAM`, `NOOPT`, `JIT`, `CACHELEVEL`, ...) must be an integer in its
+/// range. `runtime::check_env` checks these, then the devices and compilers they name.
 ///
 /// # Errors
-/// [`Error::Env`] naming the variable, its value and what is allowed; [`Error::NoCompiler`] when `CC` is unset and
-/// no compiler runs.
-pub fn check_env() -> Result<()> {
+/// [`Error::Env`] naming the variable, its value and what is allowed.
+pub fn check_settings() -> Result<()> {
     for &(var, lo, hi) in &CONTEXT_VARS {
         getenv_int(var.key, lo, lo, hi)?;
-    }
-    let dev = getenv_str("DEV", "");
-    if !dev.is_empty() && !DEVICES.contains(&canonicalize_device(&dev).as_str()) {
-        return Err(env_err("DEV", &dev, format!("unknown device; this build has {} (or unset DEV for CPU)", DEVICES.join(", "))));
-    }
-    let cc = std::env::var("CC").ok().filter(|cc| !cc.is_empty());
-    if let Some(cc) = &cc {
-        crate::runtime::cpu::ClangCompiler::with_cc(cc).map_err(|_| {
-            env_err("CC", cc, format!("`{cc} --version` does not run; set CC to a working C compiler (clang or gcc) or unset it"))
-        })?;
-    }
-    // the default device must work: a C compiler for the CPU, a device (and NVRTC) for OpenCL and CUDA; the
-    // interpreter needs nothing
-    match canonicalize_device(&dev).as_str() {
-        "PYTHON" => {}
-        "CL" => {
-            crate::runtime::cl::device()?;
-        }
-        "CUDA" => {
-            crate::runtime::Device::compiler(crate::runtime::cuda::device()?)?;
-        }
-        _ if cc.is_none() => {
-            crate::runtime::cpu::ClangCompiler::new()?;
-        }
-        _ => {}
     }
     Ok(())
 }
 
-/// Runs a program's `main` body and turns its outcome into an exit code: on error prints `error: {e}` (one line,
-/// the [`Error`]'s `Display` text) to stderr and fails, rather than the `Debug` struct `fn main() -> Result` prints.
-pub fn run_main(body: impl FnOnce() -> Result<()>) -> std::process::ExitCode {
-    match body() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+/// `CC`: the C compiler the CPU device runs (a program name or path), when set and not empty (else clang, cc or
+/// gcc, the first that runs).
+pub fn cc() -> Option<String> {
+    std::env::var("CC").ok().filter(|cc| !cc.is_empty())
+}
+
+/// `CC_CHECK`: a second C compiler whose build of every CPU kernel is run and compared with `CC`'s.
+pub fn cc_check() -> Option<String> {
+    std::env::var("CC_CHECK").ok().filter(|cc| !cc.is_empty())
+}
+
+/// `EMULATE` (tinygrad's): the device whose codegen the interpreter emulates, upper-cased (`CUDA`); "" when unset.
+pub fn emulate() -> String {
+    getenv_str("EMULATE", "").to_uppercase()
 }
 
 // **************** ContextVar / Context ****************
@@ -268,7 +227,7 @@ pub static SPLIT_REDUCEOP: ContextVar = ContextVar::new("SPLIT_REDUCEOP", 1);
 /// 1 lets the hand-coded opts use tensor cores (the TC opt) where the target has them (tinygrad `TC`). Default 1.
 pub static TC: ContextVar = ContextVar::new("TC", 1);
 
-/// Every [`ContextVar`] above with the values it accepts, for [`check_env`].
+/// Every [`ContextVar`] above with the values it accepts, for [`check_settings`].
 static CONTEXT_VARS: [(&ContextVar, i64, i64); 13] = [
     (&DEBUG, 0, 7),
     (&BEAM, 0, 1024),
@@ -284,30 +243,6 @@ static CONTEXT_VARS: [(&ContextVar, i64, i64); 13] = [
     (&SPLIT_REDUCEOP, 0, 1),
     (&TC, 0, 1),
 ];
-
-/// The devices `DEV` may name (any case, an optional `:0`; `CLANG` is the CPU's old name); "" means the default,
-/// CPU. `PYTHON` is the interpreter of linear UOps (tinygrad's PYTHON device), `CL` OpenCL, `CUDA` NVIDIA GPUs.
-pub const DEVICES: [&str; 5] = ["CPU", "CLANG", "PYTHON", "CL", "CUDA"];
-
-/// A device name in canonical form (tinygrad `Device.canonicalize`): the name before any `:` upper-cased, and a
-/// trailing `:0` dropped (`cpu:0` -> `CPU`, `cl:1` -> `CL:1`); `CLANG`, the CPU's old name, is `CPU`.
-pub fn canonicalize_device(name: &str) -> String {
-    let (base, rest) = name.split_at(name.find(':').unwrap_or(name.len()));
-    let base = if base.eq_ignore_ascii_case("clang") { "CPU".to_string() } else { base.to_uppercase() };
-    let d = base + rest;
-    d.strip_suffix(":0").map_or(d.clone(), str::to_string)
-}
-
-/// The device tensors are created on when none is given: `DEV` canonicalized, else `CPU` (tinygrad
-/// `Device.DEFAULT`).
-pub fn default_device() -> String {
-    let d = dev();
-    if d.is_empty() {
-        "CPU".into()
-    } else {
-        canonicalize_device(&d)
-    }
-}
 
 static DEV_GLOBAL: LazyLock<RwLock<String>> = LazyLock::new(|| RwLock::new(getenv_str("DEV", "")));
 
@@ -503,34 +438,7 @@ impl GlobalCounters {
     }
 }
 
-/// Scoped timer (tinygrad `Timing`): when dropped, prints `{prefix}{ms:6.2} ms` to stdout if `enabled`.
-pub struct Timing {
-    prefix: String,
-    start: Instant,
-    enabled: bool,
-}
-
-impl Timing {
-    /// Starts timing now.
-    pub fn new(prefix: impl Into<String>, enabled: bool) -> Self {
-        Timing { prefix: prefix.into(), start: Instant::now(), enabled }
-    }
-}
-
-impl Drop for Timing {
-    fn drop(&mut self) {
-        if self.enabled {
-            println!("{}{:6.2} ms", self.prefix, self.start.elapsed().as_secs_f64() * 1e3);
-        }
-    }
-}
-
 // **************** numbers and lists ****************
-
-/// Product of the items; 1 when empty (tinygrad `prod`).
-pub fn prod<T: Product<T>>(xs: impl IntoIterator<Item = T>) -> T {
-    xs.into_iter().product()
-}
 
 /// `a / b` rounded toward +infinity, for any signs (tinygrad `ceildiv`, i.e. `-(a // -b)`).
 pub fn ceildiv(a: i64, b: i64) -> i64 {
@@ -540,27 +448,6 @@ pub fn ceildiv(a: i64, b: i64) -> i64 {
     } else {
         q
     }
-}
-
-/// The smallest multiple of `m` that is `>= x`, for `m > 0` (tinygrad `round_up`).
-pub fn round_up(x: i64, m: i64) -> i64 {
-    ceildiv(x, m) * m
-}
-
-/// Concatenates the inner sequences (tinygrad `flatten`).
-pub fn flatten<T>(xss: impl IntoIterator<Item = impl IntoIterator<Item = T>>) -> Vec<T> {
-    xss.into_iter().flatten().collect()
-}
-
-/// The items without repeats, first occurrence kept, in order (tinygrad `dedup`).
-pub fn dedup<T: Eq + Hash + Clone>(xs: impl IntoIterator<Item = T>) -> Vec<T> {
-    let mut seen = HashSet::new();
-    xs.into_iter().filter(|x| seen.insert(x.clone())).collect()
-}
-
-/// Whether all items are equal; true when empty (tinygrad `all_same`).
-pub fn all_same<T: PartialEq>(xs: &[T]) -> bool {
-    xs.iter().all(|x| *x == xs[0])
 }
 
 // **************** strings and paths ****************
@@ -578,40 +465,6 @@ pub fn colored(text: &str, color: &str) -> String {
     let idx = COLORS.iter().position(|c| c.eq_ignore_ascii_case(color)).unwrap_or_else(|| panic!("unknown color {color:?}"));
     let bright = color.to_ascii_uppercase() == color;
     format!("\x1b[{}m{text}\x1b[0m", 30 + 60 * usize::from(bright) + idx)
-}
-
-/// `s` without ANSI escapes (tinygrad `ansistrip`: removes matches of `\x1b\[(K|.*?m)`).
-pub fn ansistrip(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find("\x1b[") {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 2..];
-        let end =
-            if after.starts_with('K') { Some(1) } else { after.find(['m', '\n']).filter(|&j| after.as_bytes()[j] == b'm').map(|j| j + 1) };
-        if let Some(n) = end {
-            rest = &after[n..];
-        } else {
-            out.push_str("\x1b[");
-            rest = after;
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// A C identifier for `s` (tinygrad `to_function_name`): ANSI escapes stripped, ASCII letters, digits and `_` kept,
-/// every other character replaced by its code point in (at least two) uppercase hex digits.
-pub fn to_function_name(s: &str) -> String {
-    let mut out = String::new();
-    for c in ansistrip(s).chars() {
-        if c.is_ascii_alphanumeric() || c == '_' {
-            out.push(c);
-        } else {
-            let _ = write!(out, "{:02X}", u32::from(c));
-        }
-    }
-    out
 }
 
 /// The per-user cache directory (tinygrad `cache_dir`): `$XDG_CACHE_HOME/tinygrad`, else `~/.cache/tinygrad`
@@ -650,14 +503,11 @@ mod tests {
         assert_eq!(getenv_int(key, 70, 1, i64::MAX).unwrap(), 70);
         std::env::set_var(key, " 12 ");
         assert_eq!(getenv_int(key, 70, 1, i64::MAX).unwrap(), 12);
-        assert_eq!(getenv_float(key, 0.5, 0.0, 100.0).unwrap(), 12.0);
         for (bad, lo, hi, want) in [("abc", 1, i64::MAX, "expected an integer >= 1"), ("-3", 0, 7, "expected an integer from 0 to 7")] {
             std::env::set_var(key, bad);
             let msg = getenv_int(key, 0, lo, hi).unwrap_err().to_string();
             assert_eq!(msg, format!("environment variable {key}={bad:?}: {want}"));
         }
-        std::env::set_var(key, "inf");
-        assert!(getenv_float(key, 0.5, 0.0, 100.0).unwrap_err().to_string().contains("expected a number from 0 to 100"));
     }
 
     #[test]
@@ -792,37 +642,19 @@ mod tests {
     }
 
     #[test]
-    fn ceildiv_and_round_up() {
+    fn ceildiv_rounds_up() {
         let cases = [((7, 2), 4), ((-7, 2), -3), ((7, -2), -3), ((-7, -2), 4), ((8, 2), 4), ((0, 5), 0), ((1, 1), 1)];
         for ((a, b), want) in cases {
             assert_eq!(ceildiv(a, b), want, "ceildiv({a}, {b})");
         }
-        assert_eq!([round_up(10, 4), round_up(12, 4), round_up(0, 8), round_up(-5, 4), round_up(1, 16)], [12, 12, 0, -4, 16]);
     }
 
     #[test]
-    fn list_helpers() {
-        assert_eq!(prod([2i64, 3, 4]), 24);
-        assert_eq!(prod(Vec::<usize>::new()), 1);
-        assert_eq!(prod([2i64, 5].iter().copied()), 10);
-        assert_eq!(flatten(vec![vec![1, 2], vec![], vec![3]]), [1, 2, 3]);
-        assert_eq!(dedup([3, 1, 3, 2, 1]), [3, 1, 2]);
-        assert!(all_same(&[1, 1, 1]) && all_same::<i32>(&[]) && !all_same(&[1, 2]));
-    }
-
-    #[test]
-    fn ansi_and_function_names() {
-        let red = colored("hi", "red");
-        assert_eq!(ansistrip(&red), "hi");
+    fn colored_wraps_in_ansi_codes() {
         if !*NO_COLOR {
-            assert_eq!(red, "\x1b[31mhi\x1b[0m");
+            assert_eq!(colored("hi", "red"), "\x1b[31mhi\x1b[0m");
             assert_eq!(colored("hi", "GREEN"), "\x1b[92mhi\x1b[0m");
         }
-        assert_eq!(ansistrip("a\x1b[Kb\x1b[1;32mc\x1b[0m\x1b[no end"), "abc\x1b[no end");
-        assert_eq!(to_function_name("r_4_4n1"), "r_4_4n1");
-        assert_eq!(to_function_name("a-b.c d"), "a2Db2Ec20d");
-        assert_eq!(to_function_name("\x1b[34mE_3\x1b[0mµ"), "E_3B5");
-        assert_eq!(to_function_name("\u{3c0}"), "3C0");
     }
 
     #[test]

@@ -12,7 +12,6 @@ pub mod codegen;
 pub mod dtype;
 pub mod engine;
 pub mod error;
-pub mod gradient;
 pub mod helpers;
 pub mod llm;
 pub mod nn;
@@ -23,7 +22,7 @@ pub mod tensor;
 pub mod uop;
 
 pub use dtype::{dtypes, DType};
-pub use engine::TinyJit;
 pub use error::{Error, Result};
 pub use tensor::Tensor;
+pub use tensor::TinyJit;
 pub use uop::{Ops, UOp};

@@ -21,7 +21,7 @@ fn run(what: &str) {
     let dir = std::env::var("TINYGRAD_CONFORMANCE_DIR")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/conformance/ops").into());
     let (passed, failed) = runner::run_dir(std::path::Path::new(&dir));
-    println!("{what} on {}: {passed} passed, {} failed", tinygrad::helpers::default_device(), failed.len());
+    println!("{what} on {}: {passed} passed, {} failed", tinygrad::runtime::default_device(), failed.len());
     assert!(passed > 0, "no cases found in {dir}");
     let lines: Vec<&str> = failed.iter().map(|s| s.lines().next().unwrap_or("")).collect();
     assert!(failed.is_empty(), "{} failing cases:\n{}", failed.len(), lines.join("\n"));

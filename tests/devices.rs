@@ -1,7 +1,8 @@
 //! Devices: the interpreter (DEV=PYTHON) beside the CPU, copies between them with `Tensor::to`, gradients across a
 //! copy, and the errors for mixing devices or naming an unknown one. Values are hand-derived.
 
-use tinygrad::helpers::{canonicalize_device, Context};
+use tinygrad::helpers::Context;
+use tinygrad::runtime::canonicalize_device;
 use tinygrad::Tensor;
 
 #[test]
@@ -9,6 +10,22 @@ fn device_names_are_canonical() {
     assert_eq!(canonicalize_device("cpu"), "CPU");
     assert_eq!(canonicalize_device("python:0"), "PYTHON");
     assert_eq!(canonicalize_device("cl:1"), "CL:1");
+    assert_eq!(canonicalize_device("Clang:0"), "CPU");
+    assert_eq!(canonicalize_device("cuda:1"), "CUDA:1");
+    assert_eq!(canonicalize_device("tpu:2"), "TPU:2");
+}
+
+#[test]
+fn device_names_parse_in_the_registry() {
+    let (d, i) = tinygrad::runtime::parse_device("cuda:1").expect("CUDA is in the registry");
+    assert_eq!((d.name, i), ("CUDA", 1));
+    assert!(tinygrad::runtime::parse_device("tpu").is_none() && tinygrad::runtime::parse_device("cl:x").is_none());
+    let Err(err) = tinygrad::runtime::open_device("python:1").map(drop) else { panic!("one device of each kind") };
+    let err = err.to_string();
+    assert!(err.contains("PYTHON index 1") && err.contains("use PYTHON"), "{err}");
+    let Err(err) = tinygrad::runtime::open_device("tpu").map(drop) else { panic!("no such device") };
+    let err = err.to_string();
+    assert!(err.contains("unknown device") && err.contains("CPU, PYTHON, CL, CUDA"), "{err}");
 }
 
 #[test]

@@ -15,8 +15,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use model::Model;
 use std::process::ExitCode;
 use std::time::Instant;
-use tinygrad::helpers::{check_env, getenv_int, getenv_output_path, getenv_str, run_main};
+use tinygrad::helpers::{getenv_int, getenv_output_path, getenv_str};
 use tinygrad::nn::{optim, state, Module};
+use tinygrad::runtime::{check_env, run_main};
 use tinygrad::{dtypes, Result, Tensor, TinyJit};
 
 /// The test accuracy in percent.

@@ -105,7 +105,7 @@ fn run(a: &Args) -> tinygrad::Result<()> {
     }
     let file = GgufFile::open(fetch_model(&a.model)?)?;
     let tok = tokenizer_from_gguf(&file)?;
-    let model = Transformer::from_gguf(&file, &tinygrad::helpers::default_device(), a.max_context)?;
+    let model = Transformer::from_gguf(&file, &tinygrad::runtime::default_device(), a.max_context)?;
     let weight_bytes: usize = file.tensors.iter().map(|t| file.raw(&t.name).map_or(0, <[u8]>::len)).sum();
     let mut sampler = Sampler::new(a.temperature, a.top_k, a.top_p, a.seed);
     let mut session = Session::new(&model)?;
@@ -212,7 +212,7 @@ fn run(a: &Args) -> tinygrad::Result<()> {
 /// Decode tokens/s of 1, 2 and 4 requests at once through the [`Batcher`] (the server's slots): each request
 /// `n` greedy tokens after `prompt`, timed from the first token of all to the last.
 fn batched_benchmark(file: &GgufFile, tok: &Tokenizer, prompt: &[u32], n: usize, max_context: usize) -> tinygrad::Result<()> {
-    let batcher = Batcher::spawn(Transformer::from_gguf(file, &tinygrad::helpers::default_device(), max_context)?, |_| false, 4);
+    let batcher = Batcher::spawn(Transformer::from_gguf(file, &tinygrad::runtime::default_device(), max_context)?, |_| false, 4);
     let n = n.min(max_context - prompt.len() - 1);
     for streams in [1, 2, 4, 1, 2, 4] {
         let rxs: Vec<_> = (0..streams)
@@ -244,7 +244,7 @@ fn batched_benchmark(file: &GgufFile, tok: &Tokenizer, prompt: &[u32], n: usize,
 }
 
 fn main() {
-    if let Err(e) = tinygrad::helpers::check_env() {
+    if let Err(e) = tinygrad::runtime::check_env() {
         eprintln!("error: {e}");
         std::process::exit(1);
     }

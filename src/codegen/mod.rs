@@ -13,37 +13,13 @@ mod lower;
 pub mod opt;
 mod simplify;
 
+pub use crate::renderer::LinearKernel;
 pub use opt::{Kernel, KernelOptError, Opt, OptOps};
 
 use crate::helpers::NOOPT;
 use crate::renderer::Renderer;
 use crate::uop::{graph_rewrite, spec, symbolic::SYMBOLIC, AxisType, GroupOp, Ops, UOp};
 use opt::range_size;
-
-/// A kernel ready to render.
-pub struct LinearKernel {
-    /// tinygrad-style name: `E_` (elementwise) or `r_` (with reductions), then the axis sizes (a C identifier).
-    pub name: String,
-    /// The name colored by axis kind, as tinygrad's DEBUG output shows it.
-    pub display_name: String,
-    /// The UOps in print order.
-    pub uops: Vec<UOp>,
-    /// Size of the THREAD axis, which the runtime splits over cores (0: none).
-    pub outer: usize,
-    /// Workgroups of the launch in each of three dimensions (tinygrad `global_size`); on the CPU, the THREAD
-    /// axis's iterations and 1, 1.
-    pub global_size: [usize; 3],
-    /// Threads of a workgroup in each dimension (tinygrad `local_size`); 1, 1, 1 without LOCAL axes.
-    pub local_size: [usize; 3],
-    /// Estimated floating-point (or integer ALU) operations of one run.
-    pub ops: u64,
-    /// Bytes of the buffers the kernel touches (each once).
-    pub mem: u64,
-    /// The optimizations applied.
-    pub opts: Vec<Opt>,
-    /// The symbolic variables (DEFINE_VAR) the kernel reads, sorted by name: a launch's `vals` in this order.
-    pub vars: Vec<std::sync::Arc<str>>,
-}
 
 /// Simplifies `ast` (a SINK of STOREs), applies `opts` (`None`: the hand-coded heuristics, none under NOOPT=1),
 /// then expands, lowers and linearizes it for `ren` (tinygrad `full_rewrite`).

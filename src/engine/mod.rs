@@ -6,19 +6,19 @@
 use crate::codegen::{full_rewrite, LinearKernel, Opt};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::helpers::{canonicalize_device, BEAM, DEBUG, DEVICES, GLOBAL_COUNTERS, NOOPT};
-use crate::runtime::{self, Compiled, Program, RawBuffer};
+use crate::helpers::{BEAM, DEBUG, GLOBAL_COUNTERS, NOOPT};
+use crate::runtime::{self, canonicalize_device, Compiled, Program, RawBuffer};
 use crate::schedule::{contiguous_buffer, create_schedule};
 use crate::uop::{Arg, BufferInfo, Ops, UOp};
-mod jit;
+mod capture;
 mod search;
 
-pub(crate) use jit::jit_check_read;
-pub use jit::TinyJit;
+pub(crate) use capture::jit_check_read;
+pub use capture::{capture, new_buffer_like, Kernels};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 pub use search::beam_search;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 /// A device as realize uses it: the runtime's [`runtime::Device`] and the kernels compiled for it so far
@@ -29,30 +29,16 @@ struct Device {
     runners: Mutex<FxHashMap<UOp, Arc<Runner>>>,
 }
 
-/// The device named `name` (any case, `:0` optional: see [`canonicalize_device`]), opened on first use.
+/// The device named `name` (any case, `:0` optional: see [`runtime::canonicalize_device`]), opened on first use,
+/// with the kernels compiled for it: one per entry of the runtime's registry ([`runtime::DEVICES`]).
 ///
 /// # Errors
-/// [`Error::Device`] for a name that is not one of [`DEVICES`].
+/// [`Error::Device`] for a name the registry does not have or a device that does not open.
 fn device(name: &str) -> Result<&'static Device> {
-    fn open(rt: &'static dyn runtime::Device) -> Device {
-        Device { name: rt.name(), rt, runners: Mutex::default() }
-    }
-    static CPU: LazyLock<Device> = LazyLock::new(|| open(runtime::cpu::device()));
-    static PYTHON: LazyLock<Device> = LazyLock::new(|| open(runtime::python::device()));
-    static CL: LazyLock<std::result::Result<Device, String>> =
-        LazyLock::new(|| runtime::cl::device().map(|d| open(d)).map_err(|e| e.to_string()));
-    static CUDA: LazyLock<std::result::Result<Device, String>> =
-        LazyLock::new(|| runtime::cuda::device().map(|d| open(d)).map_err(|e| e.to_string()));
-    match canonicalize_device(name).as_str() {
-        "CPU" => Ok(&CPU),
-        "PYTHON" => Ok(&PYTHON),
-        "CL" => CL.as_ref().map_err(|msg| Error::Device { device: "CL".into(), msg: msg.clone() }),
-        "CUDA" => CUDA.as_ref().map_err(|msg| Error::Device { device: "CUDA".into(), msg: msg.clone() }),
-        _ => Err(Error::Device {
-            device: name.into(),
-            msg: format!("unknown device; this build has {} (set DEV to one of them)", DEVICES.join(", ")),
-        }),
-    }
+    static OPENED: [OnceLock<Device>; runtime::DEVICES.len()] = [const { OnceLock::new() }; runtime::DEVICES.len()];
+    let rt = runtime::open_device(name)?;
+    let slot = runtime::DEVICES.iter().position(|d| d.name == rt.name()).expect("an open device is in the registry");
+    Ok(OPENED[slot].get_or_init(|| Device { name: rt.name(), rt, runners: Mutex::default() }))
 }
 
 /// Device memory held by a BUFFER node's [`BufferInfo`]; returned to its device's allocator cache on drop.
@@ -417,7 +403,7 @@ fn root_device(root: &UOp) -> String {
         }
         stack.extend(u.src.iter().filter(|s| seen.insert(*s)));
     }
-    crate::helpers::default_device()
+    crate::runtime::default_device()
 }
 
 /// `roots` with their COPYs (`topo` is their graph) replaced, innermost first, by buffers on the COPYs' devices
@@ -425,7 +411,7 @@ fn root_device(root: &UOp) -> String {
 /// buffer (tinygrad's `BufferCopy`, through the host).
 fn resolve_copies(roots: &[UOp], topo: &[UOp]) -> Result<Vec<UOp>> {
     // (a copy through the host while a TinyJit captures would be baked into its replays)
-    jit::jit_check_read()?;
+    capture::jit_check_read()?;
     let mut done: FxHashMap<UOp, UOp> = FxHashMap::default();
     for copy in topo.iter().filter(|u| u.op == Ops::COPY) {
         let src = copy.src[0].substitute(&done);
@@ -518,7 +504,7 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
         }
         return Ok(out.into_iter().map(|u| u.expect("every root realized")).collect());
     }
-    let device_name = devs.first().cloned().unwrap_or_else(crate::helpers::default_device);
+    let device_name = devs.first().cloned().unwrap_or_else(crate::runtime::default_device);
     let sched = create_schedule(roots, device(&device_name)?.name);
     if DEBUG.value() >= 1 && !sched.items.is_empty() {
         println!("scheduled {} kernels in {:.2} ms", sched.items.len(), t0.elapsed().as_secs_f64() * 1e3);
@@ -545,7 +531,7 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
     if beam_width() >= 1 {
         for (item, dev) in sched.items.into_iter().zip(devs) {
             let ei = ExecItem::new(runner(dev, &item.ast, Some(&item.bufs))?, item.bufs, dev, &sched.var_vals);
-            jit::record(&ei);
+            capture::record(&ei);
             ei.run()?;
         }
         return Ok(sched.outputs);
@@ -556,7 +542,7 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
         .zip(devs)
         .map(|(item, dev)| {
             let ei = ExecItem::new(runner(dev, &item.ast, None)?, item.bufs, dev, &sched.var_vals);
-            jit::record(&ei);
+            capture::record(&ei);
             Ok(ei)
         })
         .collect::<Result<Vec<_>>>()?;
@@ -569,8 +555,8 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
 /// no wake-up and sleep of this thread per kernel (a decode step launches ~600 kernels: 25% of its time). Each
 /// item drops once it has run, so a buffer no later kernel holds is freed at its last use.
 fn run_items(items: Vec<ExecItem>) -> Result<()> {
-    let batch =
-        items.iter().all(|ei| ei.dev.name == "CPU") && items.iter().any(|ei| crate::runtime::cpu::parallel_launch(&ei.runner.kernel));
+    let batch = items.iter().all(|ei| ei.dev.rt.launcher() == runtime::Launcher::HostThreads)
+        && items.iter().any(|ei| crate::runtime::cpu::parallel_launch(&ei.runner.kernel));
     let run = move || items.into_iter().try_for_each(|ei| ei.run().map(drop));
     if batch {
         crate::runtime::cpu::run_batch(run)

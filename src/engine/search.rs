@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::helpers::NUM_CPU_THREADS;
 use crate::renderer::{cstyle, Renderer};
 use crate::runtime::cpu::{self, parallel_launch};
-use crate::runtime::{Allocator, ClangCompiler, Compiler, CpuProgram};
+use crate::runtime::{Allocator, ClangCompiler, Compiler, CpuProgram, Launcher};
 use crate::uop::{Arg, AxisType, Ops, UOp};
 use parking_lot::Mutex;
 use rustc_hash::FxHashSet;
@@ -111,10 +111,10 @@ pub fn beam_search(ast: &UOp, amt: usize) -> Result<Vec<Opt>> {
 /// `_time_program`), over the device's actions (LOCAL and GROUP among them), cached on disk as the CPU's.
 pub(super) fn beam_opts_on(dev: &super::Device, ast: &UOp, amt: usize, inputs: Option<&[UOp]>) -> Result<Vec<Opt>> {
     let ren = dev.rt.renderer();
-    match ren.device {
-        "CPU" => return beam_opts(&ren, ast, amt, inputs),
-        "PYTHON" => return Ok(hand_coded_optimizations(&kernel(ast, &ren))),
-        _ => {}
+    match dev.rt.launcher() {
+        Launcher::HostThreads => return beam_opts(&ren, ast, amt, inputs),
+        Launcher::Interpreted => return Ok(hand_coded_optimizations(&kernel(ast, &ren))),
+        Launcher::Grid => {}
     }
     let k = kernel(ast, &ren);
     if let Some(opts) = opt::beam_cache_get(&k, amt) {

@@ -51,7 +51,7 @@ impl Model {
         let path = fetch_model(model)?;
         let file = GgufFile::open(&path)?;
         let tok = tokenizer_from_gguf(&file)?;
-        let transformer = Transformer::from_gguf(&file, &crate::helpers::default_device(), max_context)?;
+        let transformer = Transformer::from_gguf(&file, &crate::runtime::default_device(), max_context)?;
         let ends: Vec<u32> = (0..tok.vocab_size() as u32).filter(|&t| tok.is_end(t)).collect();
         let batcher = Batcher::spawn(transformer, move |t| ends.contains(&t), slots);
         let name = path.file_name().map_or("model".into(), |n| n.to_string_lossy().trim_end_matches(".gguf").to_string());

@@ -754,8 +754,8 @@ impl GgufFile {
             let path = self.parts[t.part].0.clone();
             return Err(Error::Format { path, msg: format!("tensor `{name}`: ggml type {} can't be dequantized yet", ty.name()) });
         }
-        let device = crate::helpers::canonicalize_device(device);
-        assert!(crate::helpers::DEVICES.contains(&device.as_str()), "GgufFile::tensor: unknown device {device:?}");
+        let device = crate::runtime::canonicalize_device(device);
+        assert!(crate::runtime::parse_device(&device).is_some(), "GgufFile::tensor: unknown device {device:?}");
         if t.numel() == 0 {
             return Ok(Tensor::full_dtype(t.shape.clone(), 0, ty.output_dtype()).to(&device));
         }
@@ -781,6 +781,6 @@ impl GgufFile {
 /// As [`GgufFile::open`] and [`GgufFile::tensor`].
 pub fn gguf_load(path: impl AsRef<Path>) -> Result<(BTreeMap<String, GgufValue>, BTreeMap<String, Tensor>)> {
     let f = GgufFile::open(path)?;
-    let sd = f.state_dict(&crate::helpers::default_device())?;
+    let sd = f.state_dict(&crate::runtime::default_device())?;
     Ok((f.metadata, sd))
 }

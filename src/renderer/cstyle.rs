@@ -7,7 +7,7 @@
 //! is lane-wise, a scalar operand is broadcast). OpenCL C: `__kernel void name(__global T* data0, ...)`, grid
 //! indices from `get_group_id`/`get_local_id`, the built-in vector types with `vload`/`vstore`.
 
-use crate::codegen::LinearKernel;
+use super::LinearKernel;
 use crate::dtype::{dtypes, ConstValue, DType, Scalar};
 use crate::uop::{Arg, AxisType, GroupOp, Ops, UOp};
 use rustc_hash::FxHashMap;

@@ -7,14 +7,40 @@
 pub mod cstyle;
 pub mod python;
 
-use crate::codegen::LinearKernel;
 use crate::dtype::DType;
+use crate::uop::{Opt, UOp};
 
 use std::sync::LazyLock;
 
 /// Bytes past a buffer's end that CPU kernels may read (the CPU allocator allocates them): one AVX-512 vector,
 /// so a vector load in a padded lane (PADTO on an output axis) stays inside the allocation.
 pub const CPU_OVERREAD: usize = 64;
+
+/// A kernel ready to render: what codegen's `full_rewrite` makes and a renderer prints (tinygrad `ProgramSpec`, which
+/// `renderer/__init__.py` keeps beside `Renderer` for the same reason: the renderer needs nothing from codegen).
+pub struct LinearKernel {
+    /// tinygrad-style name: `E_` (elementwise) or `r_` (with reductions), then the axis sizes (a C identifier).
+    pub name: String,
+    /// The name colored by axis kind, as tinygrad's DEBUG output shows it.
+    pub display_name: String,
+    /// The UOps in print order.
+    pub uops: Vec<UOp>,
+    /// Size of the THREAD axis, which the runtime splits over cores (0: none).
+    pub outer: usize,
+    /// Workgroups of the launch in each of three dimensions (tinygrad `global_size`); on the CPU, the THREAD
+    /// axis's iterations and 1, 1.
+    pub global_size: [usize; 3],
+    /// Threads of a workgroup in each dimension (tinygrad `local_size`); 1, 1, 1 without LOCAL axes.
+    pub local_size: [usize; 3],
+    /// Estimated floating-point (or integer ALU) operations of one run.
+    pub ops: u64,
+    /// Bytes of the buffers the kernel touches (each once).
+    pub mem: u64,
+    /// The optimizations applied.
+    pub opts: Vec<Opt>,
+    /// The symbolic variables (DEFINE_VAR) the kernel reads, sorted by name: a launch's `vals` in this order.
+    pub vars: Vec<std::sync::Arc<str>>,
+}
 
 /// What a render target offers the optimizer (tinygrad `Renderer`'s fields).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -230,7 +256,7 @@ impl Renderer {
     /// tinygrad's), it emulates CUDA's codegen instead: no vectors, and CUDA's tensor cores, whose WMMA the
     /// interpreter computes warp by warp.
     pub fn python() -> Renderer {
-        static EMULATE: LazyLock<bool> = LazyLock::new(|| std::env::var("EMULATE").is_ok_and(|e| e.eq_ignore_ascii_case("cuda")));
+        static EMULATE: LazyLock<bool> = LazyLock::new(|| crate::helpers::emulate() == "CUDA");
         if *EMULATE {
             return Renderer { device: "PYTHON", language: Language::UOps, ..Renderer::cuda() };
         }

@@ -3,7 +3,7 @@
 //! listing is what `DEBUG=4` prints and its "compiled" object. Follows tinygrad `PythonRenderer`, which
 //! serializes the UOps for `PythonProgram`.
 
-use crate::codegen::LinearKernel;
+use super::LinearKernel;
 use rustc_hash::FxHashMap;
 use std::fmt::Write;
 

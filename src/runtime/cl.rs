@@ -4,9 +4,9 @@
 //! without it: [`device`] then errs.
 
 use super::{Allocator, Compiled, Compiler, Device, FreeCache, Program, RawBuffer};
-use crate::codegen::LinearKernel;
 use crate::error::{Error, Result};
 use crate::helpers::cache_dir;
+use crate::renderer::LinearKernel;
 use crate::renderer::Renderer;
 use opencl3::command_queue::{enqueue_read_buffer, enqueue_write_buffer, CommandQueue};
 use opencl3::context::Context;
@@ -91,6 +91,9 @@ impl ClDevice {
 impl Device for ClDevice {
     fn name(&self) -> &'static str {
         "CL"
+    }
+    fn launcher(&self) -> super::Launcher {
+        super::Launcher::Grid
     }
     fn renderer(&self) -> Renderer {
         Renderer::opencl(self.fp16)

@@ -3,9 +3,9 @@
 
 use super::elf::Image;
 use super::{Allocator, Compiled, Compiler, Device, FreeCache, Program, RawBuffer};
-use crate::codegen::LinearKernel;
 use crate::error::{Error, Result};
 use crate::helpers::{cache_dir, CACHELEVEL, DEBUG, NUM_CPU_THREADS};
+use crate::renderer::LinearKernel;
 use crate::renderer::Renderer;
 use libloading::Library;
 use parking_lot::Mutex;
@@ -41,13 +41,19 @@ pub fn device() -> &'static CpuDevice {
 impl CpuDevice {
     /// The C compiler, found at first use ([`ClangCompiler::new`]). Errors with [`Error::NoCompiler`].
     pub fn cc(&self) -> Result<&ClangCompiler> {
-        self.compiler.get_or_init(|| ClangCompiler::new().map_err(|e| e.to_string())).as_ref().map_err(|_| Error::NoCompiler)
+        self.compiler
+            .get_or_init(|| ClangCompiler::new().map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|_| no_compiler(crate::helpers::cc()))
     }
 }
 
 impl Device for CpuDevice {
     fn name(&self) -> &'static str {
         "CPU"
+    }
+    fn launcher(&self) -> super::Launcher {
+        super::Launcher::HostThreads
     }
     fn renderer(&self) -> Renderer {
         Renderer::cpu()
@@ -62,7 +68,7 @@ impl Device for CpuDevice {
     /// inputs and compared with `CC`'s build. Errors with [`Error::Device`] when that compiler does not run.
     fn check_compiler(&self) -> Result<Option<&dyn Compiler>> {
         let check = self.check.get_or_init(|| {
-            let cc = std::env::var("CC_CHECK").ok().filter(|cc| !cc.is_empty())?;
+            let cc = crate::helpers::cc_check()?;
             Some(ClangCompiler::with_cc(&cc).map_err(|_| format!("CC_CHECK={cc:?} does not run; set it to a working C compiler")))
         });
         match check {
@@ -181,20 +187,25 @@ pub struct ClangCompiler {
     identity: String,
 }
 
+/// [`Error::NoCompiler`] for compiler `cc` (the default list when `None`).
+fn no_compiler(cc: Option<String>) -> Error {
+    Error::NoCompiler { tried: cc.map_or_else(|| "tried clang, cc and gcc".into(), |cc| format!("CC={cc:?} does not run")) }
+}
+
 impl ClangCompiler {
     /// The compiler in env `CC` if set, else the first of `clang`, `cc`, `gcc` on `PATH` that runs. Errors with
     /// [`Error::NoCompiler`] when the chosen one does not run.
     pub fn new() -> Result<Self> {
-        match std::env::var("CC") {
-            Ok(cc) if !cc.is_empty() => Self::with_cc(&cc),
-            _ => ["clang", "cc", "gcc"].into_iter().find_map(|cc| Self::with_cc(cc).ok()).ok_or(Error::NoCompiler),
+        match crate::helpers::cc() {
+            Some(cc) => Self::with_cc(&cc),
+            None => ["clang", "cc", "gcc"].into_iter().find_map(|cc| Self::with_cc(cc).ok()).ok_or_else(|| no_compiler(None)),
         }
     }
 
     /// Uses `cc` (a program name or path, no arguments). Errors with [`Error::NoCompiler`] when `cc --version` fails.
     pub fn with_cc(cc: &str) -> Result<Self> {
         let run = |args: &[&str]| Command::new(cc).args(args).stdin(Stdio::null()).output().ok();
-        let version = run(&["--version"]).filter(|o| o.status.success()).ok_or(Error::NoCompiler)?;
+        let version = run(&["--version"]).filter(|o| o.status.success()).ok_or_else(|| no_compiler(Some(cc.into())))?;
         // `-###` prints the driver's commands without running them: for gcc the expanded -march=native, for clang
         // its target cpu and features
         let native = run(&["-###", "-march=native", "-x", "c", "-c", "/dev/null", "-o", "/dev/null"]).map(|o| o.stderr).unwrap_or_default();
@@ -881,8 +892,9 @@ void k(void** bufs, const int* vals, int s, int e) {
 
     #[test]
     fn missing_compiler() {
-        assert!(matches!(ClangCompiler::with_cc("/nonexistent/cc"), Err(Error::NoCompiler)));
-        assert!(Error::NoCompiler.to_string().contains("apt-get install clang"));
+        let Err(err) = ClangCompiler::with_cc("/nonexistent/cc") else { panic!("no such compiler") };
+        assert!(matches!(err, Error::NoCompiler { .. }));
+        assert!(err.to_string().contains("\"/nonexistent/cc\" does not run") && err.to_string().contains("apt-get install clang"), "{err}");
         // whichever compiler this machine has (gcc-only machines have no clang) is accepted by its path
         let found = ClangCompiler::new().unwrap();
         let path =

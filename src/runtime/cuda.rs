@@ -6,9 +6,9 @@
 //! kernels down to machine code.
 
 use super::{Allocator, Compiled, Compiler, Device, FreeCache, Program, RawBuffer};
-use crate::codegen::LinearKernel;
 use crate::error::{Error, Result};
 use crate::helpers::cache_dir;
+use crate::renderer::LinearKernel;
 use crate::renderer::Renderer;
 use libloading::Library;
 use sha2::{Digest, Sha256};
@@ -459,6 +459,9 @@ impl CudaDevice {
 impl Device for CudaDevice {
     fn name(&self) -> &'static str {
         "CUDA"
+    }
+    fn launcher(&self) -> super::Launcher {
+        super::Launcher::Grid
     }
     fn renderer(&self) -> Renderer {
         Renderer::cuda_for(self.arch.trim_start_matches("sm_").parse().unwrap_or(0))

@@ -13,12 +13,118 @@ pub mod python;
 
 pub use cpu::{ClangCompiler, CpuAllocator, CpuProgram};
 
-use crate::codegen::LinearKernel;
 use crate::error::{Error, Result};
-use crate::renderer::Renderer;
+use crate::helpers::{dev, getenv_str};
+use crate::renderer::{LinearKernel, Renderer};
 use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::time::Duration;
+
+// **************** the device registry ****************
+
+/// One kind of device this build has (tinygrad's `Device._devices` entry): its name, its other names, and how to
+/// open it. Adding a device is a file here, a renderer, and one line in [`DEVICES`].
+pub struct DeviceEntry {
+    /// The canonical name (`CPU`).
+    pub name: &'static str,
+    /// Other names `DEV` may use for it (`CLANG`, the CPU's old name).
+    pub aliases: &'static [&'static str],
+    /// The device, opened on first use (later calls return the same one, or the same error).
+    pub open: fn() -> Result<&'static dyn Device>,
+}
+
+/// The devices of this build, the default first: `CPU` (C compiled by clang or gcc), `PYTHON` (the interpreter of
+/// linear UOps, tinygrad's PYTHON device), `CL` (OpenCL), `CUDA` (NVIDIA GPUs).
+pub static DEVICES: [DeviceEntry; 4] = [
+    DeviceEntry { name: "CPU", aliases: &["CLANG"], open: || Ok(cpu::device()) },
+    DeviceEntry { name: "PYTHON", aliases: &[], open: || Ok(python::device()) },
+    DeviceEntry { name: "CL", aliases: &[], open: || Ok(cl::device()?) },
+    DeviceEntry { name: "CUDA", aliases: &[], open: || Ok(cuda::device()?) },
+];
+
+/// The registry's device names, comma-separated, for messages.
+pub fn device_names() -> String {
+    DEVICES.iter().map(|d| d.name).collect::<Vec<_>>().join(", ")
+}
+
+/// A device name parsed (tinygrad `Device.canonicalize`): `cuda:1` is the registry's CUDA entry and index 1; the
+/// name before any `:` in any case, an alias for its device. `None` for a name this build does not have.
+pub fn parse_device(name: &str) -> Option<(&'static DeviceEntry, usize)> {
+    let (base, index) = name.split_once(':').map_or((name, Some(0)), |(b, i)| (b, i.parse().ok()));
+    let entry = DEVICES.iter().find(|d| d.name.eq_ignore_ascii_case(base) || d.aliases.iter().any(|a| a.eq_ignore_ascii_case(base)))?;
+    Some((entry, index?))
+}
+
+/// A device name in canonical form: the registry's name, then `:index` unless it is 0 (`cpu:0` -> `CPU`, `cl:1` ->
+/// `CL:1`, `clang` -> `CPU`); a name this build does not have is upper-cased before any `:`.
+pub fn canonicalize_device(name: &str) -> String {
+    let canon = |base: &str, i: &str| if i == "0" || i.is_empty() { base.to_string() } else { format!("{base}:{i}") };
+    let (base, index) = name.split_once(':').unwrap_or((name, ""));
+    match parse_device(name) {
+        Some((d, i)) => canon(d.name, &i.to_string()),
+        None => canon(&base.to_uppercase(), index),
+    }
+}
+
+/// The device named `name` (any case; `:0` optional), opened on first use.
+///
+/// # Errors
+/// [`Error::Device`] for a name this build does not have, an index other than 0 (one device of each kind is opened),
+/// or a device that does not open (no OpenCL driver, no GPU), saying what to do.
+pub fn open_device(name: &str) -> Result<&'static dyn Device> {
+    let err = |msg: String| Error::Device { device: name.into(), msg };
+    match parse_device(name) {
+        Some((d, 0)) => (d.open)(),
+        Some((d, i)) => Err(err(format!("device {} index {i}: this build opens the first {} device only; use {}", d.name, d.name, d.name))),
+        None => Err(err(format!("unknown device; this build has {} (set DEV to one of them)", device_names()))),
+    }
+}
+
+/// The device tensors are created on when none is given: `DEV` canonicalized, else `CPU` (tinygrad
+/// `Device.DEFAULT`).
+pub fn default_device() -> String {
+    match dev() {
+        d if d.is_empty() => DEVICES[0].name.into(),
+        d => canonicalize_device(&d),
+    }
+}
+
+/// Checks the settings once, at program start, so a typo is one clear error instead of a panic deep in a run:
+/// tinygrad's integer knobs ([`crate::helpers::check_settings`]), `DEV` a device of [`DEVICES`] that opens, and the C
+/// compiler (`CC`, else clang, cc or gcc) runs when the CPU is the default device or `CC` is set.
+///
+/// # Errors
+/// [`Error::Env`] naming the variable, its value and what is allowed; the device's error when `DEV`'s does not open
+/// ([`Error::NoCompiler`] for the CPU without a C compiler; NVRTC missing for CUDA).
+pub fn check_env() -> Result<()> {
+    crate::helpers::check_settings()?;
+    let env_err = |var: &str, value: &str, allowed: String| Error::Env { var: var.into(), value: value.into(), allowed };
+    if let Some(cc) = crate::helpers::cc() {
+        ClangCompiler::with_cc(&cc).map_err(|_| {
+            env_err("CC", &cc, format!("`{cc} --version` does not run; set CC to a working C compiler (clang or gcc) or unset it"))
+        })?;
+    }
+    let dev = getenv_str("DEV", "");
+    if !dev.is_empty() && parse_device(&dev).is_none() {
+        return Err(env_err("DEV", &dev, format!("unknown device; this build has {} (or unset DEV for CPU)", device_names())));
+    }
+    // the default device must work: its compiler too (the interpreter needs none)
+    open_device(&default_device())?.compiler().map(drop)
+}
+
+/// Runs a program's `main` body and turns its outcome into an exit code: on error prints `error: {e}` (one line,
+/// the [`Error`]'s `Display` text) to stderr and fails, rather than the `Debug` struct `fn main() -> Result` prints.
+pub fn run_main(body: impl FnOnce() -> Result<()>) -> std::process::ExitCode {
+    match body() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+// **************** memory ****************
 
 /// Device memory of [`size`](Self::size) bytes (tinygrad's allocator "opaque"): a handle and the function that
 /// releases it, both chosen by the allocator that made it. On the CPU and the interpreter the handle is a host
@@ -223,11 +329,25 @@ pub trait Program: Send + Sync {
     fn launch(&self, bufs: &[*mut u8], vals: &[i32], global: [usize; 3], local: [usize; 3]) -> Result<Duration>;
 }
 
+/// How a device runs kernels: what the engine and BEAM need to know beyond what its [`Renderer`] offers codegen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launcher {
+    /// On the host's cores: a launch splits the kernel's THREAD axis over the CPU thread pool, and BEAM compiles
+    /// candidates in batches and times a sample of that axis (the CPU).
+    HostThreads,
+    /// A grid of workgroups on the device, timed whole (OpenCL, CUDA).
+    Grid,
+    /// Interpreted: launch times say nothing of the code, so BEAM takes the hand-coded opts (PYTHON).
+    Interpreted,
+}
+
 /// A device (tinygrad `Compiled`): the renderer its kernels are written for, its memory, its compiler, and the
 /// loader of what that compiler makes. One static per device, found by name in the engine.
 pub trait Device: Send + Sync {
     /// The canonical name (`CPU`, `PYTHON`).
     fn name(&self) -> &'static str;
+    /// How kernels run, which decides how the engine launches them and how BEAM times them.
+    fn launcher(&self) -> Launcher;
     /// What codegen may use on this device and the language it renders (read at each use: it follows settings
     /// such as `NUM_CPU_THREADS`).
     fn renderer(&self) -> Renderer;

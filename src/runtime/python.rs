@@ -6,9 +6,9 @@
 //! the other devices.
 
 use super::{Allocator, Compiled, Compiler, CpuAllocator, Device, Program};
-use crate::codegen::LinearKernel;
 use crate::dtype::{ConstValue, DType};
 use crate::error::{Error, Result};
+use crate::renderer::LinearKernel;
 use crate::renderer::Renderer;
 use crate::uop::{exec_alu, Arg, GroupOp, Ops, UOp};
 use rustc_hash::FxHashMap;
@@ -31,6 +31,9 @@ pub fn device() -> &'static PythonDevice {
 impl Device for PythonDevice {
     fn name(&self) -> &'static str {
         "PYTHON"
+    }
+    fn launcher(&self) -> super::Launcher {
+        super::Launcher::Interpreted
     }
     fn renderer(&self) -> Renderer {
         Renderer::python()

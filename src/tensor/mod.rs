@@ -1,6 +1,8 @@
 //! The user API. In: Rust calls. Out: a [`Tensor`] holding a lazy UOp graph; `realize` hands the graph to the
 //! engine and swaps in the buffer it now lives in. Follows tinygrad `tensor.py` (and its mixins).
 
+mod gradient;
+mod jit;
 mod math;
 mod movement;
 mod nn;
@@ -8,6 +10,7 @@ mod ops;
 mod random;
 pub(crate) use random::DRAWS as RANDOM_DRAWS;
 
+pub use jit::TinyJit;
 pub use movement::Index;
 pub use nn::{Conv2dOpts, InterpolateMode, Pool2dOpts, Reduction, SdpaOpts};
 pub use ops::{IntoAxes, IntoDims, IntoOperand};
@@ -199,7 +202,7 @@ impl IntoShape for usize {
     }
 }
 
-pub use crate::helpers::default_device;
+pub use crate::runtime::default_device;
 
 impl Tensor {
     /// The tensor holding `u`.
@@ -273,7 +276,7 @@ impl Tensor {
             }
         };
         let tu: Vec<UOp> = targets.iter().map(|t| t.uop()).collect();
-        let grads = crate::gradient::compute_gradient(&self.uop(), &g.uop(), &tu);
+        let grads = gradient::compute_gradient(&self.uop(), &g.uop(), &tu);
         targets.iter().zip(grads).map(|(t, g)| g.map_or_else(|| t.zeros_like(), Tensor::from_uop)).collect()
     }
     /// Fills `grad` of every tensor with `requires_grad` that `self` depends on, adding to what is there
@@ -322,7 +325,7 @@ impl Tensor {
         while let Some(u) = stack.pop() {
             match &u.arg {
                 Arg::Str(d) if u.op == Ops::COPY => return d.to_string(),
-                Arg::Buffer(b) => return crate::helpers::canonicalize_device(&b.device),
+                Arg::Buffer(b) => return crate::runtime::canonicalize_device(&b.device),
                 _ => stack.extend(u.src.iter().filter(|s| seen.insert((*s).clone())).cloned()),
             }
         }
@@ -333,13 +336,13 @@ impl Tensor {
     /// realize makes through the host. Gradients flow back to the source's device.
     ///
     /// # Panics
-    /// If `device` is not one of [`crate::helpers::DEVICES`].
+    /// If `device` is not a device of this build ([`crate::runtime::DEVICES`]).
     pub fn to(&self, device: &str) -> Tensor {
-        let d = crate::helpers::canonicalize_device(device);
+        let d = crate::runtime::canonicalize_device(device);
         assert!(
-            crate::helpers::DEVICES.contains(&d.as_str()),
+            crate::runtime::parse_device(device).is_some(),
             "to: unknown device {device:?}; this build has {}",
-            crate::helpers::DEVICES.join(", ")
+            crate::runtime::device_names()
         );
         if d == self.device() {
             return self.clone();

@@ -5,6 +5,7 @@
 
 use super::Tensor;
 use crate::dtype::{dtypes, sum_acc_dtype, ConstValue, DType};
+use crate::helpers::ceildiv;
 use crate::uop::{symbolic::identity_element, Ops};
 
 /// `a` as an index into `ndim` dims (negative counts from the end).
@@ -12,10 +13,6 @@ fn dim(a: i64, ndim: usize, op: &str) -> usize {
     let n = ndim.max(1) as i64;
     assert!((-n..n).contains(&a), "{op}: dim {a} out of range for {ndim} dims");
     a.rem_euclid(n) as usize
-}
-
-fn ceildiv(a: i64, b: i64) -> i64 {
-    -(-a).div_euclid(b)
 }
 
 /// `x` with a size-1 dim inserted at `d`.

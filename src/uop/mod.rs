@@ -5,6 +5,7 @@
 mod alu;
 mod intern;
 mod ops;
+mod opt;
 mod render;
 mod rewrite;
 mod shape;
@@ -15,6 +16,7 @@ mod upat;
 pub use alu::exec_alu;
 pub use intern::interned_count;
 pub use ops::{GroupOp, OpSet, Ops};
+pub use opt::{Opt, OptOps};
 pub use rewrite::{graph_rewrite, graph_rewrite_top_down};
 pub use upat::{cvar, var, Bindings, IntoRewrite, PatternMatcher, Rule, UPat};
 

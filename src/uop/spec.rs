@@ -190,8 +190,9 @@ fn kernel() -> PatternMatcher {
         },
         UPat::ops(VECTORIZE).named("x") => |x| check(x.src.len() == x.dtype.count as usize && x.src.len() > 1 && x.src.iter().all(|s| s.dtype == x.dtype.scalar())),
         UPat::ops(GEP).src([var("a")]).named("x") => |x, a| check(x.dtype == a.dtype.scalar() && matches!(x.arg, Arg::Int(k) if 0 <= k && k < i64::from(a.dtype.count))),
-        // WMMA(a, b, c): a tensor core's D = A·B + C over a warp's fragments, named by its arg
-        UPat::ops(WMMA).named("x") => |x| check(x.src.len() == 3 && x.src[2].dtype == x.dtype && x.src[0].dtype.scalar() == x.src[1].dtype.scalar() && matches!(&x.arg, Arg::Str(n) if crate::renderer::tensor_core(n).is_some())),
+        // WMMA(a, b, c): a tensor core's D = A·B + C over a warp's fragments, named by its arg (one of the target's
+        // `Renderer::tensor_cores`, the only ones the TC opt makes)
+        UPat::ops(WMMA).named("x") => |x| check(x.src.len() == 3 && x.src[2].dtype == x.dtype && x.src[0].dtype.scalar() == x.src[1].dtype.scalar() && matches!(&x.arg, Arg::Str(_))),
     }
 }
 

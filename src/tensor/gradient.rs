@@ -1,9 +1,10 @@
 //! Autograd. In: a tensor-level UOp, the gradient flowing into it, and target UOps. Out: each target's gradient
 //! as a UOp graph (lazy, like everything else). One rule per op, applied in reverse topological order over the
-//! nodes between the root and the targets; broadcasts sum back through EXPAND. Follows tinygrad `gradient.py`.
+//! nodes between the root and the targets; broadcasts sum back through EXPAND. The rules are written with
+//! [`Tensor`] ops (so under tensor/, which they build on). Follows tinygrad `gradient.py`.
 
+use super::Tensor;
 use crate::dtype::{dtypes, sum_acc_dtype};
-use crate::tensor::Tensor;
 use crate::uop::{Arg, Ops, UOp};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::f64::consts::{FRAC_PI_2, LN_2};

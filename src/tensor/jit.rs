@@ -11,45 +11,14 @@
 //! values at each replay (a KV-cache decoder's position: one capture serves every token), and reading tensor data or drawing random numbers while capturing
 //! (values that would be baked in) is an error.
 
-use super::{info, new_buffer, ExecItem};
+use super::Tensor;
+use crate::dtype::DType;
+use crate::engine::{self, Kernels};
 use crate::error::{Error, Result};
 use crate::helpers::JIT;
 use crate::schedule::{buffer_view, contiguous_buffer};
 use crate::uop::{Ops, UOp};
-use crate::{DType, Tensor};
-use rustc_hash::{FxHashMap, FxHashSet};
-use std::cell::RefCell;
-
-thread_local! {
-    /// The kernels launched on this thread, one list per TinyJit capturing (nested ones inside outer ones), and
-    /// for each whether its output buffer was new (no memory before it ran).
-    static CAPTURING: RefCell<Vec<Vec<(ExecItem, bool)>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Records `ei`, about to run, in every capture open on this thread.
-pub(super) fn record(ei: &ExecItem) {
-    CAPTURING.with(|c| {
-        let mut c = c.borrow_mut();
-        if !c.is_empty() {
-            let fresh = info(&ei.bufs[0]).mem.get().is_none();
-            c.iter_mut().for_each(|v| v.push((ei.clone(), fresh)));
-        }
-    })
-}
-
-/// An error if a TinyJit is capturing on this thread: data read now would be baked into the replays.
-///
-/// # Errors
-/// [`Error::Jit`] while capturing.
-pub(crate) fn jit_check_read() -> Result<()> {
-    if CAPTURING.with(|c| c.borrow().is_empty()) {
-        return Ok(());
-    }
-    Err(Error::Jit(
-        "a tensor's data was read while capturing: the value would be baked into every replay; compute it with tensor ops, or pass it as an argument (TinyJit::call_with)"
-            .into(),
-    ))
-}
+use rustc_hash::FxHashMap;
 
 /// What an input must match at replay: shape, dtype, device.
 #[derive(PartialEq, Debug, Clone)]
@@ -60,15 +29,13 @@ struct Spec {
 }
 
 struct Captured {
-    items: Vec<ExecItem>,
+    kernels: Kernels,
     /// The inputs' buffers at capture, replaced at replay.
     inputs: Vec<UOp>,
     specs: Vec<Spec>,
     /// For each input, the first input with the same buffer.
     aliases: Vec<usize>,
     outputs: Vec<(UOp, Vec<usize>)>,
-    /// Output buffers the capture created: each replay writes new ones instead.
-    fresh: FxHashSet<UOp>,
     /// The variables (DEFINE_VAR) the inputs bound, in order: a replay must bind the same ones.
     vars: Vec<UOp>,
 }
@@ -166,23 +133,19 @@ fn step(state: &mut State, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Resul
     let specs: Vec<Spec> = inputs.iter().map(|t| Spec { shape: t.shape(), dtype: t.dtype(), device: t.device() }).collect();
     let aliases: Vec<usize> = bufs.iter().map(|b| bufs.iter().position(|x| x == b).unwrap()).collect();
     let Some(cap) = &state.captured else {
-        let draws = crate::tensor::RANDOM_DRAWS.with(|d| d.get());
-        CAPTURING.with(|c| c.borrow_mut().push(Vec::new()));
-        let out = run_f(f, all);
-        let items = CAPTURING.with(|c| c.borrow_mut().pop()).unwrap_or_default();
+        let draws = super::RANDOM_DRAWS.with(|d| d.get());
+        let (out, kernels) = engine::capture(|| run_f(f, all));
         let out = out?;
-        if crate::tensor::RANDOM_DRAWS.with(|d| d.get()) != draws {
+        if super::RANDOM_DRAWS.with(|d| d.get()) != draws {
             return Err(Error::Jit(
                 "the function drew random numbers while capturing: every replay would repeat them; draw them outside and pass them as inputs".into(),
             ));
         }
-        if items.is_empty() {
+        if kernels.is_empty() {
             return Err(Error::Jit("the function ran no kernel while capturing: there is nothing to replay".into()));
         }
-        let fresh = items.iter().filter(|(_, new)| *new).map(|(ei, _)| ei.bufs[0].clone()).filter(|b| !bufs.contains(b)).collect();
         let outputs = out.iter().map(|t| Ok((buffer_of(t)?, t.shape()))).collect::<Result<Vec<_>>>()?;
-        let items = items.into_iter().map(|(ei, _)| ei).collect();
-        state.captured = Some(Captured { items, inputs: bufs, specs, aliases, outputs, fresh, vars: var_specs });
+        state.captured = Some(Captured { kernels, inputs: bufs, specs, aliases, outputs, vars: var_specs });
         return Ok(out);
     };
     // the same variables (name and bounds: the kernels were simplified with those bounds) in the same places
@@ -211,29 +174,14 @@ fn step(state: &mut State, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Resul
         )));
     }
     // pending assigns to buffers the kernels read (tensors the function captured) run first
-    crate::tensor::realize_pending(cap.items.iter().flat_map(|ei| &ei.bufs))?;
+    super::realize_pending(cap.kernels.buffers())?;
     let mut swap: FxHashMap<&UOp, UOp> = cap.inputs.iter().zip(&bufs).map(|(c, b)| (c, b.clone())).collect();
     for (o, _) in &cap.outputs {
-        if cap.fresh.contains(o) && !swap.contains_key(o) {
-            let b = info(o);
-            swap.insert(o, new_buffer(o.dtype, b.size, &b.device));
+        // outputs the capture created: each replay writes new ones (an input stays the caller's buffer)
+        if cap.kernels.created(o) && !swap.contains_key(o) {
+            swap.insert(o, engine::new_buffer_like(o));
         }
     }
-    let items: Vec<ExecItem> = cap
-        .items
-        .iter()
-        .map(|ei| {
-            let mut ei = ei.clone();
-            ei.bufs.iter_mut().for_each(|b| {
-                if let Some(n) = swap.get(&*b) {
-                    *b = n.clone();
-                }
-            });
-            ei.rebind(&vars);
-            record(&ei);
-            ei
-        })
-        .collect();
-    super::run_items(items)?;
+    cap.kernels.replay(&swap, &vars)?;
     Ok(cap.outputs.iter().map(|(b, shape)| Tensor::from_uop(buffer_view(swap.get(b).unwrap_or(b), shape))).collect())
 }

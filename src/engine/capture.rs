@@ -1,0 +1,97 @@
+//! Capturing launched kernels for replay (tinygrad `capturing` in `engine/realize.py`). In: a closure that
+//! realizes tensors. Out: the [`Kernels`] it launched on this thread, which [`Kernels::replay`] runs again on
+//! other buffers and variable values, skipping scheduling and codegen. TinyJit (`tensor::jit`) is built on it.
+
+use super::{info, new_buffer, run_items, ExecItem};
+use crate::error::{Error, Result};
+use crate::uop::UOp;
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::cell::RefCell;
+use std::sync::Arc;
+
+thread_local! {
+    /// The kernels launched on this thread, one list per capture open (nested ones inside outer ones), and for
+    /// each whether its output buffer was new (no memory before it ran).
+    static CAPTURING: RefCell<Vec<Vec<(ExecItem, bool)>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The kernels one [`capture`] launched, in order.
+pub struct Kernels {
+    items: Vec<ExecItem>,
+    /// Output buffers that had no memory before their kernel ran (made by the captured function).
+    created: FxHashSet<UOp>,
+}
+
+/// Runs `f`, recording every kernel launched on this thread meanwhile (a capture open inside `f` records its
+/// kernels in both).
+pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Kernels) {
+    CAPTURING.with(|c| c.borrow_mut().push(Vec::new()));
+    let out = f();
+    let items = CAPTURING.with(|c| c.borrow_mut().pop()).unwrap_or_default();
+    let created = items.iter().filter(|(_, new)| *new).map(|(ei, _)| ei.bufs[0].clone()).collect();
+    (out, Kernels { items: items.into_iter().map(|(ei, _)| ei).collect(), created })
+}
+
+impl Kernels {
+    /// Whether no kernel ran.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+    /// The BUFFERs the kernels read and write.
+    pub fn buffers(&self) -> impl Iterator<Item = &UOp> {
+        self.items.iter().flat_map(|ei| &ei.bufs)
+    }
+    /// Whether `buf` is an output the captured function created (not one it was given).
+    pub fn created(&self, buf: &UOp) -> bool {
+        self.created.contains(buf)
+    }
+    /// Runs the kernels again with each buffer in `swap` replaced by its value and the variables in `vars`
+    /// (name, value) rebound; recorded in any capture open now.
+    ///
+    /// # Errors
+    /// Allocation and launch errors.
+    ///
+    /// # Panics
+    /// If a variable's value does not fit an `int`.
+    pub fn replay(&self, swap: &FxHashMap<&UOp, UOp>, vars: &[(Arc<str>, i64)]) -> Result<()> {
+        let items = self.items.iter().map(|ei| {
+            let mut ei = ei.clone();
+            ei.bufs.iter_mut().filter_map(|b| swap.get(&*b).map(|n| (b, n))).for_each(|(b, n)| *b = n.clone());
+            ei.rebind(vars);
+            record(&ei);
+            ei
+        });
+        run_items(items.collect())
+    }
+}
+
+/// A new BUFFER of `buf`'s dtype, size and device.
+pub fn new_buffer_like(buf: &UOp) -> UOp {
+    let b = info(buf);
+    new_buffer(buf.dtype, b.size, &b.device)
+}
+
+/// Records `ei`, about to run, in every capture open on this thread.
+pub(super) fn record(ei: &ExecItem) {
+    CAPTURING.with(|c| {
+        let mut c = c.borrow_mut();
+        if !c.is_empty() {
+            let fresh = info(&ei.bufs[0]).mem.get().is_none();
+            c.iter_mut().for_each(|v| v.push((ei.clone(), fresh)));
+        }
+    })
+}
+
+/// An error if a capture (a TinyJit) is open on this thread: data read now would be baked into the replays.
+///
+/// # Errors
+/// [`Error::Jit`] while capturing.
+pub(crate) fn jit_check_read() -> Result<()> {
+    if CAPTURING.with(|c| c.borrow().is_empty()) {
+        return Ok(());
+    }
+    Err(Error::Jit(
+        "a tensor's data was read while capturing: the value would be baked into every replay; compute it with tensor ops, or pass it as an argument (TinyJit::call_with)"
+            .into(),
+    ))
+}
