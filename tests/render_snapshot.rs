@@ -3,9 +3,8 @@
 //! shows up here as a diff to read; `UPDATE_SNAPSHOTS=1 cargo test --test render_snapshot` rewrites them.
 
 use tinygrad::codegen::full_rewrite;
-use tinygrad::renderer::{cstyle, Language, Renderer};
+use tinygrad::renderer::{cstyle, Renderer};
 use tinygrad::schedule::create_schedule;
-use tinygrad::uop::Ops;
 use tinygrad::Tensor;
 
 fn input(shape: &[usize]) -> Tensor {
@@ -14,20 +13,8 @@ fn input(shape: &[usize]) -> Tensor {
 }
 
 fn check(name: &str, t: &Tensor) {
-    let ren = Renderer {
-        device: "CPU",
-        language: Language::C,
-        has_local: false,
-        has_shared: false,
-        threads: 2,
-        vector_bytes: 32,
-        vector_registers: 16,
-        overread: 64,
-        half: true,
-        decomposed: &[Ops::EXP2, Ops::THREEFRY],
-        tensor_cores: &[],
-        mulacc: true,
-    };
+    // an AVX2 machine with FMA and two cores, whatever this one is
+    let ren = Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 64, mulacc: true, ..Renderer::cpu() };
     let sched = create_schedule(&[t.uop()], "CPU");
     let src: String =
         sched.items.iter().map(|it| cstyle::render(&full_rewrite(&it.ast, &ren, None).unwrap())).collect::<Vec<_>>().join("\n");

@@ -77,6 +77,8 @@ pub struct Renderer {
     /// so a value two kernels compute is the same bits in both (tinygrad forms MULACC where a renderer has it).
     /// False on a CPU without FMA instructions, where `fmaf` would be a library call.
     pub mulacc: bool,
+    /// The host CPU's features, on the CPU target (None elsewhere).
+    pub cpu: Option<CpuFeatures>,
 }
 
 /// One tensor-core instruction (tinygrad `TensorCore`): the `threads` of a warp together compute `D = A·B + C`
@@ -183,45 +185,48 @@ impl Renderer {
         }
     }
 
-    /// The C renderer for this machine: vector width and register count detected at run time, threads from
-    /// `NUM_CPU_THREADS`.
-    pub fn cpu() -> Renderer {
-        static VECTORS: LazyLock<(usize, usize)> = LazyLock::new(host_vectors);
-        static FMA: LazyLock<bool> = LazyLock::new(host_fma);
-        let threads = usize::try_from(crate::helpers::NUM_CPU_THREADS.value()).unwrap_or(1).max(1);
+    /// A GPU-shaped target, the base the others change: workgroups and shared memory, no CPU threads, 16-byte
+    /// vectors, no slack past a buffer's end, halves, THREEFRY decomposed, no tensor cores, MULACC.
+    fn gpu(device: &'static str, language: Language) -> Renderer {
         Renderer {
-            device: "CPU",
-            language: Language::C,
-            has_local: false,
-            has_shared: false,
-            threads,
-            vector_bytes: VECTORS.0,
-            vector_registers: VECTORS.1,
-            overread: CPU_OVERREAD,
-            half: true,
-            decomposed: &[crate::uop::Ops::EXP2, crate::uop::Ops::THREEFRY],
-            tensor_cores: &[],
-            mulacc: *FMA,
-        }
-    }
-
-    /// The OpenCL C renderer (tinygrad `OpenCLRenderer`): workgroups and shared memory, 16-byte vectors (`float4`),
-    /// no slack past a buffer's end, halves only where the device has `cl_khr_fp16` (`fp16`).
-    pub fn opencl(fp16: bool) -> Renderer {
-        Renderer {
-            device: "CL",
-            language: Language::OpenCL,
+            device,
+            language,
             has_local: true,
             has_shared: true,
             threads: 1,
             vector_bytes: 16,
             vector_registers: 16,
             overread: 0,
-            half: fp16,
+            half: true,
             decomposed: &[crate::uop::Ops::THREEFRY],
             tensor_cores: &[],
             mulacc: true,
+            cpu: None,
         }
+    }
+
+    /// The C renderer for this machine: its [`CpuFeatures`] (vector width and register count, FMA) detected at run
+    /// time, threads from `NUM_CPU_THREADS`; loops instead of a grid, float32 EXP2 decomposed (so it vectorizes).
+    pub fn cpu() -> Renderer {
+        let f = CpuFeatures::host();
+        Renderer {
+            has_local: false,
+            has_shared: false,
+            threads: usize::try_from(crate::helpers::NUM_CPU_THREADS.value()).unwrap_or(1).max(1),
+            vector_bytes: f.vector_bytes(),
+            vector_registers: f.vector_registers(),
+            overread: CPU_OVERREAD,
+            decomposed: &[crate::uop::Ops::EXP2, crate::uop::Ops::THREEFRY],
+            mulacc: f.fma,
+            cpu: Some(f),
+            ..Renderer::gpu("CPU", Language::C)
+        }
+    }
+
+    /// The OpenCL C renderer (tinygrad `OpenCLRenderer`): workgroups and shared memory, 16-byte vectors (`float4`),
+    /// halves only where the device has `cl_khr_fp16` (`fp16`).
+    pub fn opencl(fp16: bool) -> Renderer {
+        Renderer { half: fp16, ..Renderer::gpu("CL", Language::OpenCL) }
     }
 
     /// The CUDA renderer (tinygrad `CUDARenderer`) for sm_80 and later: workgroups (blocks) and shared memory,
@@ -233,20 +238,8 @@ impl Renderer {
 
     /// The CUDA renderer for a GPU of compute capability `sm` (`86` for 8.6): tensor cores from 80 on.
     pub fn cuda_for(sm: u32) -> Renderer {
-        Renderer {
-            device: "CUDA",
-            language: Language::Cuda,
-            has_local: true,
-            has_shared: true,
-            threads: 1,
-            vector_bytes: 0,
-            vector_registers: 16,
-            overread: 0,
-            half: true,
-            decomposed: &[crate::uop::Ops::THREEFRY],
-            tensor_cores: if sm >= 80 { CUDA_TENSOR_CORES } else { &[] },
-            mulacc: true,
-        }
+        let tensor_cores = if sm >= 80 { CUDA_TENSOR_CORES } else { &[] };
+        Renderer { vector_bytes: 0, tensor_cores, ..Renderer::gpu("CUDA", Language::Cuda) }
     }
 
     /// The interpreter's renderer (tinygrad `PythonRenderer`): GPU-shaped, as tinygrad's PYTHON device (a launch
@@ -257,56 +250,70 @@ impl Renderer {
     /// interpreter computes warp by warp.
     pub fn python() -> Renderer {
         static EMULATE: LazyLock<bool> = LazyLock::new(|| crate::helpers::emulate() == "CUDA");
-        if *EMULATE {
-            return Renderer { device: "PYTHON", language: Language::UOps, ..Renderer::cuda() };
-        }
-        Renderer {
-            device: "PYTHON",
-            language: Language::UOps,
-            has_local: true,
-            has_shared: true,
-            threads: 1,
-            vector_bytes: 16,
-            vector_registers: 16,
-            overread: 0,
-            half: true,
-            decomposed: &[crate::uop::Ops::THREEFRY],
-            tensor_cores: &[],
-            mulacc: true,
-        }
+        let base = if *EMULATE { Renderer::cuda() } else { Renderer::gpu("PYTHON", Language::UOps) };
+        Renderer { device: "PYTHON", language: Language::UOps, ..base }
     }
 }
 
-/// Whether the host has fused multiply-add instructions (x86-64's FMA3; every AArch64 core).
-pub fn host_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        cfg!(target_arch = "aarch64")
-    }
+/// The host CPU's features that codegen and kernels use, detected once at run time (never assumed from the build
+/// target: the same binary runs on AVX2 and AVX-512 machines).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CpuFeatures {
+    /// Fused multiply-add instructions (x86-64's FMA3; every AArch64 core).
+    pub fma: bool,
+    /// 32-byte integer and float vectors (x86-64 AVX2; AVX alone counts for float vectors).
+    pub avx2: bool,
+    /// 64-byte vectors and 32 vector registers (x86-64 AVX-512F).
+    pub avx512: bool,
+    /// 8-bit dot products into 32-bit sums (x86-64 AVX-512 VNNI or AVX-VNNI).
+    pub vnni: bool,
+    /// 128-bit vectors and 32 registers (AArch64 NEON).
+    pub neon: bool,
 }
 
-/// `(bytes, count)` of the host's widest vector registers.
-fn host_vectors() -> (usize, usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            return (64, 32);
-        }
-        if std::arch::is_x86_feature_detected!("avx2") || std::arch::is_x86_feature_detected!("avx") {
-            return (32, 16);
-        }
-        (16, 16)
+impl CpuFeatures {
+    /// This machine's features (detected on first call).
+    pub fn host() -> CpuFeatures {
+        static HOST: LazyLock<CpuFeatures> = LazyLock::new(CpuFeatures::detect);
+        *HOST
     }
-    #[cfg(target_arch = "aarch64")]
-    {
-        (16, 32)
+
+    fn detect() -> CpuFeatures {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            CpuFeatures {
+                fma: has!("fma"),
+                avx2: has!("avx2") || has!("avx"),
+                avx512: has!("avx512f"),
+                vnni: has!("avx512vnni") || has!("avxvnni"),
+                neon: false,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let arm = cfg!(target_arch = "aarch64");
+            CpuFeatures { fma: arm, avx2: false, avx512: false, vnni: false, neon: arm }
+        }
     }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        (16, 16)
+
+    /// Width of the widest vector register in bytes: 64 with AVX-512, 32 with AVX2, else 16 (SSE, NEON).
+    pub fn vector_bytes(&self) -> usize {
+        if self.avx512 {
+            64
+        } else if self.avx2 {
+            32
+        } else {
+            16
+        }
+    }
+
+    /// Vector registers a register tile may use: 32 with AVX-512 and on NEON, else 16.
+    pub fn vector_registers(&self) -> usize {
+        if self.avx512 || self.neon {
+            32
+        } else {
+            16
+        }
     }
 }

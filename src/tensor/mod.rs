@@ -1,18 +1,22 @@
 //! The user API. In: Rust calls. Out: a [`Tensor`] holding a lazy UOp graph; `realize` hands the graph to the
 //! engine and swaps in the buffer it now lives in. Follows tinygrad `tensor.py` (and its mixins).
 
+mod conv;
+mod einsum;
+mod functional;
 mod gradient;
 mod jit;
 mod math;
 mod movement;
-mod nn;
 mod ops;
 mod random;
+mod reduce;
 pub(crate) use random::DRAWS as RANDOM_DRAWS;
 
+pub use conv::{Conv2dOpts, InterpolateMode, Pool2dOpts};
+pub use functional::{Reduction, SdpaOpts};
 pub use jit::TinyJit;
 pub use movement::Index;
-pub use nn::{Conv2dOpts, InterpolateMode, Pool2dOpts, Reduction, SdpaOpts};
 pub use ops::{IntoAxes, IntoDims, IntoOperand};
 pub use random::RandOpts;
 

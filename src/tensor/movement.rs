@@ -4,8 +4,9 @@
 //! against an `arange` (a one-hot mask) reduced with `where`/`sum`, with no gather primitive.
 
 use super::{IntoDims, IntoOperand, Tensor};
-use crate::dtype::{dtypes, DType};
+use crate::dtype::{dtypes, ConstValue, DType};
 use crate::error::Result;
+use crate::helpers::ceildiv;
 use crate::uop::{Ops, UOp};
 use rustc_hash::FxHashSet;
 
@@ -117,25 +118,6 @@ fn one_hot_along(idx: &Tensor, n: usize, dim: i64) -> Tensor {
 fn merge_dims(t: &Tensor, start: usize, end: usize) -> Tensor {
     let s = t.shape();
     t.reshape([s[..start].to_vec(), vec![s[start..=end].iter().product()], s[end + 1..].to_vec()].concat())
-}
-
-/// Sliding windows over the last `k.len()` dims: `(..., o_1.., k_1..)` for kernel `k`, stride `st`, dilation `dl`
-/// (tinygrad `_pool`), with movement ops only (repeat, shrink, reshape).
-fn pool(x: &Tensor, k: &[usize], st: &[usize], dl: &[usize]) -> Tensor {
-    let (shape, nk) = (x.shape(), k.len());
-    let to64 = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<i64>>();
-    let (pre, i_) = (to64(&shape[..shape.len() - nk]), to64(&shape[shape.len() - nk..]));
-    let (k, st, dl) = (to64(k), to64(st), to64(dl));
-    let (np, cdiv) = (pre.len(), |a: i64, b: i64| -(-a).div_euclid(b));
-    let o: Vec<i64> = (0..nk).map(|j| cdiv(i_[j] - dl[j] * (k[j] - 1), st[j])).collect();
-    let w: Vec<i64> = (0..nk).map(|j| i_[j] * cdiv(o[j] * st[j] - dl[j], i_[j]).max(1) + dl[j]).collect();
-    let keep = |v: Vec<i64>| [pre.clone(), v].concat();
-    let per = |f: &dyn Fn(usize) -> Vec<i64>| keep((0..nk).flat_map(f).collect());
-    let x = x.repeat(per(&|j| vec![cdiv(k[j] * w[j], i_[j])]));
-    let x = x.shrink_to(per(&|j| vec![k[j] * w[j]])).reshape(per(&|j| vec![k[j], w[j]]));
-    let x = x.shrink_to(per(&|j| vec![k[j], o[j] * st[j]])).reshape(per(&|j| vec![k[j], o[j], st[j]]));
-    let x = x.shrink_to(per(&|j| vec![k[j], o[j], 1])).reshape(per(&|j| vec![k[j], o[j]]));
-    x.permute((0..np).chain((0..nk).map(|j| np + 2 * j + 1)).chain((0..nk).map(|j| np + 2 * j)).collect::<Vec<_>>())
 }
 
 /// One subscript item resolved against its dim: the `[start, end)` it reads, the step, whether an int removes
@@ -850,11 +832,11 @@ impl Tensor {
     }
     /// The upper triangle of the last two dims (from the `diagonal`-th diagonal up), zeros below (tinygrad `triu`).
     pub fn triu(&self, diagonal: i64) -> Tensor {
-        tri(self, diagonal).where_(self, zero_of(self))
+        tri_of(self, diagonal).where_(self, zero_of(self))
     }
     /// The lower triangle of the last two dims (up to the `diagonal`-th diagonal), zeros above (tinygrad `tril`).
     pub fn tril(&self, diagonal: i64) -> Tensor {
-        tri(self, diagonal + 1).where_(zero_of(self), self)
+        tri_of(self, diagonal + 1).where_(zero_of(self), self)
     }
 
     /// The `n x m` identity-like matrix of `dtype`: ones where row == column (tinygrad `Tensor.eye`).
@@ -879,12 +861,11 @@ impl Tensor {
     }
 }
 
-/// The bool mask `col - row >= diagonal` over the last two dims of `x` (tinygrad `_tri`).
-fn tri(x: &Tensor, diagonal: i64) -> Tensor {
+/// The bool mask `col - row >= diagonal` ([`tri`]) over the last two dims of `x`.
+fn tri_of(x: &Tensor, diagonal: i64) -> Tensor {
     let s = x.shape();
     assert!(s.len() >= 2, "tril/triu: need at least 2 dims, got {s:?}");
-    let (r, c) = (s[s.len() - 2], s[s.len() - 1]);
-    Tensor::arange(0.0, r as f64, 1.0).unsqueeze(-1).add(diagonal).le(Tensor::arange(0.0, c as f64, 1.0))
+    tri(s[s.len() - 2], s[s.len() - 1], diagonal)
 }
 
 /// `base` with `values` where `mask` is true; over the `axes` (which `mask` and `values` have and `base` lacks),
@@ -900,4 +881,86 @@ fn masked_merge(base: &Tensor, values: &Tensor, mask: &Tensor, axes: std::ops::R
         (mask, values) = (mask.squeeze(d as i64), values.squeeze(d as i64));
     }
     mask.where_(&values, base)
+}
+
+// ***** helpers for the ops built on movement (reductions, convolutions, losses) *****
+
+/// `x` with a size-1 dim inserted at `d`.
+pub(super) fn unsq(x: &Tensor, d: usize) -> Tensor {
+    let mut s = x.shape();
+    s.insert(d, 1);
+    x.reshape(s)
+}
+
+/// `x` without its size-1 dim `d`.
+pub(super) fn sq(x: &Tensor, d: usize) -> Tensor {
+    let mut s = x.shape();
+    s.remove(d);
+    x.reshape(s)
+}
+
+/// `(0, 0)` pads except `p` on dim `d`.
+pub(super) fn pad_on(ndim: usize, d: usize, p: (i64, i64)) -> Vec<(i64, i64)> {
+    (0..ndim).map(|i| if i == d { p } else { (0, 0) }).collect()
+}
+
+/// Padding with the constant `v` of `x`'s dtype (tinygrad `_pad_constant`); negative pads crop.
+pub(super) fn pad_const(x: &Tensor, pads: &[(i64, i64)], v: ConstValue) -> Tensor {
+    if v.as_f64() == 0.0 {
+        return x.pad(pads);
+    }
+    let mask = Tensor::full_dtype(x.shape(), true, dtypes::BOOL).pad(pads);
+    mask.where_(x.pad(pads), Tensor::full_dtype((), v, x.dtype()))
+}
+
+/// Elements `lo..hi` of dim `d`.
+pub(super) fn slice_dim(x: &Tensor, d: usize, lo: usize, hi: usize) -> Tensor {
+    x.shrink(&x.shape().iter().enumerate().map(|(i, &n)| if i == d { (lo, hi) } else { (0, n) }).collect::<Vec<_>>())
+}
+
+/// Windows over the last `k.len()` dims: `(..., i...)` becomes `(..., o..., k...)` (tinygrad `_pool`), built from
+/// repeat, shrink and reshape so strides and dilations need no gather.
+pub(super) fn pool(x: &Tensor, k: &[usize], stride: &[usize], dilation: &[usize]) -> Tensor {
+    let shape = x.shape();
+    assert!(shape.len() >= k.len(), "pool: can't pool shape {shape:?} with kernel {k:?}");
+    let noop = shape.len() - k.len();
+    let [k, s, d, i]: [Vec<i64>; 4] = [k, stride, dilation, &shape[noop..]].map(|v| v.iter().map(|&x| x as i64).collect());
+    assert!(
+        (0..k.len()).all(|j| d[j] * (k[j] - 1) < i[j]),
+        "pool: kernel {k:?} with dilation {d:?} is larger than the input dims of shape {shape:?}"
+    );
+    let o: Vec<i64> = (0..k.len()).map(|j| ceildiv(i[j] - d[j] * (k[j] - 1), s[j])).collect();
+    let keep: Vec<i64> = shape[..noop].iter().map(|&x| x as i64).collect();
+    let dims = |g: &dyn Fn(usize) -> Vec<i64>| [keep.clone(), (0..k.len()).flat_map(g).collect()].concat();
+    if (0..k.len()).all(|j| k[j] <= s[j] && d[j] == 1) {
+        // windows that don't overlap: each dim cut (or padded, past the last window) to o*s, split into (o, s),
+        // and the first k of each s kept; its gradient is a pad, not a sum over shifted copies
+        let x = x.pad_to(dims(&|j| vec![(o[j] * s[j]).max(i[j])])).shrink_to(dims(&|j| vec![o[j] * s[j]]));
+        let x = x.reshape(dims(&|j| vec![o[j], s[j]])).shrink_to(dims(&|j| vec![o[j], k[j]]));
+        let order: Vec<usize> = (0..noop).chain((0..k.len()).map(|j| noop + 2 * j)).chain((0..k.len()).map(|j| noop + 2 * j + 1)).collect();
+        return x.permute(order);
+    }
+    let f: Vec<i64> = (0..k.len()).map(|j| ceildiv(o[j] * s[j] - d[j], i[j]).max(1)).collect();
+    let to = |t: &Tensor, v: Vec<i64>| t.shrink_to(v);
+    let reps: Vec<usize> = [vec![1; noop], (0..k.len()).map(|j| ceildiv(k[j] * (i[j] * f[j] + d[j]), i[j]) as usize).collect()].concat();
+    let x = to(&x.repeat(reps), dims(&|j| vec![k[j] * (i[j] * f[j] + d[j])]));
+    let x = x.reshape(dims(&|j| vec![k[j], i[j] * f[j] + d[j]]));
+    let x = to(&x, dims(&|j| vec![k[j], o[j] * s[j]])).reshape(dims(&|j| vec![k[j], o[j], s[j]]));
+    let x = to(&x, dims(&|j| vec![k[j], o[j], 1])).reshape(dims(&|j| vec![k[j], o[j]]));
+    let order: Vec<usize> = (0..noop).chain((0..k.len()).map(|j| noop + 2 * j + 1)).chain((0..k.len()).map(|j| noop + 2 * j)).collect();
+    x.permute(order)
+}
+
+/// `idx == arange(n)` along a new dim placed at `d` of the result (tinygrad `_one_hot_along_dim` on `idx`
+/// with a size-1 dim at `d`).
+pub(super) fn one_hot_at(idx: &Tensor, n: usize, d: usize) -> Tensor {
+    assert!(idx.dtype().is_int(), "one_hot: index tensor must be int, got {}", idx.dtype());
+    let offset = idx.ndim() - d - 1;
+    idx.eq(Tensor::arange(0.0, n as f64, 1.0).reshape([vec![n], vec![1; offset]].concat()))
+}
+
+/// Bool `(r, c)`: `j >= i + diagonal` (tinygrad `_tri`, the mask of `triu`).
+pub(super) fn tri(r: usize, c: usize, diagonal: i64) -> Tensor {
+    let i = Tensor::arange(0.0, r as f64, 1.0).reshape([r, 1]);
+    i.add(diagonal).le(Tensor::arange(0.0, c as f64, 1.0))
 }
