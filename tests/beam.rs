@@ -56,7 +56,7 @@ fn close(got: &[f32], want: &[f32]) {
 
 /// The last kernel of `t`'s schedule (the one that computes it).
 fn last_kernel(t: &Tensor) -> UOp {
-    create_schedule(&[t.uop()], "CPU").items.last().expect("a kernel").ast.clone()
+    create_schedule(&[t.uop()], &tinygrad::renderer::Renderer::cpu()).items.last().expect("a kernel").ast.clone()
 }
 
 #[test]

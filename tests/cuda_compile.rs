@@ -37,7 +37,7 @@ fn mnist_step() -> Vec<UOp> {
     let loss = model.forward(&x).sparse_categorical_crossentropy(&y, -1, 0.0, Reduction::Mean);
     loss.backward();
     let roots: Vec<UOp> = std::iter::once(loss).chain(opt.schedule_step()).map(|t| t.uop()).collect();
-    tinygrad::schedule::create_schedule(&roots, "PYTHON").items.into_iter().map(|i| i.ast).collect()
+    tinygrad::schedule::create_schedule(&roots, &tinygrad::renderer::Renderer::python()).items.into_iter().map(|i| i.ast).collect()
 }
 
 /// Half and bf16 matmuls (one batched, one with a bias and relu), which the hand-coded opts put on tensor cores.
@@ -49,7 +49,7 @@ fn tc_matmuls() -> Vec<UOp> {
         roots.push(t(&[2, 32, 64]).matmul(&t(&[2, 64, 16])).uop());
         roots.push((t(&[16, 256]).matmul(&t(&[256, 64])) + t(&[64])).relu().uop());
     }
-    tinygrad::schedule::create_schedule(&roots, "PYTHON")
+    tinygrad::schedule::create_schedule(&roots, &tinygrad::renderer::Renderer::python())
         .items
         .into_iter()
         .map(|i| i.ast)
@@ -102,7 +102,8 @@ fn every_kernel_compiles_for_sm80_and_sm90() {
     let pos = Tensor::bind_var("start_pos", 0, 63, 5);
     let read = Tensor::arange(0.0, 64.0, 1.0).eq(&pos).where_(&table, 0.0f32).sum(..);
     let roots = [read.uop(), (Tensor::arange(0.0, 3.0, 1.0) + &pos).uop()];
-    let var_asts: Vec<UOp> = tinygrad::schedule::create_schedule(&roots, "PYTHON").items.into_iter().map(|i| i.ast).collect();
+    let var_asts: Vec<UOp> =
+        tinygrad::schedule::create_schedule(&roots, &tinygrad::renderer::Renderer::python()).items.into_iter().map(|i| i.ast).collect();
     assert!(var_asts.iter().any(|a| a.toposort().iter().any(|u| u.op == tinygrad::Ops::DEFINE_VAR)));
     asts.extend(var_asts);
     asts.sort_by_key(|a| a.key());

@@ -100,8 +100,8 @@ fn grouped_reductions(dev: &str) {
     let sum: f32 = (0..n).map(|i| (i % 7) as f32).sum();
     assert_eq!(x.sum(..).to_vec::<f32>().unwrap(), [sum], "{dev}");
     assert_eq!(y.max(1).to_vec::<f32>().unwrap(), [999.0, 999.0], "{dev}");
-    let ast = tinygrad::schedule::create_schedule(&[x.sum(..).uop()], dev).items[0].ast.clone();
     let ren = if dev == "PYTHON" { tinygrad::renderer::Renderer::python() } else { tinygrad::renderer::Renderer::opencl(false) };
+    let ast = tinygrad::schedule::create_schedule(&[x.sum(..).uop()], &ren).items[0].ast.clone();
     let opts = tinygrad::codegen::opt::heuristic::hand_coded_optimizations(&tinygrad::codegen::kernel(&ast, &ren));
     assert_eq!(opts.first().map(|o| o.op), Some(tinygrad::codegen::OptOps::GroupTop), "{dev}: {opts:?}");
 }
@@ -137,7 +137,7 @@ fn a_tall_grid_folds_into_one_dimension() {
     let _dev = Context::new(&[]).dev("PYTHON");
     let (rows, cols) = (65537usize, 3usize);
     let t = Tensor::from_slice(&(0..rows * cols).map(|i| i as i32).collect::<Vec<_>>(), [rows, cols]) + 1;
-    let ast = tinygrad::schedule::create_schedule(&[t.uop()], "PYTHON").items[0].ast.clone();
+    let ast = tinygrad::schedule::create_schedule(&[t.uop()], &tinygrad::renderer::Renderer::python()).items[0].ast.clone();
     for ren in [tinygrad::renderer::Renderer::python(), tinygrad::renderer::Renderer::cuda()] {
         let k = tinygrad::codegen::full_rewrite(&ast, &ren, None).unwrap();
         assert!(k.global_size[1] <= 65535 && k.global_size[2] <= 65535, "{}: {:?}", ren.device, k.global_size);

@@ -35,7 +35,7 @@ fn rows(x: &[f32], w: usize, idx: &[i32]) -> Vec<f32> {
 
 /// The most loop iterations any kernel computing `t` runs (the product of its loop sizes).
 fn max_iterations(t: &Tensor) -> i128 {
-    let s = create_schedule(&[t.uop()], "CPU");
+    let s = create_schedule(&[t.uop()], &tinygrad::renderer::Renderer::cpu());
     let loops = |ast| {
         full_rewrite(ast, &Renderer::cpu(), None)
             .unwrap()
@@ -129,7 +129,7 @@ fn a_big_sum_of_gathered_rows_still_splits() {
     let x: Vec<f32> = (0..1000 * 64).map(|i| (i % 17) as f32 - 8.0).collect();
     let idx = ints(512, 0, 1000, 7);
     let t = Tensor::from_slice(&x, [1000, 64]).getitem(&[Tensor::from_slice(&idx, [512]).into()]).sum(..);
-    let kernels = create_schedule(&[t.uop()], "CPU").items.len();
+    let kernels = create_schedule(&[t.uop()], &tinygrad::renderer::Renderer::cpu()).items.len();
     assert_eq!(kernels, 3, "the gather, then the sum over its 32768 values in two kernels");
     assert_eq!(t.item::<f32>().unwrap(), rows(&x, 64, &idx).iter().sum::<f32>());
 }

@@ -112,7 +112,7 @@ fn a_constant_divisor_needs_no_guard() {
     use tinygrad::renderer::{cstyle, Renderer};
     let x = Tensor::from_slice(&[7i32, -7, 100], [3]).realize().unwrap().clone();
     let src = |t: &Tensor| {
-        let sched = tinygrad::schedule::create_schedule(&[t.uop()], "CPU");
+        let sched = tinygrad::schedule::create_schedule(&[t.uop()], &tinygrad::renderer::Renderer::cpu());
         let k = tinygrad::codegen::full_rewrite(&sched.items[0].ast, &Renderer::cpu(), None).unwrap();
         cstyle::render(&k)
     };

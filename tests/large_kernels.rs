@@ -1,5 +1,6 @@
-//! Kernels at sizes that take the CPU's fast paths (packed matmul operands with 16- and 8-wide panels and padded
-//! panels, convolution inputs padded into a buffer), checked against host-computed f64 references.
+//! Kernels at sizes that take the scheduler's target rewrites (packed matmul operands with 16- and 8-wide panels and
+//! padded panels, convolution inputs padded into a buffer, split reductions), checked against host-computed f64
+//! references; and which targets get them (kernel counts), with the user's graph free of them.
 
 use tinygrad::tensor::Conv2dOpts;
 use tinygrad::Tensor;
@@ -64,4 +65,33 @@ fn padded_conv_input_in_a_buffer() {
         }
     }
     close(&got, &want, "conv2d padding 1");
+}
+
+/// The kernels each target gets for `t` (realized inputs, one root).
+fn kernels(t: &Tensor, ren: &tinygrad::renderer::Renderer) -> usize {
+    tinygrad::schedule::create_schedule(&[t.uop()], ren).items.len()
+}
+
+#[test]
+fn the_target_packs_pads_and_splits_not_the_tensor_graph() {
+    use tinygrad::renderer::Renderer;
+    let (cpu, gpu) = (Renderer::cpu(), Renderer::python());
+    let input = |shape: &[usize], salt| Tensor::from_slice(&data(shape.iter().product(), salt), shape).realize().unwrap().clone();
+    let in_graph = |t: &Tensor, op| t.uop().toposort().iter().any(|u| u.op == op);
+    // a matmul: on the CPU its right operand is packed first (and its padded columns dropped by a copy), on a grid not
+    let (x, w, w_odd) = (input(&[96, 160], 1), input(&[160, 256], 2), input(&[160, 257], 3));
+    let (mm, mm_odd) = (x.matmul(&w), x.matmul(&w_odd));
+    assert!(!in_graph(&mm, tinygrad::Ops::CONTIGUOUS) && !in_graph(&mm_odd, tinygrad::Ops::PAD), "the user's graph has no packing");
+    assert_eq!([kernels(&mm, &cpu), kernels(&mm_odd, &cpu), kernels(&mm, &gpu), kernels(&mm_odd, &gpu)], [2, 3, 1, 1]);
+    // a padded convolution input: in a buffer of its own on the CPU
+    let conv = input(&[2, 8, 64, 64], 4).conv2d(&input(&[4, 8, 3, 3], 5), Conv2dOpts::default().padding([1]));
+    assert!(!in_graph(&conv, tinygrad::Ops::CONTIGUOUS));
+    assert_eq!([kernels(&conv, &cpu), kernels(&conv, &gpu)], [2, 1]);
+    // a long reduction: in two kernels on every target (tinygrad's split_reduceop)
+    let sum = input(&[1 << 16], 6).sum(..);
+    assert_eq!([kernels(&sum, &cpu), kernels(&sum, &gpu)], [2, 2]);
+    let ctx = tinygrad::helpers::Context::new(&[(&tinygrad::helpers::SPLIT_REDUCEOP, 0)]);
+    let sum = input(&[1 << 16], 7).sum(..);
+    assert_eq!([kernels(&sum, &cpu), kernels(&sum, &gpu)], [1, 1]);
+    drop(ctx);
 }

@@ -34,7 +34,7 @@ fn values(bytes: &[u8], float: bool) -> Vec<f64> {
 
 /// Runs every kernel that computes `roots` with no opts, then each `trials` times with random opts.
 fn fuzz(name: &str, roots: &[Tensor], seed: u64, trials: usize) {
-    let sched = create_schedule(&roots.iter().map(|t| t.uop()).collect::<Vec<_>>(), "CPU");
+    let sched = create_schedule(&roots.iter().map(|t| t.uop()).collect::<Vec<_>>(), &tinygrad::renderer::Renderer::cpu());
     let ren = Renderer::cpu();
     let mut rng = Rng(seed);
     for (i, item) in sched.items.iter().enumerate() {
@@ -116,7 +116,7 @@ fn reductions_over_each_axis_and_broadcasts() {
 #[test]
 fn illegal_opts_are_errors() {
     let t = input(&[8, 12], 1).matmul(&input(&[12, 16], 2));
-    let ast = create_schedule(&[t.uop()], "CPU").items[0].ast.clone();
+    let ast = create_schedule(&[t.uop()], &tinygrad::renderer::Renderer::cpu()).items[0].ast.clone();
     let mut ren = Renderer::cpu();
     ren.threads = 2;
     let k = kernel(&ast, &ren);
@@ -149,7 +149,7 @@ fn hand_coded_tiles_of_a_conv_weight_gradient() {
     let out = (&x + &b.reshape([1, 32, 1, 1])).relu().conv2d(&w, Conv2dOpts::default());
     (&out * &out).sum(..).backward();
     let grad = w.grad().unwrap();
-    let sched = create_schedule(&[grad.uop()], "CPU");
+    let sched = create_schedule(&[grad.uop()], &tinygrad::renderer::Renderer::cpu());
     let ren = Renderer::cpu();
     for item in &sched.items {
         run_with_opts(&item.ast, &item.bufs, &[]).unwrap();

@@ -82,9 +82,10 @@ fn a_malformed_tensor_graph_is_caught_before_scheduling() {
     let buf = |n| UOp::new(Ops::BUFFER, dtypes::FLOAT32, [], Arg::Buffer(BufferInfo::new(n, "CPU")));
     // an elementwise op over shapes (4,) and (8,): broadcasting was skipped
     let add = UOp::new(Ops::ADD, dtypes::FLOAT32, [buf(4), buf(8)], Arg::None);
-    let err =
-        catch_unwind(AssertUnwindSafe(|| Context::with(&[(&SPEC, 1)], || create_schedule(std::slice::from_ref(&add), "CPU").items.len())))
-            .expect_err("SPEC=1 rejects the add");
+    let err = catch_unwind(AssertUnwindSafe(|| {
+        Context::with(&[(&SPEC, 1)], || create_schedule(std::slice::from_ref(&add), &tinygrad::renderer::Renderer::cpu()).items.len())
+    }))
+    .expect_err("SPEC=1 rejects the add");
     let msg = err.downcast_ref::<String>().expect("a formatted panic message");
     assert!(msg.starts_with("SPEC: the graph after pass `schedule input` is malformed at node 2, ADD dtypes.float"), "{msg}");
 }

@@ -77,7 +77,12 @@ fn half_matmuls_run_on_tensor_cores() {
     for dims in [(1, 16, 16, 8), (1, 8, 32, 16), (2, 16, 32, 8), (1, 32, 64, 48)] {
         for epilogue in [false, true] {
             let (out, want) = matmul(dtypes::FLOAT16, dims, epilogue);
-            let ast = tinygrad::schedule::create_schedule(&[out.uop()], "PYTHON").items.last().unwrap().ast.clone();
+            let ast = tinygrad::schedule::create_schedule(&[out.uop()], &tinygrad::renderer::Renderer::python())
+                .items
+                .last()
+                .unwrap()
+                .ast
+                .clone();
             let opts = hand_coded_optimizations(&kernel(&ast, &Renderer::python()));
             assert_eq!(opts.first().map(|o| o.op), Some(OptOps::Tc), "{dims:?}: {opts:?}");
             assert_eq!(values(&out), want, "{dims:?} epilogue {epilogue} opts {opts:?}");
@@ -97,7 +102,7 @@ fn bf16_matmul_runs_on_tensor_cores() {
 fn tensor_cores_compose_with_upcast_and_unroll() {
     emulate_cuda();
     let (out, want) = matmul(dtypes::FLOAT16, (1, 32, 64, 16), true);
-    let item = tinygrad::schedule::create_schedule(&[out.uop()], "PYTHON").items.pop().unwrap();
+    let item = tinygrad::schedule::create_schedule(&[out.uop()], &tinygrad::renderer::Renderer::python()).items.pop().unwrap();
     let tc = Opt::new(OptOps::Tc, 0, 0);
     for opts in [
         vec![tc],
@@ -124,7 +129,7 @@ fn tc_is_refused_where_it_does_not_fit() {
         (dtypes::FLOAT16, (1, 16, 16, 8), Some(Opt::new(OptOps::Local, 0, 2))),
     ] {
         let (out, _) = matmul(dt, dims, false);
-        let ast = tinygrad::schedule::create_schedule(&[out.uop()], "PYTHON").items.pop().unwrap().ast;
+        let ast = tinygrad::schedule::create_schedule(&[out.uop()], &tinygrad::renderer::Renderer::python()).items.pop().unwrap().ast;
         let mut k = kernel(&ast, &ren);
         if let Some(o) = first {
             k.apply_opt(o).unwrap();
@@ -133,7 +138,7 @@ fn tc_is_refused_where_it_does_not_fit() {
     }
     // TC=0 keeps the hand-coded opts off the tensor cores
     let (out, want) = matmul(dtypes::FLOAT16, (1, 16, 16, 8), false);
-    let ast = tinygrad::schedule::create_schedule(&[out.uop()], "PYTHON").items.pop().unwrap().ast;
+    let ast = tinygrad::schedule::create_schedule(&[out.uop()], &tinygrad::renderer::Renderer::python()).items.pop().unwrap().ast;
     let opts = Context::with(&[(&tinygrad::helpers::TC, 0)], || hand_coded_optimizations(&kernel(&ast, &ren)));
     assert!(opts.iter().all(|o| o.op != OptOps::Tc), "{opts:?}");
     assert_eq!(values(&out), want);

@@ -505,7 +505,7 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
         return Ok(out.into_iter().map(|u| u.expect("every root realized")).collect());
     }
     let device_name = devs.first().cloned().unwrap_or_else(crate::runtime::default_device);
-    let sched = create_schedule(roots, device(&device_name)?.name);
+    let sched = create_schedule(roots, &device(&device_name)?.rt.renderer());
     if DEBUG.value() >= 1 && !sched.items.is_empty() {
         println!("scheduled {} kernels in {:.2} ms", sched.items.len(), t0.elapsed().as_secs_f64() * 1e3);
     }

@@ -3,7 +3,9 @@
 //! becomes. Follows tinygrad's `schedule/` (kernel boundaries) and rangeify (movement ops become indexing).
 
 mod rangeify;
+mod target;
 
+use crate::renderer::Renderer;
 use crate::uop::{spec, Arg, BufferInfo, GroupOp, OpSet, Ops, UOp};
 use parking_lot::Mutex;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -65,8 +67,12 @@ struct Template {
     outputs: Vec<Option<usize>>,
 }
 
-/// Schedules by graph structure: a training step schedules once.
-static CACHE: LazyLock<Mutex<FxHashMap<UOp, Arc<Template>>>> = LazyLock::new(Mutex::default);
+/// A schedule's cache key: the graph with its buffers abstracted, and what the target rewrites read (device, vector
+/// width, `SPLIT_REDUCEOP`).
+type CacheKey = (UOp, &'static str, usize, i64);
+
+/// Schedules by graph structure and target: a training step schedules once.
+static CACHE: LazyLock<Mutex<FxHashMap<CacheKey, Arc<Template>>>> = LazyLock::new(Mutex::default);
 
 fn info_size(buf: &UOp) -> usize {
     match &buf.arg {
@@ -124,11 +130,14 @@ pub fn schedule_count() -> u64 {
     SCHEDULES.with(std::cell::Cell::get)
 }
 
-/// Kernels for `roots`, on `device`, from the schedule cache when the graph's structure was seen before.
-pub fn create_schedule(roots: &[UOp], device: &str) -> Schedule {
+/// Kernels for `roots` on the device `ren` renders for, from the schedule cache when the graph's structure was seen
+/// before.
+pub fn create_schedule(roots: &[UOp], ren: &Renderer) -> Schedule {
+    let device = ren.device;
     SCHEDULES.with(|n| n.set(n.get() + 1));
     spec::verify(&UOp::sink(roots.to_vec()), &spec::TENSOR_SPEC, "schedule input");
     let (key, inputs, var_vals) = normalize(roots);
+    let key = (key, device, ren.vector_bytes, crate::helpers::SPLIT_REDUCEOP.value());
     let hit = CACHE.lock().get(&key).cloned();
     if let Some(t) = hit {
         let mut outs: Vec<UOp> = Vec::with_capacity(t.kernels.len());
@@ -150,7 +159,7 @@ pub fn create_schedule(roots: &[UOp], device: &str) -> Schedule {
         return Schedule { items, outputs, var_vals };
     }
     let unbound = if var_vals.is_empty() { roots.to_vec() } else { unbind(roots) };
-    let mut sched = schedule_uncached(&unbound, device);
+    let mut sched = schedule_uncached(&unbound, ren);
     sched.var_vals = var_vals;
     let index: FxHashMap<&UOp, Src> = inputs.iter().enumerate().map(|(i, b)| (b, Src::Input(i))).collect();
     let mut index: FxHashMap<UOp, Src> = index.into_iter().map(|(b, s)| (b.clone(), s)).collect();
@@ -183,13 +192,16 @@ pub fn create_schedule(roots: &[UOp], device: &str) -> Schedule {
     sched
 }
 
-/// Kernels for `roots`, on `device` (no cache).
+/// Kernels for `roots` on `ren`'s device (no cache), after the rewrites for the target ([`target`]).
 ///
 /// Kernel boundaries: each root that is not already a buffer view, each CONTIGUOUS, and each reduction that
 /// a kernel would otherwise recompute per element: one reached through an EXPAND (a broadcast) or through
 /// another reduction. A reduction reached only through elementwise and injective movement ops fuses with
 /// its elementwise prologue and epilogue into its consumer's kernel.
-fn schedule_uncached(roots: &[UOp], device: &str) -> Schedule {
+fn schedule_uncached(roots: &[UOp], ren: &Renderer) -> Schedule {
+    let rewritten = target::rewrite_for_target(roots, ren);
+    let (roots, device) = (&rewritten[..], ren.device);
+    spec::verify(&UOp::sink(roots.to_vec()), &spec::TENSOR_SPEC, "target rewrites");
     // the nodes that become buffers
     let mut realized: FxHashSet<UOp> = roots.iter().filter(|r| contiguous_buffer(r).is_none()).cloned().collect();
     realized.extend(deep_cuts(roots));

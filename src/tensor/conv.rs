@@ -184,18 +184,6 @@ pub enum InterpolateMode {
     NearestExact,
 }
 
-/// `x` zero-padded by `pads` on its spatial dims. A large padded CPU input is copied into a buffer first: the
-/// convolution kernel then reads it without a bounds check per element, so its loads along a row are vector loads
-/// (tinygrad pads lazily inside the kernel).
-fn padded_for_conv(x: &Tensor, pads: &[(i64, i64)]) -> Tensor {
-    let padded = x.pad(&[vec![(0, 0); 2], pads.to_vec()].concat());
-    if pads.iter().any(|&(a, b)| a != 0 || b != 0) && x.numel() >= 1 << 16 && x.device() == "CPU" {
-        padded.contiguous()
-    } else {
-        padded
-    }
-}
-
 impl Tensor {
     /// Convolution over the spatial dims of `self` `(N, Cin, *spatial)` with `weight` `(Cout, Cin/groups,
     /// *kernel)`: 1-D, 2-D, 3-D, ... (tinygrad `conv2d`). Built as windows of the padded input (movement ops),
@@ -221,7 +209,7 @@ impl Tensor {
         );
         let (stride, dilation) =
             (per_dim(&opts.stride, hw.len(), "stride", "conv2d"), per_dim(&opts.dilation, hw.len(), "dilation", "conv2d"));
-        let x = pool(&padded_for_conv(self, pads), &hw, &stride, &dilation);
+        let x = pool(&self.pad(&[vec![(0, 0); 2], pads.to_vec()].concat()), &hw, &stride, &dilation);
         let (rcout, oyx) = (cout / g, x.shape()[2..2 + hw.len()].to_vec());
         let n = oyx.len();
         let x = x

@@ -423,11 +423,7 @@ impl Tensor {
     fn reduce(&self, op: Ops, axes: &[usize], keepdim: bool) -> Tensor {
         let shape = self.shape();
         let axes: Vec<usize> = axes.iter().copied().filter(|&a| shape[a] != 1 || !keepdim).collect();
-        let r = if axes.iter().all(|&a| shape[a] == 1) {
-            self.clone()
-        } else {
-            self.split_reduce(op, &axes).unwrap_or_else(|| self.reduce_axis(op, &axes))
-        };
+        let r = if axes.iter().all(|&a| shape[a] == 1) { self.clone() } else { self.reduce_axis(op, &axes) };
         if keepdim {
             return r;
         }
@@ -438,29 +434,6 @@ impl Tensor {
         Tensor::from_uop(UOp::new(Ops::REDUCE_AXIS, u.dtype, [u], Arg::ReduceAxis(op, axes.into())))
     }
 
-    /// A reduction of at least 32768 inputs per output, in two: one reduced axis is split into `d` (256 down to 8,
-    /// the first that divides it) parts reduced separately into a buffer, then the `d` partials (tinygrad
-    /// `split_reduceop`). The first kernel has an output axis of `d` to spread over cores. `None` when
-    /// `SPLIT_REDUCEOP=0`, the reduction is too small or has no such axis, or it reduces an arange (indexing).
-    fn split_reduce(&self, op: Ops, axes: &[usize]) -> Option<Tensor> {
-        let shape = self.shape();
-        let out: usize = shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).product();
-        if crate::helpers::SPLIT_REDUCEOP.value() == 0 || self.numel() / out.max(1) < 32768 {
-            return None;
-        }
-        // a sum over an arange compare is indexing, which codegen turns into a gather when it sees it whole (an
-        // arange under another reduction, such as a gathered input's, is that reduction's business)
-        if reaches_arange(&self.uop()) {
-            return None;
-        }
-        let (a, d) =
-            axes.iter().find_map(|&a| (8..=256).rev().find(|&d| shape[a].is_multiple_of(d) && shape[a] / d >= 8).map(|d| (a, d)))?;
-        let split: Vec<usize> = [&shape[..a], &[d, shape[a] / d], &shape[a + 1..]].concat();
-        let inner: Vec<usize> = axes.iter().map(|&x| if x < a { x } else { x + 1 }).collect();
-        let partial = self.reshape(split).reduce_axis(op, &inner).contiguous();
-        let kept: Vec<usize> = shape.iter().enumerate().map(|(i, &n)| if axes.contains(&i) { 1 } else { n }).collect();
-        Some(partial.reduce_axis(op, &[a]).reshape(kept))
-    }
     /// The sum over `axis` (ints sum in int32 or wider; half floats in float32, then back; tinygrad `sum`).
     pub fn sum(&self, axis: impl IntoAxes) -> Tensor {
         self.sum_impl(axis.into_axes(self.ndim()), false)
@@ -546,47 +519,10 @@ impl Tensor {
         assert_eq!(xs[dx - 1], ws[axis_w], "matmul: shapes {xs:?} and {ws:?} don't match on the inner dim");
         let ones = vec![1; (dx - 1).min(dw - 1).min(1)];
         let x = self.reshape([xs[..dx - 1].to_vec(), ones.clone(), vec![xs[dx - 1]]].concat());
-        let (w, n_pad) = w.packed_for_matmul(if dx > 1 { xs[dx - 2] } else { 1 });
-        let ws = w.shape();
         let w = w.reshape([ws[..dw - dw.min(2)].to_vec(), ones, ws[axis_w..].to_vec()].concat());
         let w = w.transpose(-1, -(dw.min(2) as i64));
         let dt = least_upper_dtype(&[x.dtype(), w.dtype()]);
-        let out = x.mul(w).sum(-1).cast(dt);
-        match n_pad {
-            // the padded columns are computed into a buffer, then dropped
-            Some(n) => {
-                let mut shape = out.shape().to_vec();
-                *shape.last_mut().unwrap() = n;
-                out.contiguous().shrink_to(shape)
-            }
-            None => out,
-        }
-    }
-    /// The right operand of a large CPU matmul with `m` rows on the left, copied into panels of `P` columns (two
-    /// vector registers of floats: 16 with AVX2, 32 with AVX-512; `P/2` when only that divides the columns), each
-    /// panel's `K` rows contiguous (a `(K, N)` matrix stored as `(N/P, K, P)`) and viewed back as `(K, N)`: same
-    /// values, but the matmul kernel then walks its register tile's columns through one stream instead of one page
-    /// per row (what BLAS packing does; tinygrad has no packing). Columns that neither divides are padded with
-    /// zeros to a multiple of `P`, and the
-    /// original column count is returned so the caller drops the extra outputs. Small or non-float32 operands, and
-    /// other devices, are returned as they are.
-    fn packed_for_matmul(&self, m: usize) -> (Tensor, Option<usize>) {
-        let ws = self.shape().to_vec();
-        let dw = ws.len();
-        let (k, n) = (if dw > 1 { ws[dw - 2] } else { 0 }, ws[dw - 1]);
-        if dw < 2 || k < 128 || n < 128 || m < 64 || self.dtype() != dtypes::FLOAT32 || self.device() != "CPU" {
-            return (self.clone(), None);
-        }
-        // the register tile's columns: two vector registers of floats
-        let wide = 2 * crate::renderer::Renderer::cpu().vector_bytes / 4;
-        let panel = if n.is_multiple_of(wide / 2) && !n.is_multiple_of(wide) { wide / 2 } else { wide };
-        let np = n.next_multiple_of(panel);
-        let w = if np == n { self.clone() } else { self.pad(&[vec![(0, 0); dw - 1], vec![(0, (np - n) as i64)]].concat()) };
-        let nb = dw - 2;
-        let swap: Vec<usize> = (0..nb).chain([nb + 1, nb, nb + 2]).collect();
-        let panels = w.reshape([ws[..nb].to_vec(), vec![k, np / panel, panel]].concat()).permute(swap.clone());
-        let shape = [ws[..nb].to_vec(), vec![k, np]].concat();
-        (panels.contiguous().permute(swap).reshape(shape), (np != n).then_some(n))
+        x.mul(w).sum(-1).cast(dt)
     }
     /// Alias of [`Tensor::matmul`] (tinygrad `dot`).
     pub fn dot(&self, w: &Tensor) -> Tensor {
@@ -627,18 +563,4 @@ impl std::ops::Neg for Tensor {
     fn neg(self) -> Tensor {
         Tensor::neg(&self)
     }
-}
-
-/// Whether an arange (a RANGE with no sources) feeds `u` other than through a reduction.
-fn reaches_arange(u: &UOp) -> bool {
-    let (mut seen, mut stack) = (rustc_hash::FxHashSet::default(), vec![u.clone()]);
-    while let Some(x) = stack.pop() {
-        if x.op == Ops::RANGE && x.src.is_empty() {
-            return true;
-        }
-        if x.op != Ops::REDUCE_AXIS && seen.insert(x.clone()) {
-            stack.extend(x.src.iter().cloned());
-        }
-    }
-    false
 }
