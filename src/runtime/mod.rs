@@ -1,9 +1,9 @@
 //! Runtime: each device is tinygrad's three parts (`device.py`) plus the renderer it compiles: a [`Device`]. In:
 //! rendered kernel source and byte buffers. Out: compiled programs ([`Compiler`], [`Program`]), device memory
-//! ([`Allocator`], [`RawBuffer`]) and timed launches. One file per device: `cpu` (C compiled by clang or gcc and
-//! linked in-process by `elf`), `python` (an interpreter of the linear UOps), `cl` (OpenCL, with libOpenCL loaded
-//! at run time), `cuda` (CUDA through NVRTC and the driver API, both loaded at run time). The runtime knows
-//! nothing of tensors.
+//! ([`Allocator`], [`RawBuffer`]) and timed launches. One module per device: `cpu` (C compiled by clang or gcc,
+//! cached on disk and linked in-process by `elf`), `python` (an interpreter of the linear UOps), `cl` (OpenCL, with
+//! libOpenCL loaded at run time), `cuda` (CUDA through NVRTC and the driver API, both loaded at run time). The
+//! runtime knows nothing of tensors.
 
 pub mod cl;
 pub mod cpu;
