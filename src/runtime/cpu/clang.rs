@@ -4,9 +4,9 @@
 //! read from or stored in the [`kernel_cache`] under the SHA-256 of the compiler, its flags and the source; a
 //! failed compile as [`Error::Compile`] with the compiler's output and the source kept beside the cache.
 
-use super::{hex, io_err, kernel_cache, threads};
+use super::{kernel_cache, threads};
 use crate::error::{Error, Result};
-use crate::runtime::{Compiled, Compiler};
+use crate::runtime::{hex, io_err, keep_source, Compiled, Compiler};
 use rayon::prelude::*;
 use std::io::Write;
 use std::path::Path;
@@ -168,8 +168,7 @@ impl Compiler for ClangCompiler {
         }
         let tmp = kernel_cache::scratch("kernel")?;
         if let Err(stderr) = self.run(&self.renamed(name, src), &tmp)? {
-            let source_path = kernel_cache::path(&self.key(src)).with_extension("c");
-            std::fs::write(&source_path, src).map_err(io_err(&source_path))?;
+            let source_path = keep_source(format!("{}.c", hex(&self.key(src))), src.as_bytes())?;
             let stderr = String::from_utf8_lossy(&stderr).into_owned();
             return Err(Error::Compile { name: name.to_string(), compiler: self.cc.clone(), source_path, stderr });
         }
@@ -220,11 +219,12 @@ impl Compiler for ClangCompiler {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{entry_path, f32s, fresh, AXPB};
+    use super::super::tests::{entry_path, fresh, AXPB};
     use super::super::{CpuAllocator, CpuProgram};
     use super::kernel_cache::TRAILER_FIXED;
     use super::*;
     use crate::helpers::{cache_dir, Context, CACHELEVEL};
+    use crate::runtime::testing::f32s;
     use crate::runtime::Allocator;
     use std::os::unix::fs::MetadataExt;
 

@@ -8,9 +8,9 @@
 //! damaged cache never reaches the loader. Files are written to a name unique to the compile and renamed into
 //! place, so concurrent writers of a key (threads or processes) each succeed and a reader never sees a partial file.
 
-use super::{hex, io_err};
 use crate::error::Result;
 use crate::helpers::{cache_dir, CACHELEVEL, DEBUG};
+use crate::runtime::{hex, io_err};
 use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::{Path, PathBuf};

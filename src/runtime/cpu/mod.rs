@@ -19,20 +19,9 @@ use libloading::Library;
 use parking_lot::Mutex;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, LazyLock, OnceLock, Weak};
 use std::time::{Duration, Instant};
-
-/// Lowercase hex of `bytes`.
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// [`Error::Io`] on `path`, for `map_err`.
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |source| Error::Io { path: path.to_path_buf(), source }
-}
 
 // **************** device ****************
 
@@ -137,8 +126,7 @@ impl Allocator for CpuAllocator {
     }
 
     fn copyin(&self, dst: &RawBuffer, src: &[u8]) -> Result<()> {
-        dst.check_owner("host");
-        assert_eq!(dst.size(), src.len(), "copyin: buffer is {} bytes, source {}", dst.size(), src.len());
+        dst.check_copyin("host", src);
         // SAFETY: dst is valid for its size bytes; src is a Rust slice, so it cannot overlap device memory that only
         // raw pointers reach.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_ptr(), src.len()) };
@@ -146,8 +134,7 @@ impl Allocator for CpuAllocator {
     }
 
     fn copyout(&self, dst: &mut [u8], src: &RawBuffer) -> Result<()> {
-        src.check_owner("host");
-        assert_eq!(dst.len(), src.size(), "copyout: buffer is {} bytes, destination {}", src.size(), dst.len());
+        src.check_copyout("host", dst);
         // SAFETY: src is valid for its size bytes; dst is an exclusive Rust slice, disjoint from it.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr(), dst.len()) };
         Ok(())
@@ -323,6 +310,7 @@ impl CpuProgram {
 mod tests {
     use super::*;
     use crate::helpers::Context;
+    use crate::runtime::testing::{self, f32s};
     use std::path::PathBuf;
     use std::process::Command;
 
@@ -342,10 +330,6 @@ mod tests {
   float* out = (float*)bufs[0]; const float* a = (const float*)bufs[1]; int* starts = (int*)bufs[2];
   for (int i = core_start; i < core_end; i++) { out[i] = a[i]*2.0f + (float)vals[0]; starts[i] = core_start; }
 }";
-
-    pub(super) fn f32s(b: &[u8]) -> Vec<f32> {
-        b.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap())).collect()
-    }
 
     fn i32s(b: &[u8]) -> Vec<i32> {
         b.chunks_exact(4).map(|c| i32::from_ne_bytes(c.try_into().unwrap())).collect()
@@ -391,13 +375,7 @@ mod tests {
 
     #[test]
     fn copy_round_trip() {
-        let a = CpuAllocator::new();
-        let src: Vec<u8> = (0..=255).collect();
-        let b = a.alloc(256).unwrap();
-        a.copyin(&b, &src).unwrap();
-        let mut dst = vec![0u8; 256];
-        a.copyout(&mut dst, &b).unwrap();
-        assert_eq!(dst, src);
+        testing::copy_round_trip(&CpuAllocator::new());
     }
 
     #[test]
