@@ -3,9 +3,8 @@
 //! in-order queue. libOpenCL is loaded at run time (`opencl3`'s `dynamic` feature), so the crate builds and runs
 //! without it: [`device`] then errs.
 
-use super::{Allocator, Compiled, Compiler, Device, FreeCache, Program, RawBuffer};
+use super::{keep_source, short_hash, Allocator, Compiled, Compiler, Device, FreeCache, Program, RawBuffer};
 use crate::error::{Error, Result};
-use crate::helpers::cache_dir;
 use crate::renderer::LinearKernel;
 use crate::renderer::Renderer;
 use opencl3::command_queue::{enqueue_read_buffer, enqueue_write_buffer, CommandQueue};
@@ -19,7 +18,6 @@ use opencl3::platform::get_platforms;
 use opencl3::program::Program as ClBuild;
 use opencl3::types::{cl_int, cl_mem, cl_uint, CL_BLOCKING};
 use parking_lot::Mutex;
-use sha2::{Digest, Sha256};
 use std::ptr::{null, null_mut, NonNull};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -169,12 +167,11 @@ impl Allocator for ClAllocator {
     /// A blocking `clEnqueueWriteBuffer`. Errors naming the call and code when OpenCL fails; panics when the sizes
     /// differ.
     fn copyin(&self, dst: &RawBuffer, src: &[u8]) -> Result<()> {
-        dst.check_owner("CL");
-        assert_eq!(dst.size(), src.len(), "copyin: buffer is {} bytes, source {}", dst.size(), src.len());
+        dst.check_copyin("CL", src);
         if src.is_empty() {
             return Ok(());
         }
-        // SAFETY: dst's handle is a live cl_mem of at least src.len() bytes from this allocator (`check_owner`); the write is blocking, so src is read before the call returns.
+        // SAFETY: dst's handle is a live cl_mem of at least src.len() bytes from this allocator (`check_copyin`); the write is blocking, so src is read before the call returns.
         let ev = unsafe {
             enqueue_write_buffer(self.queue.get(), dst.as_ptr().cast(), CL_BLOCKING, 0, src.len(), src.as_ptr().cast(), 0, null())
         };
@@ -183,8 +180,7 @@ impl Allocator for ClAllocator {
 
     /// A blocking `clEnqueueReadBuffer`. Errors and panics as [`ClAllocator::copyin`].
     fn copyout(&self, dst: &mut [u8], src: &RawBuffer) -> Result<()> {
-        src.check_owner("CL");
-        assert_eq!(dst.len(), src.size(), "copyout: buffer is {} bytes, destination {}", src.size(), dst.len());
+        src.check_copyout("CL", dst);
         if dst.is_empty() {
             return Ok(());
         }
@@ -220,11 +216,7 @@ impl Compiler for ClCompiler {
             let log = program
                 .get_build_log(self.id.id())
                 .unwrap_or_else(|e| format!("(no build log: {})", cl_fail("clGetProgramBuildInfo", e.0)));
-            let hash: String = Sha256::digest(src.as_bytes())[..8].iter().map(|b| format!("{b:02x}")).collect();
-            let source_path = cache_dir().join("kernels").join(format!("{name}-{hash}.cl"));
-            let io = |source| Error::Io { path: source_path.clone(), source };
-            std::fs::create_dir_all(source_path.parent().expect("a file in a directory")).map_err(io)?;
-            std::fs::write(&source_path, src).map_err(io)?;
+            let source_path = keep_source(format!("{name}-{}.cl", short_hash(src.as_bytes())), src.as_bytes())?;
             let (compiler, stderr) =
                 (format!("OpenCL {BUILD_OPTIONS} on {}", self.name), format!("{}\n{log}", cl_fail("clBuildProgram", e.0)));
             return Err(Error::Compile { name: name.to_string(), compiler, source_path, stderr });
@@ -299,6 +291,7 @@ impl Program for ClProgram {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::testing;
 
     /// The device, or `None` (printing why) when this machine has no OpenCL.
     fn cl() -> Option<&'static ClDevice> {
@@ -309,24 +302,10 @@ mod tests {
   int i = get_global_id(0); out[i] = a[i]*2.0f + (float)b;
 }";
 
-    fn f32s(b: &[u8]) -> Vec<f32> {
-        b.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap())).collect()
-    }
-
     #[test]
     fn copy_round_trip() {
         let Some(dev) = cl() else { return };
-        let a = dev.allocator();
-        let src: Vec<u8> = (0..1000).map(|i| (i * 7 % 256) as u8).collect();
-        let b = a.alloc(1000).unwrap();
-        a.copyin(&b, &src).unwrap();
-        let mut dst = vec![0u8; 1000];
-        a.copyout(&mut dst, &b).unwrap();
-        assert_eq!(dst, src);
-        let p = b.as_ptr();
-        a.free(b);
-        assert_eq!(a.alloc(1000).unwrap().as_ptr(), p, "same size reuses the freed buffer");
-        a.alloc(0).unwrap(); // an empty buffer is a 1-byte cl_mem
+        testing::copy_round_trip(dev.allocator());
     }
 
     #[test]
@@ -335,30 +314,7 @@ mod tests {
         let compiled = dev.compiler().unwrap().compile("axpb", AXPB).unwrap();
         assert_eq!(compiled.entry, "axpb");
         let prog = ClProgram::load(dev, &compiled).unwrap();
-        let a = dev.allocator();
-        let input: Vec<f32> = (0..8).map(|i| i as f32 * 0.5 - 1.0).collect();
-        let (out, inp) = (a.alloc(32).unwrap(), a.alloc(32).unwrap());
-        a.copyin(&inp, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>()).unwrap();
-        prog.launch(&[out.as_ptr(), inp.as_ptr()], &[7], [4, 1, 1], [2, 1, 1]).unwrap();
-        let mut bytes = vec![0u8; 32];
-        a.copyout(&mut bytes, &out).unwrap();
-        assert_eq!(f32s(&bytes), [5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0]);
-        // launches from several threads each get their own arguments
-        let outs: Vec<RawBuffer> = (0..4).map(|_| a.alloc(32).unwrap()).collect();
-        std::thread::scope(|s| {
-            for (b, o) in outs.iter().enumerate() {
-                let (prog, inp) = (&prog, &inp);
-                s.spawn(move || {
-                    for _ in 0..20 {
-                        prog.launch(&[o.as_ptr(), inp.as_ptr()], &[b as i32], [4, 1, 1], [2, 1, 1]).unwrap();
-                    }
-                });
-            }
-        });
-        for (b, o) in outs.iter().enumerate() {
-            a.copyout(&mut bytes, o).unwrap();
-            assert_eq!(f32s(&bytes), input.iter().map(|x| x * 2.0 + b as f32).collect::<Vec<_>>(), "thread {b}");
-        }
+        testing::launch_axpb(dev.allocator(), &prog);
     }
 
     #[test]

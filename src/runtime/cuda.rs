@@ -5,13 +5,11 @@
 //! [`device`] and [`NvrtcCompiler::new`] then err. Without a GPU, [`NvrtcCompiler`] and [`ptxas`] still check
 //! kernels down to machine code.
 
-use super::{Allocator, Compiled, Compiler, Device, FreeCache, Program, RawBuffer};
+use super::{io_err, keep_source, short_hash, Allocator, Compiled, Compiler, Device, FreeCache, Program, RawBuffer};
 use crate::error::{Error, Result};
-use crate::helpers::cache_dir;
 use crate::renderer::LinearKernel;
 use crate::renderer::Renderer;
 use libloading::Library;
-use sha2::{Digest, Sha256};
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::ptr::{null, null_mut, NonNull};
@@ -22,20 +20,6 @@ use std::time::{Duration, Instant};
 /// An [`Error::Device`] on `CUDA` with `msg`.
 fn device_err(msg: String) -> Error {
     Error::Device { device: "CUDA".into(), msg }
-}
-
-/// The first 8 bytes of `bytes`' SHA-256, in hex: the name of a kept source.
-fn short_hash(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)[..8].iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Writes `text` to `cache_dir()/kernels/<file>` for a compile error to point at. Errors with [`Error::Io`].
-fn keep_source(file: String, text: &[u8]) -> Result<PathBuf> {
-    let path = cache_dir().join("kernels").join(file);
-    let io = |source| Error::Io { path: path.clone(), source };
-    std::fs::create_dir_all(path.parent().expect("a file in a directory")).map_err(io)?;
-    std::fs::write(&path, text).map_err(io)?;
-    Ok(path)
 }
 
 /// The file a loaded shared library whose name starts with `prefix` was mapped from (`/proc/self/maps`: Linux only),
@@ -261,7 +245,7 @@ pub fn ptxas(ptx: &[u8], arch: &str) -> Result<()> {
         }
     }
     let _scratch = Scratch(&input, &output);
-    std::fs::write(&input, ptx).map_err(|source| Error::Io { path: input.clone(), source })?;
+    std::fs::write(&input, ptx).map_err(io_err(&input))?;
     let arch_flag = format!("-arch={arch}");
     let out = std::process::Command::new(&exe)
         .arg(&arch_flag)
@@ -541,20 +525,18 @@ impl Allocator for CudaAllocator {
 
     /// A `cuMemcpyHtoD_v2`. Errors naming the call and error when CUDA fails; panics when the sizes differ.
     fn copyin(&self, dst: &RawBuffer, src: &[u8]) -> Result<()> {
-        dst.check_owner("CUDA");
-        assert_eq!(dst.size(), src.len(), "copyin: buffer is {} bytes, source {}", dst.size(), src.len());
+        dst.check_copyin("CUDA", src);
         if src.is_empty() {
             return Ok(());
         }
         // SAFETY: dst's handle is a live allocation of at least src.len() bytes from this allocator
-        // (`check_owner`); src is read before the call returns (staged when pageable).
+        // (`check_copyin`); src is read before the call returns (staged when pageable).
         self.run("cuMemcpyHtoD_v2", || unsafe { (self.drv.memcpy_htod)(dst.as_ptr() as CuDevicePtr, src.as_ptr().cast(), src.len()) })
     }
 
     /// A `cuMemcpyDtoH_v2`, which waits for the copy. Errors and panics as [`CudaAllocator::copyin`].
     fn copyout(&self, dst: &mut [u8], src: &RawBuffer) -> Result<()> {
-        src.check_owner("CUDA");
-        assert_eq!(dst.len(), src.size(), "copyout: buffer is {} bytes, destination {}", src.size(), dst.len());
+        src.check_copyout("CUDA", dst);
         if dst.is_empty() {
             return Ok(());
         }
@@ -654,6 +636,7 @@ impl Program for CudaProgram {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::testing;
 
     /// NVRTC for `arch`, or `None` (printing why) when this machine has none.
     fn nvrtc(arch: &str) -> Option<NvrtcCompiler> {
@@ -725,24 +708,10 @@ mod tests {
         device().map_err(|e| eprintln!("skipping: {e}")).ok()
     }
 
-    fn f32s(b: &[u8]) -> Vec<f32> {
-        b.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap())).collect()
-    }
-
     #[test]
     fn copy_round_trip() {
         let Some(dev) = gpu() else { return };
-        let a = dev.allocator();
-        let src: Vec<u8> = (0..1000).map(|i| (i * 7 % 256) as u8).collect();
-        let b = a.alloc(1000).unwrap();
-        a.copyin(&b, &src).unwrap();
-        let mut dst = vec![0u8; 1000];
-        a.copyout(&mut dst, &b).unwrap();
-        assert_eq!(dst, src);
-        let p = b.as_ptr();
-        a.free(b);
-        assert_eq!(a.alloc(1000).unwrap().as_ptr(), p, "same size reuses the freed buffer");
-        a.alloc(0).unwrap(); // an empty buffer is a 1-byte allocation
+        testing::copy_round_trip(dev.allocator());
     }
 
     #[test]
@@ -753,30 +722,7 @@ mod tests {
             Err(e) => return eprintln!("skipping: {e}"),
         };
         let prog = CudaProgram::load(dev, &compiled).unwrap();
-        let a = dev.allocator();
-        let input: Vec<f32> = (0..8).map(|i| i as f32 * 0.5 - 1.0).collect();
-        let (out, inp) = (a.alloc(32).unwrap(), a.alloc(32).unwrap());
-        a.copyin(&inp, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>()).unwrap();
-        prog.launch(&[out.as_ptr(), inp.as_ptr()], &[7], [4, 1, 1], [2, 1, 1]).unwrap();
-        let mut bytes = vec![0u8; 32];
-        a.copyout(&mut bytes, &out).unwrap();
-        assert_eq!(f32s(&bytes), [5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0]);
-        // launches from several threads (each making the context current) get their own parameters
-        let outs: Vec<RawBuffer> = (0..4).map(|_| a.alloc(32).unwrap()).collect();
-        std::thread::scope(|s| {
-            for (b, o) in outs.iter().enumerate() {
-                let (prog, inp) = (&prog, &inp);
-                s.spawn(move || {
-                    for _ in 0..20 {
-                        prog.launch(&[o.as_ptr(), inp.as_ptr()], &[b as i32], [4, 1, 1], [2, 1, 1]).unwrap();
-                    }
-                });
-            }
-        });
-        for (b, o) in outs.iter().enumerate() {
-            a.copyout(&mut bytes, o).unwrap();
-            assert_eq!(f32s(&bytes), input.iter().map(|x| x * 2.0 + b as f32).collect::<Vec<_>>(), "thread {b}");
-        }
+        testing::launch_axpb(dev.allocator(), &prog);
         let missing = Compiled { entry: "nope".into(), ..compiled };
         assert!(matches!(CudaProgram::load(dev, &missing), Err(Error::Load { .. })));
     }

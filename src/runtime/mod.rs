@@ -1,22 +1,27 @@
 //! Runtime: each device is tinygrad's three parts (`device.py`) plus the renderer it compiles: a [`Device`]. In:
 //! rendered kernel source and byte buffers. Out: compiled programs ([`Compiler`], [`Program`]), device memory
-//! ([`Allocator`], [`RawBuffer`]) and timed launches. One file per device: `cpu` (C compiled by clang or gcc and
-//! linked in-process by `elf`), `python` (an interpreter of the linear UOps), `cl` (OpenCL, with libOpenCL loaded
-//! at run time), `cuda` (CUDA through NVRTC and the driver API, both loaded at run time). The runtime knows
-//! nothing of tensors.
+//! ([`Allocator`], [`RawBuffer`]) and timed launches. One module per device: `cpu` (C compiled by clang or gcc,
+//! cached on disk and linked in-process by `elf`), `python` (an interpreter of the linear UOps), `cl` (OpenCL, with
+//! libOpenCL loaded at run time), `cuda` (CUDA through NVRTC and the driver API, both loaded at run time). Here too
+//! what the devices share: the registry, host memory and its free cache, and a failed kernel's source kept for its
+//! error. The runtime knows nothing of tensors.
 
 pub mod cl;
 pub mod cpu;
 pub mod cuda;
 pub mod elf;
 pub mod python;
+#[cfg(test)]
+mod testing;
 
 pub use cpu::{ClangCompiler, CpuAllocator, CpuProgram};
 
 use crate::error::{Error, Result};
-use crate::helpers::{dev, getenv_str};
+use crate::helpers::{cache_dir, dev, getenv_str};
 use crate::renderer::{LinearKernel, Renderer};
+use sha2::{Digest, Sha256};
 use std::alloc::Layout;
+use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::time::Duration;
 
@@ -198,6 +203,18 @@ impl RawBuffer {
         assert_eq!(self.owner, owner, "a {} buffer handed to the {owner} allocator", self.owner);
     }
 
+    /// Panics unless `copyin` may fill this buffer from `src`: memory of kind `owner`, of `src`'s size.
+    pub fn check_copyin(&self, owner: &str, src: &[u8]) {
+        self.check_owner(owner);
+        assert_eq!(self.size, src.len(), "copyin: buffer is {} bytes, source {}", self.size, src.len());
+    }
+
+    /// Panics unless `copyout` may read this buffer into `dst`: memory of kind `owner`, of `dst`'s size.
+    pub fn check_copyout(&self, owner: &str, dst: &[u8]) {
+        self.check_owner(owner);
+        assert_eq!(dst.len(), self.size, "copyout: buffer is {} bytes, destination {}", self.size, dst.len());
+    }
+
     /// The size in bytes.
     pub fn size(&self) -> usize {
         self.size
@@ -315,6 +332,30 @@ pub trait Compiler: Send + Sync {
     fn compile_many(&self, kernels: &[(&str, &str)]) -> Vec<Result<Compiled>> {
         kernels.iter().map(|(name, src)| self.compile(name, src)).collect()
     }
+}
+
+/// Lowercase hex of `bytes`.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The first 8 bytes of `bytes`' SHA-256, in hex: the name of a kept source.
+fn short_hash(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes)[..8])
+}
+
+/// [`Error::Io`] on `path`, for `map_err`.
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io { path: path.to_path_buf(), source }
+}
+
+/// Writes `text`, a source that failed to compile, to `cache_dir()/kernels/<file>` for the compile error to point
+/// at. Errors with [`Error::Io`].
+fn keep_source(file: String, text: &[u8]) -> Result<PathBuf> {
+    let path = cache_dir().join("kernels").join(file);
+    std::fs::create_dir_all(path.parent().expect("a file in a directory")).map_err(io_err(&path))?;
+    std::fs::write(&path, text).map_err(io_err(&path))?;
+    Ok(path)
 }
 
 /// A loaded kernel (tinygrad `Program`/`CPUProgram`).

@@ -1,14 +1,12 @@
 //! The OpenAI-compatible server (tinygrad `llm/serve.py`; llama-server's behaviour where tinygrad has none). In:
-//! HTTP/1.1 requests on a TCP listener: `GET /` (the chat page, `chat.html` from memory), `GET /health`,
-//! `GET /v1/models`, `POST /v1/chat/completions` and `POST /v1/completions` with OpenAI's JSON fields. Out: JSON
-//! responses, or server-sent events of the text a [`Batcher`] generates token by token; errors in OpenAI's shape
-//! (`{"error": {"message", "type", "param", "code"}}`).
-//!
-//! HTTP is our own on `httparse` (hyper's request parser): a thread per connection, one request per connection
-//! (`Connection: close`), each request thread blocking on its Batcher channel. A body is read only after its
-//! `Content-Length` is checked against [`MAX_BODY`]. (tiny_http was the other candidate; it holds a streamed
-//! response in 8 KiB chunks, which stalls a token stream, and when a request whose body was not read is dropped it
-//! allocates the declared length at once: one `Content-Length: 10000000000000` header aborts the process.)
+//! requests from `http`: `GET /` (the chat page, `chat.html` from memory), `GET /health`, `GET /v1/models`,
+//! `POST /v1/chat/completions` and `POST /v1/completions` with OpenAI's JSON fields. Out: JSON responses, or
+//! server-sent events of the text a [`Batcher`] generates token by token; errors in OpenAI's shape
+//! (`{"error": {"message", "type", "param", "code"}}`). Each request thread blocks on its Batcher channel.
+
+mod http;
+
+pub use http::MAX_BODY;
 
 use super::batch::{Batcher, Event, Finish, Request};
 use super::generate::Sampler;
@@ -17,18 +15,14 @@ use super::tokenizer::{StreamDecoder, Tokenizer};
 use super::{chat_prompt, fetch_model, tokenizer_from_gguf};
 use crate::error::{Error, Result};
 use crate::nn::gguf::GgufFile;
+use http::Refused;
 use serde_json::{json, Value};
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// The largest request body read, in bytes (a larger one is answered 413 before it is read).
-pub const MAX_BODY: usize = 1 << 20;
-/// The largest request line plus headers, in bytes (431 past it).
-const MAX_HEAD: usize = 64 << 10;
-const CHAT_PAGE: &str = include_str!("chat.html");
+const CHAT_PAGE: &str = include_str!("../chat.html");
 
 /// A loaded model, ready to serve.
 pub struct Model {
@@ -97,19 +91,7 @@ struct Server {
 pub fn serve(listener: TcpListener, opts: Options, load: impl FnOnce() -> Result<Model>) -> Result<()> {
     let server = Arc::new(Server { opts, model: OnceLock::new() });
     let s = server.clone();
-    let accept = std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            match conn {
-                Ok(conn) => {
-                    let s = s.clone();
-                    // (a thread that can't be spawned drops the connection; the server goes on)
-                    let _ = std::thread::Builder::new().name("llm-http".into()).spawn(move || handle(&s, conn));
-                }
-                // (out of file descriptors: wait for connections to close)
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
-            }
-        }
-    });
+    let accept = http::listen(listener, move |conn| handle(&s, conn));
     let model = load()?;
     eprintln!("llm: serving {}", model.name);
     let _ = server.model.set(model);
@@ -144,30 +126,20 @@ impl ApiError {
     }
 }
 
-/// A request line, its headers (names in lower case) and the bytes read past them.
-struct Head {
-    method: String,
-    path: String,
-    headers: Vec<(String, String)>,
-    rest: Vec<u8>,
-}
-
-impl Head {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+impl From<Refused> for ApiError {
+    fn from(r: Refused) -> ApiError {
+        ApiError { code: r.code, ..ApiError::new(r.status, "invalid_request_error", r.message) }
     }
 }
 
 /// Answers the one request `conn` carries.
 fn handle(server: &Server, mut conn: TcpStream) {
-    // (a request has a minute to arrive; an answer's writes wait a minute at most for a client that stopped reading)
+    // (a request has a minute to arrive)
     let deadline = Instant::now() + Duration::from_secs(60);
-    let _ = conn.set_write_timeout(Some(Duration::from_secs(60)));
-    let _ = conn.set_nodelay(true);
-    let head = match read_head(&mut conn, deadline) {
+    let head = match http::read_head(&mut conn, deadline) {
         Ok(Some(h)) => h,
         Ok(None) => return,
-        Err(e) => return reject(&mut conn, &e),
+        Err(e) => return reject(&mut conn, &e.into()),
     };
     let method = head.method.clone();
     let path = head.path.split('?').next().unwrap_or("").to_string();
@@ -183,13 +155,13 @@ fn handle(server: &Server, mut conn: TcpStream) {
             return reject(&mut conn, &e.code("invalid_api_key"));
         }
     }
-    let body = match read_body(&mut conn, head, deadline) {
+    let body = match http::read_body(&mut conn, head, deadline) {
         Ok(b) => b,
-        Err(e) => return reject(&mut conn, &e),
+        Err(e) => return reject(&mut conn, &e.into()),
     };
     let loading = || ApiError::new(503, "unavailable_error", "Loading model");
     let answer = match (method.as_str(), path.as_str(), server.model.get()) {
-        ("GET", "/" | "/index.html", _) => return respond(&mut conn, 200, "text/html; charset=utf-8", CHAT_PAGE.as_bytes()),
+        ("GET", "/" | "/index.html", _) => return http::respond(&mut conn, 200, "text/html; charset=utf-8", CHAT_PAGE.as_bytes()),
         ("GET", "/health", None) => Ok(Some((503, json!({"status": "loading model"})))),
         ("GET", "/health", Some(m)) if m.batcher.is_alive() => Ok(Some((200, json!({"status": "ok"})))),
         ("GET", "/health", Some(_)) => {
@@ -208,128 +180,20 @@ fn handle(server: &Server, mut conn: TcpStream) {
         _ => Err(ApiError::new(404, "invalid_request_error", format!("Invalid URL ({method} {path})"))),
     };
     match answer {
-        Ok(Some((status, v))) => respond_json(&mut conn, status, &v),
+        Ok(Some((status, v))) => http::respond_json(&mut conn, status, &v),
         Ok(None) => {}
-        Err(e) => respond_json(&mut conn, e.status, &e.body()),
+        Err(e) => http::respond_json(&mut conn, e.status, &e.body()),
     }
+}
+
+/// Answers `e` to a request whose body may be unread ([`http::reject`]).
+fn reject(conn: &mut TcpStream, e: &ApiError) {
+    http::reject(conn, e.status, &e.body());
 }
 
 /// Whether `a` equals `b`, in time that depends only on their lengths (an API key is not guessed byte by byte).
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// Reads what has arrived into `buf`, waiting until `deadline` at most: 0 at the end, at the deadline or on an error.
-fn read_by(conn: &mut TcpStream, deadline: Instant, buf: &mut [u8]) -> usize {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() || conn.set_read_timeout(Some(left)).is_err() {
-        return 0;
-    }
-    conn.read(buf).unwrap_or(0)
-}
-
-/// Reads up to the end of the headers. `None`: the client closed, or sent no whole request by `deadline`.
-fn read_head(conn: &mut TcpStream, deadline: Instant) -> std::result::Result<Option<Head>, ApiError> {
-    let mut buf = Vec::with_capacity(4096);
-    let mut chunk = [0u8; 4096];
-    loop {
-        let n = read_by(conn, deadline, &mut chunk);
-        if n == 0 {
-            return Ok(None);
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut req = httparse::Request::new(&mut headers);
-        match req.parse(&buf) {
-            Ok(httparse::Status::Complete(len)) => {
-                let headers = req.headers.iter().map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()));
-                return Ok(Some(Head {
-                    method: req.method.unwrap_or("").to_string(),
-                    path: req.path.unwrap_or("").to_string(),
-                    headers: headers.collect(),
-                    rest: buf[len..].to_vec(),
-                }));
-            }
-            Ok(httparse::Status::Partial) if buf.len() <= MAX_HEAD => {}
-            Ok(httparse::Status::Partial) | Err(httparse::Error::TooManyHeaders) => {
-                return Err(ApiError::new(431, "invalid_request_error", format!("the request's headers pass {MAX_HEAD} bytes or 64 lines")))
-            }
-            Err(e) => return Err(bad(format!("malformed HTTP request: {e}"), None)),
-        }
-    }
-}
-
-/// The body `head` announces by its `Content-Length`, at most [`MAX_BODY`] bytes (413 past it, before reading; 411
-/// for a chunked body).
-fn read_body(conn: &mut TcpStream, head: Head, deadline: Instant) -> std::result::Result<Vec<u8>, ApiError> {
-    if head.header("transfer-encoding").is_some() {
-        return Err(ApiError::new(411, "invalid_request_error", "send the body with a Content-Length, not chunked"));
-    }
-    let len = match head.header("content-length") {
-        Some(v) => v.trim().parse::<u64>().map_err(|_| bad(format!("Content-Length {v:?} is not a number"), None))?,
-        None => 0,
-    };
-    if len > MAX_BODY as u64 {
-        let e = ApiError::new(413, "invalid_request_error", format!("the body's {len} bytes pass the limit of {MAX_BODY}"));
-        return Err(e.code("request_too_large"));
-    }
-    if head.header("expect").is_some_and(|v| v.eq_ignore_ascii_case("100-continue")) {
-        conn.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").ok();
-    }
-    let (len, mut body, mut chunk) = (len as usize, head.rest, vec![0u8; 64 << 10]);
-    body.truncate(len);
-    while body.len() < len {
-        let n = read_by(conn, deadline, &mut chunk[..(len - body.len()).min(64 << 10)]);
-        if n == 0 {
-            break;
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    if body.len() < len {
-        return Err(bad(format!("the body ended after {} of its {len} bytes", body.len()), None));
-    }
-    Ok(body)
-}
-
-/// Answers `e` to a request whose body may be unread, then reads (and drops) what the client still sends for a
-/// moment, so closing does not reset the connection before the client has read the answer.
-fn reject(conn: &mut TcpStream, e: &ApiError) {
-    respond_json(conn, e.status, &e.body());
-    if conn.shutdown(Shutdown::Write).is_ok() {
-        let (deadline, mut chunk) = (Instant::now() + Duration::from_secs(1), [0u8; 8192]);
-        while read_by(conn, deadline, &mut chunk) > 0 {}
-    }
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        411 => "Length Required",
-        413 => "Content Too Large",
-        431 => "Request Header Fields Too Large",
-        503 => "Service Unavailable",
-        _ => "Internal Server Error",
-    }
-}
-
-/// Writes a whole answer (a client that has left is nobody's error: the write's failure is dropped).
-fn respond(conn: &mut TcpStream, status: u16, content_type: &str, body: &[u8]) {
-    let mut out = format!(
-        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        reason(status),
-        body.len()
-    )
-    .into_bytes();
-    out.extend_from_slice(body);
-    let _ = conn.write_all(&out);
-}
-
-fn respond_json(conn: &mut TcpStream, status: u16, v: &Value) {
-    respond(conn, status, "application/json", v.to_string().as_bytes());
 }
 
 fn now() -> u64 {
@@ -512,17 +376,6 @@ fn generate(m: &Model, p: Params, mut emit: impl FnMut(&str) -> bool) -> std::re
     Err(ApiError::new(500, "server_error", "the model thread stopped"))
 }
 
-/// Whether the connection to the client is broken (looked at without blocking). A client that only shut down its
-/// sending side (end of file: `nc -N`, some proxies) still gets its answer.
-fn client_left(conn: &TcpStream) -> bool {
-    if conn.set_nonblocking(true).is_err() {
-        return true;
-    }
-    let r = conn.peek(&mut [0u8; 1]);
-    let _ = conn.set_nonblocking(false);
-    matches!(r, Err(ref e) if e.kind() != ErrorKind::WouldBlock)
-}
-
 /// A chat completion (`chat`) or a text completion: whole (the answer returned), or streamed to `conn` (`None`
 /// returned; once a stream has begun, a failure is sent as an `{"error": ...}` event).
 fn complete(
@@ -546,31 +399,30 @@ fn complete(
     };
     let frame = |choices: Value| json!({"id": id, "object": object, "created": created, "model": m.name, "choices": choices});
     let (result, answer) = if stream {
-        let send = |conn: &mut TcpStream, v: &Value| conn.write_all(format!("data: {v}\n\n").as_bytes()).is_ok();
         let delta = |text: &str, finish: Option<&str>| match (chat, finish) {
             (true, None) => json!([{"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": null}]),
             (true, Some(_)) => json!([{"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish}]),
             (false, _) => json!([{"index": 0, "text": text, "logprobs": null, "finish_reason": finish}]),
         };
-        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
-        let mut ok = conn.write_all(head.as_bytes()).is_ok();
+        let mut ok = http::start_events(conn);
         if chat {
-            ok &= send(conn, &frame(json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}])));
+            ok &=
+                http::send_event(conn, frame(json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}])));
         }
-        let result = generate(m, p, |text| ok && send(conn, &frame(delta(text, None))));
+        let result = generate(m, p, |text| ok && http::send_event(conn, frame(delta(text, None))));
         match &result {
             Ok(Some(o)) => {
-                send(conn, &frame(delta("", Some(o.finish))));
+                http::send_event(conn, frame(delta("", Some(o.finish))));
                 if include_usage {
                     let mut v = frame(json!([]));
                     v["usage"] = usage(o);
-                    send(conn, &v);
+                    http::send_event(conn, v);
                 }
-                conn.write_all(b"data: [DONE]\n\n").ok();
+                http::send_event(conn, "[DONE]");
             }
             Ok(None) => {}
             Err(e) => {
-                send(conn, &e.body());
+                http::send_event(conn, e.body());
             }
         }
         (result, None)
@@ -578,7 +430,7 @@ fn complete(
         let mut text = String::new();
         let result = generate(m, p, |t| {
             text.push_str(t);
-            !client_left(conn)
+            !http::client_left(conn)
         });
         let answer = result.as_ref().ok().and_then(Option::as_ref).map(|o| {
             let choice = match chat {

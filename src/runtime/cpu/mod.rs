@@ -1,0 +1,494 @@
+//! The CPU device (tinygrad `runtime/ops_cpu.py`). In: C kernels rendered by [`Renderer::cpu`] and byte buffers.
+//! Out: host memory with a free cache ([`CpuAllocator`]), objects from the system C compiler ([`ClangCompiler`], in
+//! `clang`) cached on disk (`kernel_cache`), and kernels linked in-process ([`super::elf`]) whose launches run on a
+//! thread pool ([`CpuProgram`], [`run_batch`]).
+
+mod clang;
+mod kernel_cache;
+
+pub use clang::ClangCompiler;
+
+use super::elf::Image;
+use super::{Allocator, Compiled, Compiler, Device, FreeCache, Program, RawBuffer};
+use crate::error::{Error, Result};
+use crate::helpers::NUM_CPU_THREADS;
+use crate::renderer::LinearKernel;
+use crate::renderer::Renderer;
+use clang::no_compiler;
+use libloading::Library;
+use parking_lot::Mutex;
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, LazyLock, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+// **************** device ****************
+
+/// The CPU device: [`CpuAllocator`], [`ClangCompiler`] (found at first use), [`CpuProgram`]s, C from
+/// [`Renderer::cpu`].
+#[derive(Debug, Default)]
+pub struct CpuDevice {
+    /// Host memory with a free cache.
+    pub allocator: CpuAllocator,
+    compiler: OnceLock<std::result::Result<ClangCompiler, String>>,
+    /// The compiler named by `CC_CHECK`, if set.
+    check: OnceLock<Option<std::result::Result<ClangCompiler, String>>>,
+}
+
+/// The process's CPU device.
+pub fn device() -> &'static CpuDevice {
+    static CPU: LazyLock<CpuDevice> = LazyLock::new(CpuDevice::default);
+    &CPU
+}
+
+impl CpuDevice {
+    /// The C compiler, found at first use ([`ClangCompiler::new`]). Errors with [`Error::NoCompiler`].
+    pub fn cc(&self) -> Result<&ClangCompiler> {
+        self.compiler
+            .get_or_init(|| ClangCompiler::new().map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|_| no_compiler(crate::helpers::cc()))
+    }
+}
+
+impl Device for CpuDevice {
+    fn name(&self) -> &'static str {
+        "CPU"
+    }
+    fn launcher(&self) -> super::Launcher {
+        super::Launcher::HostThreads
+    }
+    fn renderer(&self) -> Renderer {
+        Renderer::cpu()
+    }
+    fn allocator(&self) -> &dyn Allocator {
+        &self.allocator
+    }
+    fn compiler(&self) -> Result<&dyn Compiler> {
+        Ok(self.cc()?)
+    }
+    /// `CC_CHECK=gcc` (a compiler as `CC` takes it): every kernel is also compiled by it, run on copies of its
+    /// inputs and compared with `CC`'s build. Errors with [`Error::Device`] when that compiler does not run.
+    fn check_compiler(&self) -> Result<Option<&dyn Compiler>> {
+        let check = self.check.get_or_init(|| {
+            let cc = crate::helpers::cc_check()?;
+            Some(ClangCompiler::with_cc(&cc).map_err(|_| format!("CC_CHECK={cc:?} does not run; set it to a working C compiler")))
+        });
+        match check {
+            None => Ok(None),
+            Some(Ok(cc)) => Ok(Some(cc)),
+            Some(Err(msg)) => Err(Error::Device { device: "CPU".into(), msg: msg.clone() }),
+        }
+    }
+    /// A [`CpuProgram`] whose launches split the THREAD axis over the cores when the kernel has one and is big
+    /// enough to pay for it (2^19 operations or 4-byte words moved: below that, waking the pool costs about what the split saves; a decoder's 0.5 MB matmuls ran 20% faster unsplit).
+    fn load(&self, k: &LinearKernel, compiled: &Compiled) -> Result<Box<dyn Program>> {
+        let mut p = CpuProgram::load(compiled)?;
+        p.parallel = parallel_launch(k);
+        Ok(Box::new(p))
+    }
+}
+
+/// Whether launches of `k` split its THREAD axis over the cores: it has one, and is big enough to pay for it.
+pub fn parallel_launch(k: &LinearKernel) -> bool {
+    k.outer > 1 && k.ops.max(k.mem / 4) >= 1 << 19 && NUM_CPU_THREADS.value() > 1
+}
+
+// **************** allocator ****************
+
+/// Host memory for the CPU device (tinygrad `CPUAllocator`, an `LRUAllocator`): 64-byte-aligned allocations, and
+/// freed buffers (up to 1 GiB in all) cached by size for reuse.
+#[derive(Debug, Default)]
+pub struct CpuAllocator {
+    cache: FreeCache,
+}
+
+impl CpuAllocator {
+    /// An allocator with an empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Allocator for CpuAllocator {
+    fn alloc(&self, size: usize) -> Result<RawBuffer> {
+        self.cache.alloc(size, RawBuffer::host)
+    }
+
+    fn free(&self, buf: RawBuffer) {
+        buf.check_owner("host");
+        self.cache.free(buf);
+    }
+
+    fn free_cache(&self) {
+        self.cache.clear();
+    }
+
+    fn copyin(&self, dst: &RawBuffer, src: &[u8]) -> Result<()> {
+        dst.check_copyin("host", src);
+        // SAFETY: dst is valid for its size bytes; src is a Rust slice, so it cannot overlap device memory that only
+        // raw pointers reach.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_ptr(), src.len()) };
+        Ok(())
+    }
+
+    fn copyout(&self, dst: &mut [u8], src: &RawBuffer) -> Result<()> {
+        src.check_copyout("host", dst);
+        // SAFETY: src is valid for its size bytes; dst is an exclusive Rust slice, disjoint from it.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+}
+
+// **************** program ****************
+
+/// The kernel ABI: `void name(void** bufs, const int* vals, int core_start, int core_end)`; the kernel runs its
+/// outermost axis over `[core_start, core_end)`.
+type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i32, i32, i32);
+
+/// `NUM_CPU_THREADS`, at least 1.
+fn threads() -> usize {
+    usize::try_from(NUM_CPU_THREADS.value()).unwrap_or(1).max(1)
+}
+
+/// The thread pool kernels run on, `NUM_CPU_THREADS` threads (read once, at the first parallel launch).
+static POOL: LazyLock<rayon::ThreadPool> = LazyLock::new(|| {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads())
+        .thread_name(|i| format!("tinygrad-cpu-{i}"))
+        .build()
+        .expect("creating the CPU thread pool")
+});
+
+/// Runs `f`, a batch of kernel launches, on a thread of the kernels' pool when no other batch is there (else on
+/// this thread): a parallel launch made on a pool thread runs its first chunk there while the others take the
+/// rest, instead of this thread handing the whole launch over and sleeping until it is done. One batch at a time,
+/// because a pool thread waiting for its chunks may pick up queued work, and a second batch blocking on a buffer
+/// lock the first holds would never return to it; single kernel chunks never block, so they are safe to pick up.
+pub fn run_batch<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    static BATCH: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+    match BATCH.try_lock() {
+        Some(_one) if threads() > 1 => {
+            // (with this thread's Context overrides: DEBUG=2 in a Context still prints each launch)
+            let ctx = crate::helpers::Context::snapshot();
+            POOL.install(move || {
+                let _g = ctx.enter();
+                f()
+            })
+        }
+        _ => f(),
+    }
+}
+
+/// One launch's arguments, shared by the threads that run its chunks.
+struct Launch {
+    f: KernelFn,
+    bufs: *const *mut u8,
+    vals: *const i32,
+}
+
+// SAFETY: the pointers are only passed to the kernel. `Program::launch`'s caller guarantees the buffers outlive the
+// launch and are not otherwise accessed during it; the chunks cover disjoint ranges of the outermost axis, so they
+// write disjoint outputs; `bufs`/`vals` point into slices borrowed for the whole launch, which joins all chunks.
+unsafe impl Send for Launch {}
+// SAFETY: see Send; the kernel only reads `bufs` and `vals`.
+unsafe impl Sync for Launch {}
+
+impl Launch {
+    fn run(&self, start: usize, end: usize) {
+        let (start, end) = (i32::try_from(start).expect("outer axis fits i32"), i32::try_from(end).expect("outer axis fits i32"));
+        // SAFETY: `f` has the kernel ABI (every kernel is rendered with it); pointers as in `unsafe impl Send`.
+        unsafe { (self.f)(self.bufs, self.vals, start, end) }
+    }
+}
+
+/// Where a kernel's code lives: mapped by the in-process linker, or in a `dlopen`ed shared object.
+#[derive(Debug)]
+enum Code {
+    Image(Image),
+    Shared(Library),
+}
+
+/// A kernel loaded from a compiled object (tinygrad `CPUProgram`), callable from any thread.
+#[derive(Debug)]
+pub struct CpuProgram {
+    f: KernelFn,
+    /// Keeps `f`'s code mapped.
+    _code: Arc<Code>,
+    /// Whether [`Program::launch`] splits the THREAD axis over the cores.
+    pub parallel: bool,
+}
+
+/// Objects by content, each with its loaded code while a program holds it.
+type Loaded = FxHashMap<Arc<[u8]>, Weak<Code>>;
+
+/// Loaded objects by content, so the kernels of a compile batch (one object) share one mapping.
+static LOADED: LazyLock<Mutex<Loaded>> = LazyLock::new(Default::default);
+
+impl Code {
+    /// `object` mapped (an ELF relocatable object) or `dlopen`ed (a shared object), or the mapping already made
+    /// of the same bytes. Errors as text.
+    fn load(object: &Arc<[u8]>) -> std::result::Result<Arc<Code>, String> {
+        if let Some(code) = LOADED.lock().get(object).and_then(Weak::upgrade) {
+            return Ok(code);
+        }
+        let code = Arc::new(if object.starts_with(b"\x7fELF") && object.get(16) == Some(&1) {
+            Code::Image(Image::load(object)?)
+        } else {
+            // a shared object goes through a file for dlopen, deleted once mapped
+            static N: AtomicU64 = AtomicU64::new(0);
+            let path = std::env::temp_dir().join(format!("tinygrad-{}-{}.so", std::process::id(), N.fetch_add(1, Relaxed)));
+            std::fs::write(&path, object).map_err(|e| format!("writing {}: {e}", path.display()))?;
+            // SAFETY: our shared objects come from `ClangCompiler` compiling rendered kernels, which have no
+            // initializers or global state.
+            let lib = unsafe { Library::new(&path) };
+            let _ = std::fs::remove_file(&path);
+            Code::Shared(lib.map_err(|e| e.to_string())?)
+        });
+        let mut loaded = LOADED.lock();
+        loaded.retain(|_, w| w.strong_count() > 0);
+        loaded.insert(object.clone(), Arc::downgrade(&code));
+        Ok(code)
+    }
+}
+
+impl CpuProgram {
+    /// Loads the kernel `c` (what [`ClangCompiler`] made). Errors with [`Error::Load`] when the object does not
+    /// load or lacks the kernel's function.
+    pub fn load(c: &Compiled) -> Result<CpuProgram> {
+        Ok(Self::load_all(&c.object, &[&c.entry])?.pop().expect("one program per name"))
+    }
+
+    /// Loads `object` once and looks up each kernel function of `names` in it.
+    pub fn load_all(object: &Arc<[u8]>, names: &[&str]) -> Result<Vec<CpuProgram>> {
+        let code = Code::load(object).map_err(|msg| Error::Load { name: names.join(", "), msg })?;
+        names
+            .iter()
+            .map(|name| {
+                let f = match &*code {
+                    Code::Image(image) => image.symbol(name).map(|p| p as *const ()),
+                    // SAFETY: only the address is taken here.
+                    Code::Shared(lib) => unsafe { lib.get::<*const ()>(name.as_bytes()) }.ok().map(|s| *s),
+                };
+                let f = f.ok_or_else(|| Error::Load { name: name.to_string(), msg: "the object does not define it".into() })?;
+                // SAFETY: every kernel is rendered with the `KernelFn` ABI; the pointer is used only while `code` lives,
+                // which every program made from it holds.
+                Ok(CpuProgram { f: unsafe { std::mem::transmute::<*const (), KernelFn>(f) }, _code: code.clone(), parallel: false })
+            })
+            .collect()
+    }
+}
+
+impl Program for CpuProgram {
+    /// [`CpuProgram::run`] over `global[0]` iterations of the THREAD axis, in parallel as [`CpuProgram::parallel`]
+    /// says; `local` is unused (the CPU has no workgroups).
+    fn launch(&self, bufs: &[*mut u8], vals: &[i32], global: [usize; 3], _local: [usize; 3]) -> Result<Duration> {
+        Ok(self.run(bufs, vals, global[0], self.parallel))
+    }
+}
+
+impl CpuProgram {
+    /// Runs the kernel on `bufs` (buffer start pointers, in the kernel's argument order) with variable values `vals`,
+    /// over `outer` iterations of its THREAD axis: `[0, outer)` in `min(outer, NUM_CPU_THREADS)` contiguous chunks
+    /// on the pool when `parallel`, else one call over `[0, max(outer, 1))` on this thread. Returns the wall time.
+    /// As [`Program::launch`], the pointers must be live buffers the kernel may use alone.
+    pub fn run(&self, bufs: &[*mut u8], vals: &[i32], outer: usize, parallel: bool) -> Duration {
+        let st = Instant::now();
+        let l = Launch { f: self.f, bufs: bufs.as_ptr(), vals: vals.as_ptr() };
+        let n = outer.min(threads());
+        if parallel && n > 1 {
+            POOL.install(|| (0..n).into_par_iter().with_max_len(1).for_each(|i| l.run(i * outer / n, (i + 1) * outer / n)));
+        } else {
+            l.run(0, outer.max(1));
+        }
+        st.elapsed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::helpers::Context;
+    use crate::runtime::testing::{self, f32s};
+    use std::path::PathBuf;
+    use std::process::Command;
+
+    /// A source that no earlier run compiled, so the first compile is a real one.
+    pub(super) fn fresh(src: &str) -> String {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        format!("// {}-{nanos}-{}\n{src}", std::process::id(), N.fetch_add(1, Relaxed))
+    }
+
+    /// Where `cc` caches the object of `src`.
+    pub(super) fn entry_path(cc: &ClangCompiler, src: &str) -> PathBuf {
+        kernel_cache::path(&cc.key(src))
+    }
+
+    pub(super) const AXPB: &str = "void axpb(void** bufs, const int* vals, int core_start, int core_end) {
+  float* out = (float*)bufs[0]; const float* a = (const float*)bufs[1]; int* starts = (int*)bufs[2];
+  for (int i = core_start; i < core_end; i++) { out[i] = a[i]*2.0f + (float)vals[0]; starts[i] = core_start; }
+}";
+
+    fn i32s(b: &[u8]) -> Vec<i32> {
+        b.chunks_exact(4).map(|c| i32::from_ne_bytes(c.try_into().unwrap())).collect()
+    }
+
+    #[test]
+    fn alloc_is_aligned_and_reuses_freed_buffers() {
+        let a = CpuAllocator::new();
+        let b = a.alloc(1000).unwrap();
+        let (p, size) = (b.as_ptr(), b.size());
+        assert_eq!((p as usize % 64, size), (0, 1000));
+        a.free(b);
+        let other = a.alloc(999).unwrap();
+        assert_ne!(other.as_ptr(), p, "a different size is a new allocation");
+        assert_eq!(a.alloc(1000).unwrap().as_ptr(), p, "same size reuses the freed buffer");
+        let z = a.alloc(0).unwrap();
+        assert_eq!((z.size(), z.as_ptr() as usize % 64), (0, 0));
+        a.free(z);
+        a.free_cache();
+        assert_eq!(a.cache.cached(), (0, 0));
+    }
+
+    #[test]
+    #[should_panic(expected = "a CL buffer handed to the host allocator")]
+    fn another_devices_buffer_is_refused() {
+        /// Releases nothing.
+        unsafe fn keep(_: std::ptr::NonNull<u8>, _: usize) {}
+        let mut host = [0u8; 8];
+        // SAFETY: `keep` releases nothing, so any handle is sound to drop.
+        let foreign = unsafe { RawBuffer::from_handle(std::ptr::NonNull::from(&mut host).cast(), 8, keep, "CL") };
+        CpuAllocator::new().copyin(&foreign, &[0; 8]).unwrap();
+    }
+
+    #[test]
+    fn free_cache_is_capped() {
+        let a = CpuAllocator::new();
+        let big = 600 << 20;
+        let (x, y) = (a.alloc(big).unwrap(), a.alloc(big).unwrap());
+        a.free(x);
+        a.free(y); // over the 1 GiB cap: released
+        assert_eq!(a.cache.cached(), (big, 1));
+    }
+
+    #[test]
+    fn copy_round_trip() {
+        testing::copy_round_trip(&CpuAllocator::new());
+    }
+
+    #[test]
+    #[should_panic(expected = "copyin: buffer is 8 bytes, source 4")]
+    fn copyin_size_mismatch_panics() {
+        let a = CpuAllocator::new();
+        a.copyin(&a.alloc(8).unwrap(), &[0; 4]).unwrap();
+    }
+
+    #[test]
+    fn compile_load_launch() {
+        let cc = ClangCompiler::new().unwrap();
+        let src = fresh(AXPB);
+        let prog = CpuProgram::load(&cc.compile("axpb", &src).unwrap()).unwrap();
+        std::fs::remove_file(entry_path(&cc, &src)).unwrap(); // tests leave no fresh kernels behind
+        let a = CpuAllocator::new();
+        let n = 1000;
+        let input: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 100.0).collect();
+        let (out, inp, starts) = (a.alloc(n * 4).unwrap(), a.alloc(n * 4).unwrap(), a.alloc(n * 4).unwrap());
+        a.copyin(&inp, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>()).unwrap();
+        let _g = Context::new(&[(&NUM_CPU_THREADS, 4)]);
+        for (parallel, want_starts) in [(false, [0, 0, 0, 0]), (true, [0, 250, 500, 750])] {
+            a.copyin(&out, &vec![0; n * 4]).unwrap();
+            prog.run(&[out.as_ptr(), inp.as_ptr(), starts.as_ptr()], &[7], n, parallel);
+            let mut bytes = vec![0u8; n * 4];
+            a.copyout(&mut bytes, &out).unwrap();
+            let want: Vec<f32> = input.iter().map(|x| x * 2.0 + 7.0).collect();
+            assert_eq!(f32s(&bytes), want, "parallel={parallel}");
+            a.copyout(&mut bytes, &starts).unwrap();
+            let want: Vec<i32> = (0..n).map(|i| want_starts[i / 250]).collect();
+            assert_eq!(i32s(&bytes), want, "chunk starts, parallel={parallel}");
+        }
+        let object = cc.compile("axpb", AXPB).unwrap().object;
+        assert!(CpuProgram::load_all(&object, &["nope"]).is_err_and(|e| matches!(e, Error::Load { .. })));
+    }
+
+    #[test]
+    fn ieee_and_libm() {
+        let src = "float expf(float);\nvoid k(void** bufs, const int* vals, int s, int e) {
+  float* o = (float*)bufs[0]; const float* a = (const float*)bufs[1];
+  for (int i = s; i < e; i++) { o[2*i] = expf(a[i]); o[2*i+1] = a[i] != a[i] ? 1.0f : 0.0f; }
+}";
+        let prog = CpuProgram::load(&ClangCompiler::new().unwrap().compile("k", src).unwrap()).unwrap();
+        let a = CpuAllocator::new();
+        let input = [0.0f32, 1.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY];
+        let (o, i) = (a.alloc(40).unwrap(), a.alloc(20).unwrap());
+        a.copyin(&i, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>()).unwrap();
+        prog.run(&[o.as_ptr(), i.as_ptr()], &[], 5, false);
+        let mut bytes = vec![0u8; 40];
+        a.copyout(&mut bytes, &o).unwrap();
+        let got = f32s(&bytes);
+        assert_eq!([got[0], got[2], got[6], got[8]], [1.0, 1f32.exp(), f32::INFINITY, 0.0]);
+        assert!(got[4].is_nan());
+        assert_eq!([got[1], got[3], got[5], got[7], got[9]], [0.0, 0.0, 1.0, 0.0, 0.0], "NaN != NaN only for NaN");
+    }
+
+    /// A vector selected whole on a scalar condition, as the renderer emits a select the same in every lane (gcc 12
+    /// on AVX-512 zeroes all lanes but the first of the per-lane form `(float16){c ? w[0] : 0.0f, ...}`): every
+    /// compiler on `PATH` must get it right.
+    #[test]
+    fn vectors_selected_on_a_scalar_with_every_compiler() {
+        let src = "typedef float float16 __attribute__((vector_size(64), aligned(4)));
+void k(void** bufs, const int* vals, int s, int e) {
+  float* restrict o = (float*)bufs[0]; const float* restrict in = (const float*)bufs[1];
+  for (long j = s; j < e; j++) {
+    float16 acc = {0};
+    for (long r = 0; r < 9; r++) {
+      int a = (int)r * 10 - 9; a = a < 0 ? 0 : a;
+      _Bool c = (a / 18) == (int)j;
+      float16 w = *((float16*)(&in[r * 16])) * 0.5f;
+      acc = acc + (c ? w : (float16){0});
+    }
+    for (int l = 0; l < 16; l++) o[j * 16 + l] = acc[l];
+  }
+}";
+        let input: Vec<f32> = (0..144).map(|i| i as f32).collect();
+        let want: Vec<f32> = (0..80)
+            .map(|i| (0..9).filter(|r| (10 * r - 9).max(0) / 18 == i / 16).map(|r| 0.5 * input[(r * 16 + i % 16) as usize]).sum())
+            .collect();
+        let a = CpuAllocator::new();
+        for cc in ["clang", "gcc"].into_iter().filter_map(|cc| ClangCompiler::with_cc(cc).ok()) {
+            let prog = CpuProgram::load(&cc.compile("k", src).unwrap()).unwrap();
+            let (o, i) = (a.alloc(80 * 4).unwrap(), a.alloc(144 * 4).unwrap());
+            a.copyin(&i, &input.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>()).unwrap();
+            prog.run(&[o.as_ptr(), i.as_ptr()], &[], 5, false);
+            let mut bytes = vec![0u8; 80 * 4];
+            a.copyout(&mut bytes, &o).unwrap();
+            assert_eq!(f32s(&bytes), want, "{}", cc.cc());
+        }
+    }
+
+    #[test]
+    fn shared_objects_load_too() {
+        let cc = ClangCompiler::new().unwrap();
+        let dir = std::env::temp_dir().join(format!("tinygrad-so-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("k.c"), AXPB).unwrap();
+        let ok = Command::new(cc.cc())
+            .args(clang::COMPILE_FLAGS.iter())
+            .args(["-shared", "-o"])
+            .arg(dir.join("k.so"))
+            .arg(dir.join("k.c"))
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let prog = CpuProgram::load(&Compiled { object: std::fs::read(dir.join("k.so")).unwrap().into(), entry: "axpb".into() }).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let a = CpuAllocator::new();
+        let (out, inp, starts) = (a.alloc(4).unwrap(), a.alloc(4).unwrap(), a.alloc(4).unwrap());
+        a.copyin(&inp, &4f32.to_ne_bytes()).unwrap();
+        prog.run(&[out.as_ptr(), inp.as_ptr(), starts.as_ptr()], &[1], 1, false);
+        let mut bytes = vec![0u8; 4];
+        a.copyout(&mut bytes, &out).unwrap();
+        assert_eq!(f32s(&bytes), [9.0]);
+    }
+}
