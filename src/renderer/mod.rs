@@ -5,6 +5,8 @@
 //! prints (tinygrad `renderer/__init__.py` `Renderer`).
 
 pub mod cstyle;
+pub mod cuda;
+pub mod opencl;
 pub mod python;
 
 use crate::codegen::LinearKernel;
