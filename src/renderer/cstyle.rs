@@ -1,71 +1,454 @@
-//! The C-style renderers: linear UOps to one kernel function, in C for the CPU device (clang or gcc) or in OpenCL
-//! C. One base ([`render_with`]) and a [`Dialect`] of what differs, as tinygrad's `CStyleLanguage` and its
-//! `ClangRenderer` and `OpenCLRenderer` (`renderer/cstyle.py`).
+//! The C-style renderers. In: a linearized kernel. Out: its source as one kernel function, in C for the CPU
+//! device (clang or gcc), OpenCL C ([`super::opencl`]) or CUDA C++ ([`super::cuda`]). One base, as tinygrad's
+//! `CStyleLanguage` (`renderer/cstyle.py`): [`render_with`] walks the UOps and asks a [`CStyle`] dialect how to
+//! spell each piece. The trait's default methods are GNU C for the CPU ([`C`], tinygrad `ClangRenderer`); another
+//! dialect is a file overriding what it spells differently.
 //!
 //! C: the CPU kernel ABI `void name(void** bufs, const int* vals, int core_start, int core_end)`, where the THREAD
 //! axis (the outermost loop) runs over `[core_start, core_end)`; vectors are GNU C vector types (arithmetic on them
-//! is lane-wise, a scalar operand is broadcast). OpenCL C: `__kernel void name(__global T* data0, ...)`, grid
-//! indices from `get_group_id`/`get_local_id`, the built-in vector types with `vload`/`vstore`.
+//! is lane-wise, a scalar operand is broadcast).
 
-use super::LinearKernel;
+use super::cuda::Cuda;
+use super::opencl::OpenCL;
+use super::{LinearKernel, TensorCore};
 use crate::dtype::{dtypes, ConstValue, DType, Scalar};
 use crate::uop::{Arg, AxisType, GroupOp, Ops, UOp};
 use rustc_hash::FxHashMap;
+use std::borrow::Cow;
 use std::fmt::Write;
 
-/// What one C dialect does differently (tinygrad `CStyleLanguage`'s fields and overrides).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Dialect {
-    /// OpenCL C rather than GNU C.
-    pub opencl: bool,
-    /// CUDA C++ (NVRTC) rather than GNU C: no vectors (its vector types have no arithmetic).
-    pub cuda: bool,
-    /// Whether `half` is a type values can have (OpenCL: `cl_khr_fp16`). Without it, half values are floats
-    /// rounded to half precision where they are made, and half buffers are read and written with
-    /// `vload_half`/`vstore_half`, which OpenCL has everywhere.
-    pub half: bool,
+/// How a C dialect spells each piece of a kernel (tinygrad `CStyleLanguage`'s fields and methods). The defaults
+/// are GNU C for the CPU device; a dialect overrides what differs. `defs` collects what the kernel needs defined
+/// before it (vector types, helper functions), each once, in the order first needed.
+pub trait CStyle {
+    /// The type of values of scalar dtype `dt`.
+    fn ty(&self, dt: DType) -> &'static str {
+        ctype(dt, true)
+    }
+    /// The type of vector dtype `dt`: a GNU C vector type, aligned like its elements (loads and stores of it need
+    /// no alignment).
+    fn vtype(&self, dt: DType, defs: &mut Vec<String>) -> String {
+        let base = ctype(dt.scalar(), false);
+        let name = format!("{}{}", base.replace(' ', "_"), dt.count);
+        define(
+            defs,
+            format!("typedef {base} {name} __attribute__((vector_size({}), aligned({})));\n", dt.itemsize(), dt.scalar().itemsize()),
+        );
+        name
+    }
+    /// A float NaN.
+    fn nan(&self) -> &'static str {
+        "__builtin_nan(\"\")"
+    }
+    /// A float infinity.
+    fn infinity(&self) -> &'static str {
+        "__builtin_inf()"
+    }
+    /// The statement defining symbolic variable `var_{name}`, the kernel's `slot`th: read from the launch's `vals`
+    /// array. `None` where variables are kernel parameters.
+    fn define_var(&self, name: &str, slot: usize) -> Option<String> {
+        Some(format!("long var_{name} = (long)vals[{slot}];"))
+    }
+    /// The index along dimension `dim` of the workgroup (`global`) or of the thread in it (tinygrad
+    /// `code_for_workitem`).
+    fn workitem(&self, _global: bool, _dim: usize) -> String {
+        panic!("C renderer: no workgroups on this target")
+    }
+    /// The qualifier of workgroup shared memory (tinygrad `smem_prefix`).
+    fn smem_prefix(&self) -> &'static str {
+        panic!("C renderer: no shared memory on this target")
+    }
+    /// The statement that waits for the workgroup's threads (tinygrad `barrier`).
+    fn barrier(&self) -> &'static str {
+        panic!("C renderer: no workgroups on this target")
+    }
+    /// The value a load of `dt` reads at element `addr` of a buffer (`global`: a kernel argument).
+    fn load(&self, addr: &str, dt: DType, _global: bool, defs: &mut Vec<String>) -> String {
+        if dt.count > 1 {
+            format!("*(({}*)(&{addr}))", self.vtype(dt, defs))
+        } else {
+            addr.to_string()
+        }
+    }
+    /// The value a gated load of `dt` gives where its gate is false.
+    fn zero(&self, dt: DType, defs: &mut Vec<String>) -> String {
+        if dt.count > 1 {
+            format!("(({}){{0}})", self.vtype(dt, defs))
+        } else {
+            literal(ConstValue::Int(0), dt, self)
+        }
+    }
+    /// The statement storing `val` of `dt` at element `addr` of a buffer `buf` defines (a DEFINE_GLOBAL,
+    /// DEFINE_LOCAL or DEFINE_REG).
+    fn store(&self, addr: &str, val: &str, dt: DType, buf: Ops, defs: &mut Vec<String>) -> String {
+        if dt.count > 1 && buf != Ops::DEFINE_REG {
+            format!("*(({}*)(&{addr})) = {val};", self.vtype(dt, defs))
+        } else {
+            format!("{addr} = {val};")
+        }
+    }
+    /// Lane `lane` of vector `x`.
+    fn gep(&self, x: &str, lane: i64) -> String {
+        format!("{x}[{lane}]")
+    }
+    /// A vector of type `vt` from its lanes.
+    fn vectorize(&self, vt: &str, lanes: &[&str]) -> String {
+        format!("(({vt}){{{}}})", lanes.join(", "))
+    }
+    /// Tensor core `tc`'s `D = A·B + C` on a warp's fragments `a`, a call of a function it adds to `defs`.
+    fn wmma(&self, _tc: &TensorCore, _a: &[&str], _defs: &mut Vec<String>) -> String {
+        panic!("C renderer: no tensor cores on this target")
+    }
+    /// The conversion of `x` from `from` to `to`: GNU C's casts, bf16 and half through float.
+    fn cast(&self, x: &str, from: DType, to: DType, defs: &mut Vec<String>) -> String {
+        c_cast(x, from, to, defs, self)
+    }
+    /// The bits of `x` (a `from`) as a `to` of the same size.
+    fn bitcast(&self, x: &str, from: DType, to: DType, defs: &mut Vec<String>) -> String {
+        if to.count > 1 {
+            // a GNU vector cast between vectors of one size reinterprets the bits
+            format!("(({})({x}))", self.vtype(to, defs))
+        } else {
+            format!("({{{} __x = {x}; {} __y; __builtin_memcpy(&__y, &__x, sizeof(__y)); __y;}})", self.ty(from), self.ty(to))
+        }
+    }
+    /// Math function `name` (`sqrt`, `exp2`, ...) of `x` in `dt`: GNU C builtins, narrower floats in float.
+    fn math(&self, name: &str, dt: DType, x: &str) -> String {
+        match dt.scalar {
+            Scalar::Float64 => format!("__builtin_{name}({x})"),
+            Scalar::Float32 | Scalar::WeakFloat => format!("__builtin_{name}f({x})"),
+            _ => format!("(({})(__builtin_{name}f((float){x})))", self.ty(dt)),
+        }
+    }
+    /// The fused multiply-add `a[0]*a[1] + a[2]` in `dt`, one rounding (codegen forms MULACC for float32 and float64
+    /// only).
+    fn mulacc(&self, dt: DType, a: &[&str]) -> String {
+        let f = if dt.scalar == Scalar::Float64 { "__builtin_fma" } else { "__builtin_fmaf" };
+        format!("{f}({}, {}, {})", a[0], a[1], a[2])
+    }
+    /// MULACC `u` of vectors, over operands `a`: C has no lane-wise fma, so a helper function (`tg_fma_*`); GNU C
+    /// broadcasts a scalar operand of vector arithmetic, but not of a call, so scalar operands become vectors.
+    fn mulacc_vector(&self, u: &UOp, a: &[&str], defs: &mut Vec<String>) -> String {
+        let (f, vt) = (fma_vector(u.dtype, defs, self), self.vtype(u.dtype, defs));
+        let arg = |j: usize| match u.src[j].dtype.count {
+            1 => format!("(({vt}){{{}}})", vec![a[j]; u.dtype.count as usize].join(", ")),
+            _ => a[j].to_string(),
+        };
+        format!("{f}({}, {}, {})", arg(0), arg(1), arg(2))
+    }
+    /// The lane-wise max of vectors `a` and `b` of `dt`: C has no vector `?:`, so bits selected with the
+    /// comparison's mask.
+    fn max_vector(&self, dt: DType, a: &str, b: &str, defs: &mut Vec<String>) -> String {
+        let (vt, mt) = (self.vtype(dt, defs), self.vtype(mask_dtype(dt), defs));
+        format!("((({vt})((({mt})({a}<{b})&({mt}){b})|(~({mt})({a}<{b})&({mt}){a}))))")
+    }
+    /// `a` to the power `b` in `dt` (ints in double: exact while the result fits 53 bits).
+    fn pow(&self, dt: DType, a: &str, b: &str) -> String {
+        match dt.scalar {
+            Scalar::Float64 => format!("__builtin_pow({a}, {b})"),
+            Scalar::Float32 | Scalar::WeakFloat => format!("__builtin_powf({a}, {b})"),
+            _ if !dt.is_float() => format!("(({})__builtin_pow((double){a}, (double){b}))", self.ty(dt)),
+            _ => format!("(({})__builtin_powf({a}, {b}))", self.ty(dt)),
+        }
+    }
+    /// The whole source: the kernel function named `k.name` around `body`, after the preludes and `defs` it needs
+    /// (tinygrad `render_kernel`).
+    fn render_kernel(&self, k: &LinearKernel, body: &str, defs: &[String]) -> String {
+        let params: String = globals(k)
+            .iter()
+            .map(|&(slot, dt)| {
+                let t = ctype(dt, false);
+                format!("  {}{t}* restrict data{slot} = ({t}*)bufs[{slot}];\n", if slot == 0 { "" } else { "const " })
+            })
+            .collect();
+        format!(
+            "{HALF}{}{}void {}(void** bufs, const int* vals, int core_start, int core_end) {{\n  (void)vals; (void)core_start; (void)core_end;\n{params}{body}}}\n",
+            if any_dtype(k, is_bf16) { BF16_PRELUDE } else { "" },
+            defs.concat(),
+            k.name
+        )
+    }
 }
 
-/// GNU C for the CPU device.
-pub const C: Dialect = Dialect { opencl: false, cuda: false, half: true };
+/// GNU C for the CPU device: every [`CStyle`] default.
+pub struct C;
+impl CStyle for C {}
 
-impl Dialect {
-    /// The type of scalar dtype `dt` in this dialect ([`ctype`] in C).
-    fn ty(self, dt: DType) -> &'static str {
-        if self.cuda {
-            return if dt.scalar == Scalar::Bool { "bool" } else { ctype(dt, true) };
-        }
-        if !self.opencl {
-            return ctype(dt, true);
-        }
-        match dt.scalar {
-            Scalar::Bool => "bool",
-            Scalar::Int8 => "char",
-            Scalar::UInt8 => "uchar",
-            Scalar::UInt16 | Scalar::BFloat16 => "ushort",
-            Scalar::UInt32 => "uint",
-            Scalar::UInt64 => "ulong",
-            Scalar::WeakInt => "long",
-            Scalar::Float16 if !self.half => "float",
-            _ => ctype(dt, true),
-        }
+/// Renders `k` as one C function named `k.name`.
+pub fn render(k: &LinearKernel) -> String {
+    render_with(k, &C)
+}
+
+/// Renders `k` as one OpenCL C kernel named `k.name` (see [`crate::renderer::Renderer::opencl`]).
+pub fn render_opencl(k: &LinearKernel, ren: &crate::renderer::Renderer) -> String {
+    render_with(k, &OpenCL { half: ren.half })
+}
+
+/// Renders `k` as one CUDA kernel named `k.name` for NVRTC (see [`crate::renderer::Renderer::cuda`]).
+pub fn render_cuda(k: &LinearKernel) -> String {
+    render_with(k, &Cuda)
+}
+
+/// How deep an inlined expression may nest before it is given a name.
+const MAX_NESTING: usize = 32;
+
+/// What rendering one UOp gives.
+enum Code {
+    /// An expression: inlined where it is used, or given a name if it is used twice or nests deep.
+    Expr(String),
+    /// A name a statement defined, or a value read where it is used.
+    Named(String),
+    /// A statement only.
+    Stmt,
+}
+
+/// Renders `k` as one kernel function in dialect `d`. Index math is `long`, as wide as a pointer, even where `int`
+/// holds it: an `int` index is sign-extended at every address, which LLVM's loop analyses (SCEV) take 3-4x longer
+/// over in tiled kernels.
+pub fn render_with(k: &LinearKernel, d: &(impl CStyle + ?Sized)) -> String {
+    let uops = &k.uops;
+    let at: FxHashMap<&UOp, usize> = uops.iter().enumerate().map(|(i, u)| (u, i)).collect();
+    // per uop: its C expression or name, how often it is used, how deep its inlined expression nests
+    let mut r: Vec<String> = vec![String::new(); uops.len()];
+    let mut uses: Vec<usize> = vec![0; uops.len()];
+    let mut nesting: Vec<usize> = vec![0; uops.len()];
+    // MAX prints its operands twice, a vector MULACC its scalar operands once a lane: count them as used twice so
+    // they get a name
+    let twice =
+        |u: &UOp, s: &UOp| u.op == Ops::MAX || (u.op == Ops::MULACC && u.dtype.count > s.dtype.count) || division_guard(u).is_some();
+    uops.iter().for_each(|u| u.src.iter().for_each(|s| uses[at[s]] += if twice(u, s) { 2 } else { 1 }));
+    let mut w = Writer { d, defs: Vec::new(), body: String::new(), depth: 1, names: 0 };
+    for (i, u) in uops.iter().enumerate() {
+        let a: Vec<&str> = u.src.iter().map(|x| r[at[x]].as_str()).collect();
+        let code = match u.op {
+            Ops::DEFINE_GLOBAL | Ops::CONST | Ops::DEFINE_VAR | Ops::SPECIAL | Ops::DEFINE_REG | Ops::DEFINE_LOCAL => {
+                w.definition(k, u, &a)
+            }
+            Ops::RANGE | Ops::END | Ops::BARRIER => w.control_flow(u, &a),
+            Ops::INDEX | Ops::LOAD | Ops::STORE => {
+                // (a gated load or store: its INDEX's third source)
+                let gate = u.src.first().and_then(|x| x.src.get(2)).map(|g| r[at[g]].as_str());
+                w.memory(u, &a, gate)
+            }
+            Ops::GEP | Ops::VECTORIZE | Ops::WMMA | Ops::CAST | Ops::BITCAST => Code::Expr(w.lanes(u, &a)),
+            op if GroupOp::ALU.contains(op) => Code::Expr(w.alu(u, &a)),
+            Ops::SINK | Ops::NOOP => Code::Stmt,
+            op => panic!("C renderer: can't render {op}"),
+        };
+        r[i] = match code {
+            Code::Stmt => continue,
+            Code::Named(name) => name,
+            Code::Expr(expr) => {
+                // an expression nested deeper than MAX_NESTING gets a name: compilers cap bracket nesting, and a long
+                // chain inlined whole would be copied once per level
+                let nest = 1 + u.src.iter().map(|x| nesting[at[x]]).max().unwrap_or(0);
+                let inline =
+                    matches!(u.op, Ops::CONST | Ops::DEFINE_GLOBAL | Ops::DEFINE_LOCAL | Ops::RANGE | Ops::DEFINE_REG | Ops::INDEX)
+                        || (uses[i] <= 1 && u.op != Ops::WHERE && nest <= MAX_NESTING);
+                if inline {
+                    nesting[i] = nest;
+                    expr
+                } else {
+                    let (name, t) = (w.name("alu"), w.ty_of(u.dtype));
+                    w.line(format_args!("{t} {name} = {expr};"));
+                    name
+                }
+            }
+        };
     }
-    /// Whether values of `dt` are floats standing in for halves (see [`Dialect::half`]).
-    fn emulated_half(self, dt: DType) -> bool {
-        self.opencl && !self.half && dt.scalar == Scalar::Float16
+    d.render_kernel(k, &w.body, &w.defs)
+}
+
+/// A kernel function as it is written: its body so far, at loop depth `depth`, the definitions it needs before it,
+/// and how many names (`val`, `alu`) it has given.
+struct Writer<'a, D: ?Sized> {
+    d: &'a D,
+    defs: Vec<String>,
+    body: String,
+    depth: usize,
+    names: usize,
+}
+
+impl<D: CStyle + ?Sized> Writer<'_, D> {
+    /// Appends statement `s` at the current depth.
+    fn line(&mut self, s: std::fmt::Arguments) {
+        (0..self.depth).for_each(|_| self.body.push_str("  "));
+        let _ = self.body.write_fmt(s);
+        self.body.push('\n');
     }
-    /// The element type of a buffer of `dt` (OpenCL has no bool buffers: they are bytes).
-    fn buf_ty(self, dt: DType) -> &'static str {
-        if self.opencl && dt.scalar == Scalar::Bool {
-            "uchar"
-        } else if self.opencl && dt.scalar == Scalar::Float16 {
-            "half"
-        } else if self.opencl || self.cuda {
-            self.ty(dt)
+    /// A new name starting with `prefix`.
+    fn name(&mut self, prefix: &str) -> String {
+        let name = format!("{prefix}{}", self.names);
+        self.names += 1;
+        name
+    }
+    /// The type of vector dtype `dt`.
+    fn vtype(&mut self, dt: DType) -> String {
+        self.d.vtype(dt, &mut self.defs)
+    }
+    /// The type of values of `dt`, a scalar or a vector.
+    fn ty_of(&mut self, dt: DType) -> Cow<'static, str> {
+        if dt.count > 1 {
+            self.vtype(dt).into()
         } else {
-            ctype(dt, false)
+            self.d.ty(dt).into()
         }
     }
+
+    /// Buffers, constants, variables, grid indices, registers and shared memory.
+    fn definition(&mut self, k: &LinearKernel, u: &UOp, a: &[&str]) -> Code {
+        match (u.op, &u.arg) {
+            (Ops::DEFINE_GLOBAL, Arg::Int(slot)) => Code::Expr(format!("data{slot}")),
+            (Ops::CONST, _) => Code::Expr(literal(u.const_value().unwrap(), u.dtype, self.d)),
+            // a symbolic variable: a kernel parameter on GPUs, the launch's `vals` array on the CPU (prefixed: a
+            // variable named like a kernel's own names, `vals` or `alu0`, would clash)
+            (Ops::DEFINE_VAR, _) => {
+                let name = u.var_name();
+                let slot = k.vars.iter().position(|v| &**v == name).expect("LinearKernel::vars lists every DEFINE_VAR");
+                if let Some(s) = self.d.define_var(name, slot) {
+                    self.line(format_args!("{s}"));
+                }
+                Code::Named(format!("var_{name}"))
+            }
+            (Ops::SPECIAL, Arg::Str(name)) => {
+                let f = self.d.workitem(name.starts_with('g'), usize::from(name.as_bytes()[name.len() - 1] - b'0'));
+                self.line(format_args!("long {name} = (long){f}; /* {} */", a[0]));
+                Code::Named(name.to_string())
+            }
+            (Ops::DEFINE_REG, Arg::Int(id)) => {
+                let t = self.ty_of(u.dtype.base());
+                self.line(format_args!("{t} acc{id};"));
+                Code::Expr(format!("acc{id}"))
+            }
+            (Ops::DEFINE_LOCAL, Arg::Int(id)) => {
+                self.line(format_args!("{} {} temp{id}[{}];", self.d.smem_prefix(), self.d.ty(u.dtype.base()), u.dtype.size));
+                Code::Expr(format!("temp{id}"))
+            }
+            (op, arg) => unreachable!("{op} with arg {arg:?}"),
+        }
+    }
+
+    /// Loops and barriers.
+    fn control_flow(&mut self, u: &UOp, a: &[&str]) -> Code {
+        match u.op {
+            Ops::RANGE => {
+                let (id, kind) = u.axis();
+                let (start, end) = if kind == AxisType::Thread { ("core_start", "core_end") } else { ("0", a[0]) };
+                self.line(format_args!("for ({} ridx{id} = {start}; ridx{id} < {end}; ridx{id}++) {{", self.d.ty(u.dtype)));
+                self.depth += 1;
+                Code::Expr(format!("ridx{id}"))
+            }
+            Ops::END => {
+                for _ in u.src.iter().filter(|s| s.op == Ops::RANGE) {
+                    self.depth -= 1;
+                    self.line(format_args!("}}"));
+                }
+                Code::Stmt
+            }
+            Ops::BARRIER => {
+                self.line(format_args!("{}", self.d.barrier()));
+                Code::Stmt
+            }
+            op => unreachable!("{op} is not control flow"),
+        }
+    }
+
+    /// Addresses, loads and stores, `gate` the expression of a gated one's condition.
+    fn memory(&mut self, u: &UOp, a: &[&str], gate: Option<&str>) -> Code {
+        match u.op {
+            Ops::INDEX if u.src[0].op == Ops::DEFINE_REG => Code::Expr(a[0].to_string()),
+            Ops::INDEX => Code::Expr(format!("{}[{}]", a[0], a[1])),
+            // a register is read where it is used, never copied (the copy would go stale)
+            Ops::LOAD if u.src[0].src[0].op == Ops::DEFINE_REG => Code::Named(a[0].to_string()),
+            Ops::LOAD => {
+                let (name, t) = (self.name("val"), self.ty_of(u.dtype));
+                let v = self.d.load(a[0], u.dtype, u.src[0].src[0].op == Ops::DEFINE_GLOBAL, &mut self.defs);
+                match gate {
+                    Some(g) => {
+                        let zero = self.d.zero(u.dtype, &mut self.defs);
+                        self.line(format_args!("{t} {name} = ({g}?{v}:{zero});"))
+                    }
+                    None => self.line(format_args!("{t} {name} = {v};")),
+                }
+                Code::Named(name)
+            }
+            Ops::STORE => {
+                let s = self.d.store(a[0], a[1], u.src[1].dtype, u.src[0].src[0].op, &mut self.defs);
+                match gate {
+                    Some(g) => self.line(format_args!("if ({g}) {s}")),
+                    None => self.line(format_args!("{s}")),
+                }
+                Code::Stmt
+            }
+            op => unreachable!("{op} is not a memory access"),
+        }
+    }
+
+    /// Lanes, vectors, tensor cores and conversions.
+    fn lanes(&mut self, u: &UOp, a: &[&str]) -> String {
+        let d = self.d;
+        match (u.op, &u.arg) {
+            (Ops::GEP, Arg::Int(lane)) => d.gep(a[0], *lane),
+            (Ops::VECTORIZE, _) => {
+                let vt = self.vtype(u.dtype);
+                d.vectorize(&vt, a)
+            }
+            (Ops::WMMA, Arg::Str(name)) => {
+                d.wmma(super::tensor_core(name).expect("codegen makes WMMAs only from the renderer's tensor cores"), a, &mut self.defs)
+            }
+            (Ops::CAST, _) => d.cast(a[0], u.src[0].dtype, u.dtype, &mut self.defs),
+            (Ops::BITCAST, _) => d.bitcast(a[0], u.src[0].dtype, u.dtype, &mut self.defs),
+            (op, arg) => unreachable!("{op} with arg {arg:?}"),
+        }
+    }
+
+    /// Arithmetic: bf16 math in float, lane-wise ops on vectors that have no C operator, else [`alu`].
+    fn alu(&mut self, u: &UOp, a: &[&str]) -> String {
+        let d = self.d;
+        match u.op {
+            // bf16 math happens in float: operands widen, the result narrows (a WHERE only selects bits)
+            op if op != Ops::WHERE && (is_bf16(u.dtype) || u.src.iter().any(|x| is_bf16(x.dtype))) => {
+                let a: Vec<String> =
+                    u.src.iter().zip(a).map(|(x, s)| if is_bf16(x.dtype) { format!("tg_bf2f({s})") } else { s.to_string() }).collect();
+                let e =
+                    alu(u, if is_bf16(u.dtype) { dtypes::FLOAT32 } else { u.dtype }, &a.iter().map(String::as_str).collect::<Vec<_>>(), d);
+                if is_bf16(u.dtype) {
+                    format!("tg_f2bf({e})")
+                } else {
+                    e
+                }
+            }
+            Ops::MULACC if u.dtype.count > 1 => d.mulacc_vector(u, a, &mut self.defs),
+            Ops::MAX if u.dtype.count > 1 => d.max_vector(u.dtype, a[0], a[1], &mut self.defs),
+            _ => alu(u, u.dtype, a, d),
+        }
+    }
+}
+
+/// Adds definition `def` to `defs` unless it is there.
+pub(super) fn define(defs: &mut Vec<String>, def: String) {
+    if !defs.contains(&def) {
+        defs.push(def);
+    }
+}
+
+/// The kernel's buffers, `(slot, element dtype)` by slot.
+pub(super) fn globals(k: &LinearKernel) -> Vec<(i64, DType)> {
+    let mut globals: Vec<(i64, DType)> = k
+        .uops
+        .iter()
+        .filter_map(|u| match u.arg {
+            Arg::Int(slot) if u.op == Ops::DEFINE_GLOBAL => Some((slot, u.dtype.base())),
+            _ => None,
+        })
+        .collect();
+    globals.sort_by_key(|g| g.0);
+    globals
+}
+
+/// Whether some UOp of `k` has a dtype `f` holds for.
+pub(super) fn any_dtype(k: &LinearKernel, f: impl Fn(DType) -> bool) -> bool {
+    k.uops.iter().any(|u| f(u.dtype))
 }
 
 /// The C type of a scalar dtype (`weakint` is `int` when `index_64` is false, else `long`). Halves are `half`:
@@ -73,7 +456,7 @@ impl Dialect {
 /// ClangRenderer). bfloat16 values are their
 /// bits in an `unsigned short`: clang 14 has no usable `__bf16` on x86, so every bf16 op converts to float and
 /// back with bit operations (tinygrad's `pm_manual_bf16_cast` and non-native float patterns).
-fn ctype(dt: DType, index_64: bool) -> &'static str {
+pub(super) fn ctype(dt: DType, index_64: bool) -> &'static str {
     match dt.scalar {
         Scalar::Bool => "_Bool",
         Scalar::Int8 => "signed char",
@@ -94,29 +477,16 @@ fn ctype(dt: DType, index_64: bool) -> &'static str {
     }
 }
 
-fn literal(v: ConstValue, dt: DType, d: Dialect) -> String {
+/// Constant `v` of `dt` in dialect `d`.
+pub(super) fn literal(v: ConstValue, dt: DType, d: &(impl CStyle + ?Sized)) -> String {
     let ty = d.ty(dt);
     match v {
         ConstValue::Bool(b) => (b as u8).to_string(),
         ConstValue::Float(f) if dt.is_float() => {
             let s = if f.is_nan() {
-                if d.opencl {
-                    "NAN"
-                } else if d.cuda {
-                    "__int_as_float(0x7fc00000)"
-                } else {
-                    "__builtin_nan(\"\")"
-                }
-                .into()
+                d.nan().into()
             } else if f.is_infinite() {
-                let inf = if d.opencl {
-                    "INFINITY"
-                } else if d.cuda {
-                    "__int_as_float(0x7f800000)"
-                } else {
-                    "__builtin_inf()"
-                };
-                format!("{}{inf}", if f < 0.0 { "-" } else { "" })
+                format!("{}{}", if f < 0.0 { "-" } else { "" }, d.infinity())
             } else {
                 format!("{f:?}")
             };
@@ -148,377 +518,17 @@ fn literal(v: ConstValue, dt: DType, d: Dialect) -> String {
     }
 }
 
-/// The name of the GNU C vector type of `dt` (a vector dtype), adding its typedef to `defs` once. Vectors are
-/// aligned like their elements: loads and stores of them need no alignment.
-fn vtype(dt: DType, defs: &mut Vec<String>, d: Dialect) -> String {
-    if d.opencl {
-        return format!("{}{}", d.ty(dt.scalar()), dt.count);
-    }
-    if d.cuda {
-        // (only tensor-core fragments are vectors in CUDA: a struct of an array, lanes `.v[k]`)
-        let base = d.ty(dt.scalar());
-        let name = format!("tg_{}{}", base.replace(' ', "_"), dt.count);
-        let def = format!(
-            "#ifndef TG_{name}\n#define TG_{name}\nstruct __align__({}) {name} {{ {base} v[{}]; }};\n#endif\n",
-            dt.itemsize(),
-            dt.count
-        );
-        if !defs.contains(&def) {
-            defs.push(def);
-        }
-        return name;
-    }
-    let base = ctype(dt.scalar(), false);
-    let name = format!("{}{}", base.replace(' ', "_"), dt.count);
-    let def = format!("typedef {base} {name} __attribute__((vector_size({}), aligned({})));\n", dt.itemsize(), dt.scalar().itemsize());
-    if !defs.contains(&def) {
-        defs.push(def);
-    }
-    name
-}
-
 /// The half type: clang's storage type `__fp16` (arithmetic in float), else C23's `_Float16` (gcc).
 /// Guarded, as the bf16 helpers are, so that kernels concatenated into one file (a compile batch) define it once.
 const HALF: &str =
     "#ifndef TG_HALF\n#define TG_HALF\n#if defined(__clang__)\ntypedef __fp16 half;\n#else\ntypedef _Float16 half;\n#endif\n#endif\n";
 
-/// How deep an inlined expression may nest before it is given a name.
-const MAX_NESTING: usize = 32;
-
-/// Renders `k` as one C function named `k.name`.
-pub fn render(k: &LinearKernel) -> String {
-    render_with(k, C)
-}
-
-/// Renders `k` as one OpenCL C kernel named `k.name` (see [`crate::renderer::Renderer::opencl`]).
-pub fn render_opencl(k: &LinearKernel, ren: &crate::renderer::Renderer) -> String {
-    render_with(k, Dialect { opencl: true, cuda: false, half: ren.half })
-}
-
-/// Renders `k` as one CUDA kernel named `k.name` for NVRTC (see [`crate::renderer::Renderer::cuda`]).
-pub fn render_cuda(k: &LinearKernel) -> String {
-    render_with(k, Dialect { opencl: false, cuda: true, half: true })
-}
-
-/// Renders `k` as one kernel function in dialect `d`. Index math is `long`, as wide as a pointer, even where `int`
-/// holds it: an `int` index is sign-extended at every address, which LLVM's loop analyses (SCEV) take 3-4x longer
-/// over in tiled kernels.
-pub fn render_with(k: &LinearKernel, d: Dialect) -> String {
-    let uops = &k.uops;
-    let at: FxHashMap<&UOp, usize> = uops.iter().enumerate().map(|(i, u)| (u, i)).collect();
-    // per uop: its C expression or name, how often it is used, how deep its inlined expression nests
-    let mut r: Vec<String> = vec![String::new(); uops.len()];
-    let mut uses: Vec<usize> = vec![0; uops.len()];
-    let mut nesting: Vec<usize> = vec![0; uops.len()];
-    // MAX prints its operands twice, a vector MULACC its scalar operands once a lane: count them as used twice so
-    // they get a name
-    let twice =
-        |u: &UOp, s: &UOp| u.op == Ops::MAX || (u.op == Ops::MULACC && u.dtype.count > s.dtype.count) || division_guard(u).is_some();
-    uops.iter().for_each(|u| u.src.iter().for_each(|s| uses[at[s]] += if twice(u, s) { 2 } else { 1 }));
-    let mut globals: Vec<(i64, DType)> = Vec::new();
-    let mut vtypes: Vec<String> = Vec::new();
-    let (mut body, mut depth, mut n) = (String::new(), 1usize, 0usize);
-    let indent = |body: &mut String, depth: usize| (0..depth).for_each(|_| body.push_str("  "));
-    for (i, u) in uops.iter().enumerate() {
-        let ty = |dt: DType| d.ty(dt);
-        let src: Vec<usize> = u.src.iter().map(|x| at[x]).collect();
-        let s = |j: usize| r[src[j]].as_str();
-        let expr = match u.op {
-            Ops::DEFINE_GLOBAL => {
-                let Arg::Int(slot) = u.arg else { unreachable!() };
-                globals.push((slot, u.dtype.base()));
-                format!("data{slot}")
-            }
-            Ops::CONST => literal(u.const_value().unwrap(), u.dtype, d),
-            // a symbolic variable: a kernel parameter on GPUs, the launch's `vals` array on the CPU
-            Ops::DEFINE_VAR => {
-                // (prefixed: a variable named like a kernel's own names, `vals` or `alu0`, would clash)
-                let name = u.var_name();
-                if !(d.opencl || d.cuda) {
-                    let k = k.vars.iter().position(|v| &**v == name).expect("LinearKernel::vars lists every DEFINE_VAR");
-                    indent(&mut body, depth);
-                    let _ = writeln!(body, "long var_{name} = (long)vals[{k}];");
-                }
-                r[i] = format!("var_{name}");
-                continue;
-            }
-            Ops::SPECIAL => {
-                let Arg::Str(name) = &u.arg else { unreachable!("SPECIAL without a name") };
-                let dim = &name[name.len() - 1..];
-                let f = match (d.cuda, name.starts_with('g')) {
-                    (false, true) => format!("get_group_id({dim})"),
-                    (false, false) => format!("get_local_id({dim})"),
-                    (true, g) => {
-                        format!("{}.{}", if g { "blockIdx" } else { "threadIdx" }, ["x", "y", "z"][usize::from(dim.as_bytes()[0] - b'0')])
-                    }
-                };
-                indent(&mut body, depth);
-                let _ = writeln!(body, "long {name} = (long){f}; /* {} */", s(0));
-                r[i] = name.to_string();
-                continue;
-            }
-            Ops::RANGE => {
-                let (id, kind) = u.axis();
-                let (start, end) = if kind == AxisType::Thread { ("core_start", "core_end") } else { ("0", s(0)) };
-                indent(&mut body, depth);
-                let _ = writeln!(body, "for ({} ridx{id} = {start}; ridx{id} < {end}; ridx{id}++) {{", ty(u.dtype));
-                depth += 1;
-                format!("ridx{id}")
-            }
-            Ops::END => {
-                for _ in u.src.iter().filter(|s| s.op == Ops::RANGE) {
-                    depth -= 1;
-                    indent(&mut body, depth);
-                    body.push_str("}\n");
-                }
-                continue;
-            }
-            Ops::DEFINE_REG => {
-                let Arg::Int(id) = u.arg else { unreachable!() };
-                let t = if u.dtype.count > 1 { vtype(u.dtype.base(), &mut vtypes, d) } else { ty(u.dtype.base()).to_string() };
-                indent(&mut body, depth);
-                let _ = writeln!(body, "{t} acc{id};");
-                format!("acc{id}")
-            }
-            Ops::DEFINE_LOCAL => {
-                let Arg::Int(id) = u.arg else { unreachable!("DEFINE_LOCAL without an id") };
-                indent(&mut body, depth);
-                let _ =
-                    writeln!(body, "{} {} temp{id}[{}];", if d.cuda { "__shared__" } else { "__local" }, ty(u.dtype.base()), u.dtype.size);
-                format!("temp{id}")
-            }
-            Ops::BARRIER => {
-                indent(&mut body, depth);
-                body.push_str(if d.cuda { "__syncthreads();\n" } else { "barrier(CLK_LOCAL_MEM_FENCE);\n" });
-                continue;
-            }
-            Ops::INDEX if u.src[0].op == Ops::DEFINE_REG => s(0).to_string(),
-            Ops::INDEX => format!("{}[{}]", s(0), s(1)),
-            // a register is read where it is used, never copied (the copy would go stale)
-            Ops::LOAD if u.src[0].src[0].op == Ops::DEFINE_REG => {
-                r[i] = s(0).to_string();
-                continue;
-            }
-            Ops::LOAD => {
-                let name = format!("val{n}");
-                n += 1;
-                indent(&mut body, depth);
-                let gate = u.src[0].src.get(2).map(|g| r[at[g]].as_str());
-                // (OpenCL: vectors through vload/vstore, which need no alignment; bools are stored as bytes)
-                let (vload, bool_buf) = (format!("vload{}(0, &{})", u.dtype.count, s(0)), d.opencl && u.dtype.scalar == Scalar::Bool);
-                if u.dtype.count > 1 {
-                    let vt = vtype(u.dtype, &mut vtypes, d);
-                    let _ = match (gate, d.opencl) {
-                        (Some(g), false) => writeln!(body, "{vt} {name} = ({g}?*(({vt}*)(&{})):(({vt}){{0}}));", s(0)),
-                        (None, false) => writeln!(body, "{vt} {name} = *(({vt}*)(&{}));", s(0)),
-                        (Some(g), true) => writeln!(body, "{vt} {name} = ({g}?{vload}:(({vt})(0)));"),
-                        (None, true) => writeln!(body, "{vt} {name} = {vload};"),
-                    };
-                } else {
-                    let global = u.src[0].src[0].op == Ops::DEFINE_GLOBAL;
-                    let v = if bool_buf {
-                        format!("({}!=0)", s(0))
-                    } else if global && d.emulated_half(u.dtype) {
-                        format!("vload_half(0, &{})", s(0))
-                    } else {
-                        s(0).to_string()
-                    };
-                    let _ = match gate {
-                        Some(g) => writeln!(body, "{} {name} = ({g}?{v}:{});", ty(u.dtype), literal(ConstValue::Int(0), u.dtype, d)),
-                        None => writeln!(body, "{} {name} = {v};", ty(u.dtype)),
-                    };
-                }
-                r[i] = name;
-                continue;
-            }
-            Ops::STORE => {
-                indent(&mut body, depth);
-                if let Some(g) = u.src[0].src.get(2) {
-                    let _ = write!(body, "if ({}) ", r[at[g]]);
-                }
-                let _ = if u.src[1].dtype.count > 1 && u.src[0].src[0].op != Ops::DEFINE_REG {
-                    if d.opencl {
-                        writeln!(body, "vstore{}({}, 0, &{});", u.src[1].dtype.count, s(1), s(0))
-                    } else {
-                        writeln!(body, "*(({}*)(&{})) = {};", vtype(u.src[1].dtype, &mut vtypes, d), s(0), s(1))
-                    }
-                } else if d.opencl && u.src[1].dtype.scalar == Scalar::Bool && u.src[0].src[0].op != Ops::DEFINE_REG {
-                    writeln!(body, "{} = (uchar)({});", s(0), s(1))
-                } else if d.emulated_half(u.src[1].dtype) && u.src[0].src[0].op == Ops::DEFINE_GLOBAL {
-                    writeln!(body, "vstore_half({}, 0, &{});", s(1), s(0))
-                } else {
-                    writeln!(body, "{} = {};", s(0), s(1))
-                };
-                continue;
-            }
-            Ops::GEP => {
-                let Arg::Int(k) = u.arg else { unreachable!("GEP of one lane") };
-                if d.cuda {
-                    format!("{}.v[{k}]", s(0))
-                } else if d.opencl {
-                    format!("{}.s{k:x}", s(0))
-                } else {
-                    format!("{}[{k}]", s(0))
-                }
-            }
-            Ops::VECTORIZE if d.cuda => {
-                format!("{}{{{{{}}}}}", vtype(u.dtype, &mut vtypes, d), (0..src.len()).map(s).collect::<Vec<_>>().join(", "))
-            }
-            Ops::WMMA if d.cuda => {
-                let Arg::Str(name) = &u.arg else { unreachable!("WMMA without a name") };
-                let tc = crate::renderer::tensor_core(name).expect("the spec checks WMMA names");
-                let def = wmma_cuda(tc, &mut vtypes, d);
-                if !vtypes.contains(&def) {
-                    vtypes.push(def);
-                }
-                format!("__{name}({}, {}, {})", s(0), s(1), s(2))
-            }
-            Ops::VECTORIZE => {
-                let (open, close) = if d.opencl { ("(", ")") } else { ("{", "}") };
-                let mut e = format!("(({}){open}", vtype(u.dtype, &mut vtypes, d));
-                for j in 0..src.len() {
-                    e.push_str(if j == 0 { "" } else { ", " });
-                    e.push_str(s(j));
-                }
-                e + close + ")"
-            }
-            Ops::CAST if u.dtype.count > 1 && d.opencl => format!("convert_{}({})", vtype(u.dtype, &mut vtypes, d), s(0)),
-            Ops::CAST if u.dtype.count > 1 => format!("__builtin_convertvector({}, {})", s(0), vtype(u.dtype, &mut vtypes, d)),
-            Ops::CAST => cast(s(0), u.src[0].dtype, u.dtype, d),
-            Ops::BITCAST if d.emulated_half(u.src[0].dtype) => format!("(({})tg_half_bits({}))", ty(u.dtype), s(0)),
-            Ops::BITCAST if d.emulated_half(u.dtype) => format!("tg_bits_half((ushort)({}))", s(0)),
-            Ops::BITCAST if d.cuda => format!("tg_bitcast<{}>({})", ty(u.dtype), s(0)),
-            Ops::BITCAST if d.opencl => {
-                let t = if u.dtype.count > 1 { vtype(u.dtype, &mut vtypes, d) } else { ty(u.dtype).to_string() };
-                format!("as_{t}({})", s(0))
-            }
-            // a GNU vector cast between vectors of one size reinterprets the bits
-            Ops::BITCAST if u.dtype.count > 1 => format!("(({})({}))", vtype(u.dtype, &mut vtypes, d), s(0)),
-            Ops::BITCAST => {
-                format!("({{{} __x = {}; {} __y; __builtin_memcpy(&__y, &__x, sizeof(__y)); __y;}})", ty(u.src[0].dtype), s(0), ty(u.dtype))
-            }
-            // bf16 math happens in float: operands widen, the result narrows (a WHERE only selects bits)
-            op if GroupOp::ALU.contains(op) && op != Ops::WHERE && (is_bf16(u.dtype) || u.src.iter().any(|x| is_bf16(x.dtype))) => {
-                let a: Vec<String> = u
-                    .src
-                    .iter()
-                    .enumerate()
-                    .map(|(j, x)| if is_bf16(x.dtype) { format!("tg_bf2f({})", s(j)) } else { s(j).to_string() })
-                    .collect();
-                let e =
-                    alu(u, if is_bf16(u.dtype) { dtypes::FLOAT32 } else { u.dtype }, &a.iter().map(String::as_str).collect::<Vec<_>>(), d);
-                if is_bf16(u.dtype) {
-                    format!("tg_f2bf({e})")
-                } else {
-                    e
-                }
-            }
-            // (GNU C broadcasts a scalar operand of vector arithmetic, but not of a call)
-            Ops::MULACC if u.dtype.count > 1 && !d.opencl => {
-                let (f, vt) = (fma_vector(u.dtype, &mut vtypes, d), vtype(u.dtype, &mut vtypes, d));
-                let arg = |j: usize| match u.src[j].dtype.count {
-                    1 => format!("(({vt}){{{}}})", vec![s(j); u.dtype.count as usize].join(", ")),
-                    _ => s(j).to_string(),
-                };
-                format!("{f}({}, {}, {})", arg(0), arg(1), arg(2))
-            }
-            // lane-wise max of vectors: OpenCL's select takes the comparison's lane masks
-            Ops::MAX if u.dtype.count > 1 && d.opencl => format!("select({0},{1},{0}<{1})", s(0), s(1)),
-            // C has no vector `?:`, so select bits with the comparison's mask
-            Ops::MAX if u.dtype.count > 1 => {
-                let (vt, mt) = (vtype(u.dtype, &mut vtypes, d), vtype(mask_dtype(u.dtype), &mut vtypes, d));
-                let (a, b) = (s(0), s(1));
-                format!("((({vt})((({mt})({a}<{b})&({mt}){b})|(~({mt})({a}<{b})&({mt}){a}))))")
-            }
-            op if GroupOp::ALU.contains(op) => alu(u, u.dtype, &(0..src.len()).map(s).collect::<Vec<_>>(), d),
-            Ops::SINK | Ops::NOOP => continue,
-            op => panic!("C renderer: can't render {op}"),
-        };
-        // an expression nested deeper than MAX_NESTING gets a name: compilers cap bracket nesting, and a long chain
-        // inlined whole would be copied once per level
-        let nest = 1 + src.iter().map(|&j| nesting[j]).max().unwrap_or(0);
-        let inline = matches!(u.op, Ops::CONST | Ops::DEFINE_GLOBAL | Ops::DEFINE_LOCAL | Ops::RANGE | Ops::DEFINE_REG | Ops::INDEX)
-            || (uses[i] <= 1 && u.op != Ops::WHERE && nest <= MAX_NESTING);
-        if inline {
-            nesting[i] = nest;
-            r[i] = expr;
-        } else {
-            let name = format!("alu{n}");
-            n += 1;
-            let t = if u.dtype.count > 1 { vtype(u.dtype, &mut vtypes, d) } else { ty(u.dtype).to_string() };
-            indent(&mut body, depth);
-            let _ = writeln!(body, "{t} {name} = {expr};");
-            r[i] = name;
-        }
-    }
-    globals.sort_by_key(|g| g.0);
-    let bf16 = uops.iter().any(|u| is_bf16(u.dtype));
-    if d.cuda {
-        let params: Vec<String> = globals
-            .iter()
-            .map(|(slot, dt)| format!("{}{}* __restrict__ data{slot}", if *slot == 0 { "" } else { "const " }, d.buf_ty(*dt)))
-            .chain(k.vars.iter().map(|v| format!("const int var_{v}")))
-            .collect();
-        let half = if uops.iter().any(|u| u.dtype.scalar == Scalar::Float16) { "#include <cuda_fp16.h>\n" } else { "" };
-        return format!(
-            "{half}{CUDA_PRELUDE}{}{}extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n{body}}}\n",
-            if bf16 { BF16_PRELUDE_CUDA } else { "" },
-            vtypes.concat(),
-            k.local_size.iter().product::<usize>(),
-            k.name,
-            params.join(", ")
-        );
-    }
-    if d.opencl {
-        let params: Vec<String> = globals
-            .iter()
-            .map(|(slot, dt)| format!("__global {}{}* restrict data{slot}", if *slot == 0 { "" } else { "const " }, d.buf_ty(*dt)))
-            .chain(k.vars.iter().map(|v| format!("const int var_{v}")))
-            .collect();
-        let fp64 = if uops.iter().any(|u| u.dtype.scalar == Scalar::Float64 || (u.op == Ops::POW && !u.dtype.is_float())) {
-            "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
-        } else {
-            ""
-        };
-        let fp16 = if d.half && uops.iter().any(|u| u.dtype.scalar == Scalar::Float16) {
-            "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n"
-        } else {
-            ""
-        };
-        let halves = if uops.iter().any(|u| d.emulated_half(u.dtype)) { HALF_PRELUDE_OPENCL } else { "" };
-        // (multiply-adds fuse where the graph says, MULACC, and nowhere else: see Renderer::mulacc)
-        return format!(
-            "#pragma OPENCL FP_CONTRACT OFF\n{fp64}{fp16}{halves}{}__kernel void {}({}) {{\n{body}}}\n",
-            if bf16 { BF16_PRELUDE_OPENCL } else { "" },
-            k.name,
-            params.join(", ")
-        );
-    }
-    let params: String = globals
-        .iter()
-        .map(|(slot, dt)| {
-            format!(
-                "  {}{}* restrict data{slot} = ({}*)bufs[{slot}];\n",
-                if *slot == 0 { "" } else { "const " },
-                ctype(*dt, false),
-                ctype(*dt, false)
-            )
-        })
-        .collect();
-    format!(
-        "{HALF}{}{}void {}(void** bufs, const int* vals, int core_start, int core_end) {{\n  (void)vals; (void)core_start; (void)core_end;\n{params}{body}}}\n",
-        if bf16 { BF16_PRELUDE } else { "" },
-        vtypes.concat(),
-        k.name
-    )
-}
-
 /// The name of a function computing the fused multiply-add of GNU C vectors of `dt`, adding its definition to `defs`
 /// once: x86's FMA instruction for a whole register (`__builtin_ia32_vfmadd*`, the builtins behind `_mm*_fmadd_p*`
 /// in gcc's and clang's headers, without the headers' parsing cost), else one `fma` a lane. C has no lane-wise fma
 /// for vectors, and kernels compile with contraction off, so `a*b + c` would not fuse.
-fn fma_vector(dt: DType, defs: &mut Vec<String>, d: Dialect) -> String {
-    let vt = vtype(dt, defs, d);
+fn fma_vector(dt: DType, defs: &mut Vec<String>, d: &(impl CStyle + ?Sized)) -> String {
+    let vt = d.vtype(dt, defs);
     let double = dt.scalar == Scalar::Float64;
     let x86 = match (cfg!(target_arch = "x86_64"), dt.itemsize(), double) {
         (false, ..) => None,
@@ -536,12 +546,12 @@ fn fma_vector(dt: DType, defs: &mut Vec<String>, d: Dialect) -> String {
         str::to_string,
     );
     let name = format!("tg_fma_{vt}");
-    let def = format!(
-        "#ifndef TG_FMA_{vt}\n#define TG_FMA_{vt}\nstatic inline __attribute__((always_inline)) {vt} {name}({vt} a, {vt} b, {vt} c) {{ return {body}; }}\n#endif\n"
+    define(
+        defs,
+        format!(
+            "#ifndef TG_FMA_{vt}\n#define TG_FMA_{vt}\nstatic inline __attribute__((always_inline)) {vt} {name}({vt} a, {vt} b, {vt} c) {{ return {body}; }}\n#endif\n"
+        ),
     );
-    if !defs.contains(&def) {
-        defs.push(def);
-    }
     name
 }
 
@@ -556,7 +566,8 @@ fn mask_dtype(dt: DType) -> DType {
     s.vec(dt.count)
 }
 
-fn is_bf16(dt: DType) -> bool {
+/// Whether `dt` is bfloat16 (a scalar or vector of it).
+pub(super) fn is_bf16(dt: DType) -> bool {
     dt.scalar == Scalar::BFloat16
 }
 
@@ -570,73 +581,16 @@ static inline unsigned short tg_f2bf(float f) { unsigned int u; __builtin_memcpy
 #endif
 ";
 
-/// [`BF16_PRELUDE`] in OpenCL C, with `as_float`/`as_uint` for the bit casts.
-const BF16_PRELUDE_OPENCL: &str = "float tg_bf2f(ushort b) { return as_float((uint)b << 16); }
-ushort tg_f2bf(float f) { uint u = as_uint(f);
-  u = (-u & 0x7f800000u) ? u + ((u >> 16) & 1u) + 0x7fffu : (u & 0xffffu) ? (u | 0x10000u) : u; return (ushort)(u >> 16); }
-";
-
-/// CUDA helpers: a bit cast between types of one size (guarded, so kernels concatenate).
-const CUDA_PRELUDE: &str = "#ifndef TG_BITCAST\n#define TG_BITCAST\ntemplate <class T, class F> __device__ __forceinline__ T tg_bitcast(F x) { T y; memcpy(&y, &x, sizeof(T)); return y; }\n#endif\n";
-
-/// The CUDA function computing tensor core `tc` (`D = A·B + C` on a warp's fragments) with one PTX `mma.sync`:
-/// fragments of 16-bit inputs travel as 32-bit registers of two elements each, the accumulator as floats updated in
-/// place. Its fragment types are added to `defs` (they precede it there).
-fn wmma_cuda(tc: &crate::renderer::TensorCore, defs: &mut Vec<String>, d: Dialect) -> String {
-    let [fa, fb, fc] = &tc.fragments;
-    let (ta, tb, tc_) = (
-        vtype(tc.dtype_in.vec(fa.elements() as u16), defs, d),
-        vtype(tc.dtype_in.vec(fb.elements() as u16), defs, d),
-        vtype(tc.dtype_out.vec(fc.elements() as u16), defs, d),
-    );
-    let regs = |n: usize| n * tc.dtype_in.itemsize() / 4;
-    let (na, nb, nc) = (regs(fa.elements()), regs(fb.elements()), fc.elements());
-    let list = |from: usize, n: usize| (from..from + n).map(|i| format!("%{i}")).collect::<Vec<_>>().join(",");
-    let ptx_in = if tc.dtype_in.scalar == Scalar::BFloat16 { "bf16" } else { "f16" };
-    let (m, n, k) = tc.dims;
-    let outs: Vec<String> = (0..nc).map(|i| format!("\"+f\"(c.v[{i}])")).collect();
-    let ins: Vec<String> = (0..na).map(|i| format!("\"r\"(a_[{i}])")).chain((0..nb).map(|i| format!("\"r\"(b_[{i}])"))).collect();
-    format!(
-        "#ifndef TG_{name}\n#define TG_{name}\n__device__ __forceinline__ {tc_} __{name}({ta} a, {tb} b, {tc_} c) {{\n  const unsigned *a_ = (const unsigned *)&a, *b_ = (const unsigned *)&b;\n  asm(\"mma.sync.aligned.m{m}n{n}k{k}.row.col.f32.{ptx_in}.{ptx_in}.f32 {{{}}}, {{{}}}, {{{}}}, {{{}}};\"\n      : {} : {});\n  return c;\n}}\n#endif\n",
-        list(0, nc),
-        list(nc, na),
-        list(nc + na, nb),
-        list(0, nc),
-        outs.join(", "),
-        ins.join(", "),
-        name = tc.name,
-    )
-}
-
-/// [`BF16_PRELUDE`] in CUDA, with `__uint_as_float`/`__float_as_uint` for the bit casts.
-const BF16_PRELUDE_CUDA: &str = "#ifndef TG_BF16\n#define TG_BF16\n__device__ __forceinline__ float tg_bf2f(unsigned short b) { return __uint_as_float((unsigned int)b << 16); }
-__device__ __forceinline__ unsigned short tg_f2bf(float f) { unsigned int u = __float_as_uint(f);
-  u = (-u & 0x7f800000u) ? u + ((u >> 16) & 1u) + 0x7fffu : (u & 0xffffu) ? (u | 0x10000u) : u; return (unsigned short)(u >> 16); }
-#endif
-";
-
-/// Halves in OpenCL C without `cl_khr_fp16`: a float rounded to half precision, a half's bits, and back, through
-/// a private `ushort` with `vstore_half`/`vload_half` (round to nearest even).
-const HALF_PRELUDE_OPENCL: &str =
-    "float tg_round_half(float x) { ushort t; vstore_half(x, 0, (__private half*)&t); return vload_half(0, (__private half*)&t); }
-ushort tg_half_bits(float x) { ushort t; vstore_half(x, 0, (__private half*)&t); return t; }
-float tg_bits_half(ushort b) { return vload_half(0, (__private half*)&b); }
-";
-
-/// The C conversion of `x` from `from` to `to`. bf16 goes through float (see [`BF16_PRELUDE`]), and so does
-/// every conversion to half except from float: x86 has no direct double/int -> half instruction and the
-/// libcalls may be missing (tinygrad's ClangRenderer rewrites these casts the same way).
-fn cast(x: &str, from: DType, to: DType, d: Dialect) -> String {
+/// GNU C's conversion of `x` from `from` to `to` (the default [`CStyle::cast`]; dialects fall back to it). bf16 goes
+/// through float (see [`BF16_PRELUDE`]), and so does every conversion to half except from float: x86 has no direct
+/// double/int -> half instruction and the libcalls may be missing (tinygrad's ClangRenderer rewrites these casts
+/// the same way).
+pub(super) fn c_cast(x: &str, from: DType, to: DType, defs: &mut Vec<String>, d: &(impl CStyle + ?Sized)) -> String {
     use Scalar::*;
+    if to.count > 1 {
+        return format!("__builtin_convertvector({x}, {})", d.vtype(to, defs));
+    }
     match (from.scalar, to.scalar) {
-        (BFloat16, Float16) if d.emulated_half(to) => format!("tg_round_half(tg_bf2f({x}))"),
-        (_, Float16) if d.emulated_half(to) => format!("tg_round_half((float)({x}))"),
-        // (CUDA's half converts from and to float only; bf16 is bits)
-        (BFloat16, Float16) if d.cuda => format!("((half)tg_bf2f({x}))"),
-        (Float16, BFloat16) if d.cuda => format!("tg_f2bf((float)({x}))"),
-        (Float16, Float32) if d.cuda => format!("((float)({x}))"),
-        (Float16, _) if d.cuda => format!("(({})(float)({x}))", d.ty(to)),
-        (_, Float16) if d.cuda => format!("((half)(float)({x}))"),
         (BFloat16, Float32) => format!("tg_bf2f({x})"),
         (BFloat16, _) => format!("(({})tg_bf2f({x}))", d.ty(to)),
         (Float32, BFloat16) => format!("tg_f2bf({x})"),
@@ -647,9 +601,8 @@ fn cast(x: &str, from: DType, to: DType, d: Dialect) -> String {
     }
 }
 
-/// The expression of an ALU op computing in `dt` over rendered operands. Math functions are GNU C builtins, or
-/// OpenCL's overloaded built-ins.
-fn alu(u: &UOp, dt: DType, a: &[&str], d: Dialect) -> String {
+/// The expression of an ALU op computing in `dt` over rendered operands.
+fn alu(u: &UOp, dt: DType, a: &[&str], d: &(impl CStyle + ?Sized)) -> String {
     // (an integer division's defined values where C's are undefined or trap: see `division_guard`)
     let Some(minus_one) = division_guard(u) else { return alu_unguarded(u, dt, a, d) };
     let (b, zero) = (a[1], literal(ConstValue::Int(0), dt, d));
@@ -677,18 +630,8 @@ fn division_guard(u: &UOp) -> Option<bool> {
     (lo <= 0 && hi >= 0 || minus_one).then_some(minus_one)
 }
 
-/// [`alu`] without the division guards.
-fn alu_unguarded(u: &UOp, dt: DType, a: &[&str], d: Dialect) -> String {
-    let f = |name: &str| match dt.scalar {
-        Scalar::Float64 | Scalar::Float32 | Scalar::WeakFloat if d.opencl => format!("{name}({})", a[0]),
-        Scalar::Float64 if d.cuda => format!("{name}({})", a[0]),
-        Scalar::Float32 | Scalar::WeakFloat if d.cuda => format!("{name}f({})", a[0]),
-        _ if d.cuda => format!("(({})({name}f((float){})))", d.ty(dt), a[0]),
-        _ if d.opencl => format!("(({})({name}((float){})))", d.ty(dt), a[0]),
-        Scalar::Float64 => format!("__builtin_{name}({})", a[0]),
-        Scalar::Float32 | Scalar::WeakFloat => format!("__builtin_{name}f({})", a[0]),
-        _ => format!("(({})(__builtin_{name}f((float){})))", d.ty(dt), a[0]),
-    };
+/// [`alu`] without the division guards: C's operators, and the dialect's math functions, fma and pow.
+fn alu_unguarded(u: &UOp, dt: DType, a: &[&str], d: &(impl CStyle + ?Sized)) -> String {
     // (unsigned ints floor as they truncate)
     let floor_safe = |u: &UOp| u.dtype.is_unsigned() || (u.src[0].bounds().0 >= 0 && u.src[1].bounds().0 > 0);
     match u.op {
@@ -712,30 +655,15 @@ fn alu_unguarded(u: &UOp, dt: DType, a: &[&str], d: Dialect) -> String {
         Ops::SHL => format!("({}<<{})", a[0], a[1]),
         Ops::SHR => format!("({}>>{})", a[0], a[1]),
         Ops::WHERE => format!("({}?{}:{})", a[0], a[1], a[2]),
-        // a fused multiply-add, one rounding (codegen forms MULACC for float32 and float64 only)
-        Ops::MULACC if d.opencl || (d.cuda && dt.scalar == Scalar::Float64) => format!("fma({}, {}, {})", a[0], a[1], a[2]),
-        Ops::MULACC if d.cuda => format!("fmaf({}, {}, {})", a[0], a[1], a[2]),
-        Ops::MULACC if dt.scalar == Scalar::Float64 => format!("__builtin_fma({}, {}, {})", a[0], a[1], a[2]),
-        Ops::MULACC => format!("__builtin_fmaf({}, {}, {})", a[0], a[1], a[2]),
+        Ops::MULACC => d.mulacc(dt, a),
         Ops::NEG => format!("(-{})", a[0]),
         Ops::RECIPROCAL => format!("({}/{})", literal(ConstValue::Float(1.0), dt, d), a[0]),
-        Ops::SQRT => f("sqrt"),
-        Ops::EXP2 => f("exp2"),
-        Ops::LOG2 => f("log2"),
-        Ops::SIN => f("sin"),
-        Ops::TRUNC => f("trunc"),
-        Ops::POW if d.cuda && dt.scalar == Scalar::Float64 => format!("pow({}, {})", a[0], a[1]),
-        Ops::POW if d.cuda && dt.is_float() => format!("(({})powf((float){}, (float){}))", d.ty(dt), a[0], a[1]),
-        Ops::POW if d.cuda => format!("(({})pow((double){}, (double){}))", d.ty(dt), a[0], a[1]),
-        Ops::POW if d.opencl && dt.is_float() => format!("(({})pow({}, {}))", d.ty(dt), a[0], a[1]),
-        Ops::POW if d.opencl => format!("(({})pow((double){}, (double){}))", d.ty(dt), a[0], a[1]),
-        Ops::POW => match dt.scalar {
-            Scalar::Float64 => format!("__builtin_pow({}, {})", a[0], a[1]),
-            Scalar::Float32 | Scalar::WeakFloat => format!("__builtin_powf({}, {})", a[0], a[1]),
-            // ints in double: exact while the result fits 53 bits
-            _ if !dt.is_float() => format!("(({})__builtin_pow((double){}, (double){}))", d.ty(dt), a[0], a[1]),
-            _ => format!("(({})__builtin_powf({}, {}))", d.ty(dt), a[0], a[1]),
-        },
+        Ops::SQRT => d.math("sqrt", dt, a[0]),
+        Ops::EXP2 => d.math("exp2", dt, a[0]),
+        Ops::LOG2 => d.math("log2", dt, a[0]),
+        Ops::SIN => d.math("sin", dt, a[0]),
+        Ops::TRUNC => d.math("trunc", dt, a[0]),
+        Ops::POW => d.pow(dt, a[0], a[1]),
         op => panic!("C renderer: no code for {op}"),
     }
 }

@@ -1,10 +1,12 @@
-//! Rendering. In: a linearized kernel. Out: source text for a device's compiler. One file per language family:
-//! `cstyle` (C for the CPU, OpenCL C and CUDA C++, one base with a dialect each), `python` (a listing of the UOps,
-//! which the interpreter device runs). [`Renderer`]
-//! describes what a target offers, which codegen reads to choose and check optimizations, and the language it
-//! prints (tinygrad `renderer/__init__.py` `Renderer`).
+//! Rendering. In: a [`LinearKernel`] (the program codegen made). Out: source text for a device's compiler. One file
+//! per language: `cstyle` (the C-style base, a `CStyle` trait whose defaults are GNU C for the CPU), `opencl` and
+//! `cuda` (the dialects' overrides), `python` (a listing of the UOps, which the interpreter device runs). Below
+//! codegen, as tinygrad's: [`Renderer`] describes what a target offers, which codegen reads to choose and check
+//! optimizations, and the language it prints (tinygrad `renderer/__init__.py` `Renderer`), with its [`TensorCore`]s.
 
 pub mod cstyle;
+pub mod cuda;
+pub mod opencl;
 pub mod python;
 
 use crate::dtype::DType;
