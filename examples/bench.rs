@@ -117,7 +117,7 @@ fn codegen_per_kernel(b: &Bench) -> Result<()> {
     loss.backward();
     let roots: Vec<UOp> = std::iter::once(loss).chain(opt.schedule_step()).map(|t| t.uop()).collect();
     let t = Instant::now();
-    let sched = create_schedule(&roots, &tinygrad::renderer::Renderer::cpu());
+    let sched = create_schedule(&roots, &Renderer::cpu());
     for item in &sched.items {
         std::hint::black_box(cstyle::render(&full_rewrite(&item.ast, &Renderer::cpu(), None)?));
     }

@@ -83,6 +83,13 @@ fn the_target_packs_pads_and_splits_not_the_tensor_graph() {
     let (mm, mm_odd) = (x.matmul(&w), x.matmul(&w_odd));
     assert!(!in_graph(&mm, tinygrad::Ops::CONTIGUOUS) && !in_graph(&mm_odd, tinygrad::Ops::PAD), "the user's graph has no packing");
     assert_eq!([kernels(&mm, &cpu), kernels(&mm_odd, &cpu), kernels(&mm, &gpu), kernels(&mm_odd, &gpu)], [2, 3, 1, 1]);
+    // a product broadcast like a matmul's but whose right side is a vector: not packed, and right
+    let (a, v) = (input(&[64, 128], 8), input(&[128], 9));
+    let p = (a.reshape([64, 1, 128]) * v.reshape([1, 128, 1])).sum(-1);
+    assert_eq!(kernels(&p, &cpu), 1);
+    let (av, vv) = (data(64 * 128, 8), data(128, 9));
+    let want: Vec<f64> = (0..64 * 128).map(|e| vv[e % 128] as f64 * (0..128).map(|q| av[e / 128 * 128 + q] as f64).sum::<f64>()).collect();
+    close(&p.to_vec::<f32>().unwrap(), &want, "a broadcast product that is no matmul");
     // a padded convolution input: in a buffer of its own on the CPU
     let conv = input(&[2, 8, 64, 64], 4).conv2d(&input(&[4, 8, 3, 3], 5), Conv2dOpts::default().padding([1]));
     assert!(!in_graph(&conv, tinygrad::Ops::CONTIGUOUS));

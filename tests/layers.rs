@@ -41,7 +41,7 @@ fn code_only(text: &str) -> String {
         } else if b[i] == b'\'' && (rest[1..].starts_with('\\') || rest[1..].chars().nth(1) == Some('\'')) {
             // a char literal ('a', '\n', '\''); a lifetime ('a) has no closing quote
             let len = match rest[1..].chars().next() {
-                Some('\\') => rest[2..].find('\'').map_or(rest.len(), |e| e + 3),
+                Some('\\') => rest[3..].find('\'').map_or(rest.len(), |e| e + 4),
                 c => 2 + c.map_or(0, char::len_utf8),
             };
             out.push_str("' '");
@@ -82,7 +82,9 @@ fn root_refs(code: &str, depth: usize) -> Vec<(String, usize)> {
     let mut refs = vec![];
     for prefix in ["crate::", "tinygrad::", "super::"] {
         for (at, _) in code.match_indices(prefix) {
-            if code[..at].chars().next_back().is_some_and(|c| ident(c) || c == ':') {
+            // `x::crate::` is no root path, `::tinygrad::` (the derive macro's spelling) is
+            let before = code[..at].trim_end_matches("::");
+            if code[..at].chars().next_back().is_some_and(ident) || (before.len() < at && before.chars().next_back().is_some_and(ident)) {
                 continue;
             }
             let mut rest = at + prefix.len();
@@ -138,11 +140,12 @@ fn violations(files: &[(String, String)], roots: &BTreeMap<String, String>) -> V
 /// module of the file that defines them).
 fn root_names(lib: &str, files: &[(String, String)]) -> BTreeMap<String, String> {
     let mut roots = BTreeMap::new();
-    for line in code_only(lib).lines().filter_map(|l| l.trim().strip_prefix("pub use ")) {
-        let (module, names) = line.split_once("::").expect("pub use module::...");
-        let names = names.trim_end_matches(';').trim_matches(['{', '}']);
-        for n in names.split(',').map(|n| n.rsplit("::").next().expect("a name").trim()) {
-            roots.insert(n.to_string(), module.to_string());
+    for stmt in code_only(lib).split(';').filter_map(|s| s.trim().strip_prefix("pub use ")) {
+        let (module, names) = stmt.split_once("::").expect("pub use module::...");
+        for n in names.trim().trim_matches(['{', '}']).split(',').filter(|n| !n.trim().is_empty()) {
+            // `a::B`, `B as C`: the name the root exports is the last word
+            let name = n.rsplit([':', ' ']).next().expect("a name").trim();
+            roots.insert(name.to_string(), module.to_string());
         }
     }
     for (path, text) in files {
@@ -193,7 +196,10 @@ fn the_check_finds_upward_imports_by_file_and_line() {
         file("helpers.rs", "use crate::{error::Error,\n    runtime::cpu};\nconst S: &str = \"crate::tensor\";\n"),
         file("codegen/opt/tc.rs", "use super::super::Kernel;\nuse super::super::super::engine::x;\n"),
         file("engine/jit.rs", "use crate::Tensor;\nuse crate::schedule::x;\n"),
-        file("schedule/mod.rs", "use tinygrad::nn::Linear;\nlet x = '\"'; use crate::uop::UOp;\n"),
+        file(
+            "schedule/mod.rs",
+            "use tinygrad::nn::Linear;\nlet x = '\"'; use crate::uop::UOp;\nlet q = ('\\'', \"x\"); ::tinygrad::llm::f();\n",
+        ),
     ];
     let bad = violations(&files, &roots);
     let expect = [
@@ -202,6 +208,7 @@ fn the_check_finds_upward_imports_by_file_and_line() {
         "src/codegen/opt/tc.rs:2: `codegen` (stage 6) imports `engine` (stage 8), a later stage",
         "src/engine/jit.rs:1: `engine` (stage 8) imports `tensor` (stage 9), a later stage",
         "src/schedule/mod.rs:1: `schedule` (stage 5) imports `nn` (stage 10), a later stage",
+        "src/schedule/mod.rs:3: `schedule` (stage 5) imports `llm` (stage 11), a later stage",
     ];
     assert_eq!(bad, expect);
     let unplaced = violations(&[file("onnx/mod.rs", "")], &roots);

@@ -15,7 +15,7 @@ fn input(shape: &[usize]) -> Tensor {
 fn check(name: &str, t: &Tensor) {
     // an AVX2 machine with FMA and two cores, whatever this one is
     let ren = Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 64, mulacc: true, ..Renderer::cpu() };
-    let sched = create_schedule(&[t.uop()], &tinygrad::renderer::Renderer::cpu());
+    let sched = create_schedule(&[t.uop()], &ren);
     let src: String =
         sched.items.iter().map(|it| cstyle::render(&full_rewrite(&it.ast, &ren, None).unwrap())).collect::<Vec<_>>().join("\n");
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots").join(format!("{name}.c"));

@@ -193,7 +193,7 @@ impl ExecItem {
         let tm = self.runner.program.launch(&ptrs, &self.vals, k.global_size, k.local_size)?;
         if let Some(want) = checked {
             let b = &self.bufs[0];
-            compare_outputs(&k.name, b.dtype, &self.dev.read(b)?, &want)?;
+            compare_outputs(self.dev.name, &k.name, b.dtype, &self.dev.read(b)?, &want)?;
         }
         GLOBAL_COUNTERS.add_kernel(k.ops, k.mem, tm.as_nanos() as u64);
         if DEBUG.value() >= 2 {
@@ -251,7 +251,7 @@ impl Device {
 /// the conformance suite's tightest tolerance (`|got - want| <= atol + rtol·|want|`: 1e-5 and 1e-4, 16-bit floats
 /// 1e-2 and 1e-3; NaN matches NaN), everything else bit for bit. Errors with [`Error::Device`] naming the kernel and
 /// the first element that differs.
-fn compare_outputs(name: &str, dtype: DType, got: &[u8], want: &[u8]) -> Result<()> {
+fn compare_outputs(device: &str, name: &str, dtype: DType, got: &[u8], want: &[u8]) -> Result<()> {
     use crate::dtype::Scalar;
     let n = got.len() / dtype.itemsize().max(1);
     let float = |bytes: &[u8], i: usize| -> f64 {
@@ -285,9 +285,9 @@ fn compare_outputs(name: &str, dtype: DType, got: &[u8], want: &[u8]) -> Result<
                 }
             };
             Err(Error::Device {
-                device: "CPU".into(),
+                device: device.into(),
                 msg: format!(
-                    "kernel {name}: the CC build and the CC_CHECK build disagree at output element {i} of {n} ({dtype}): {} vs {}",
+                    "kernel {name}: the compiler's build and the check compiler's (CC_CHECK) disagree at output element {i} of {n} ({dtype}): {} vs {}",
                     show(got),
                     show(want)
                 ),

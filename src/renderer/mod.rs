@@ -170,9 +170,9 @@ pub enum Language {
     C,
     /// The linear UOps listed one a line, which the interpreter device runs ([`python`]; tinygrad `PythonRenderer`).
     UOps,
-    /// OpenCL C ([`cstyle`]; tinygrad `OpenCLRenderer`).
+    /// OpenCL C ([`opencl`]; tinygrad `OpenCLRenderer`).
     OpenCL,
-    /// CUDA C++ for NVRTC ([`cstyle`]; tinygrad `CUDARenderer`).
+    /// CUDA C++ for NVRTC ([`cuda`]; tinygrad `CUDARenderer`).
     Cuda,
 }
 

@@ -1,4 +1,5 @@
-//! Scheduling. In: the tensor-level UOp graphs of the tensors to realize. Out: kernels in dependency order
+//! Scheduling. In: the tensor-level UOp graphs of the tensors to realize, and the target's `Renderer` (for the
+//! [`target`] rewrites and the buffers' device). Out: kernels in dependency order
 //! ([`ScheduleItem`]: a kernel AST and the buffers it reads and writes), and the buffer view each tensor
 //! becomes. Follows tinygrad's `schedule/` (kernel boundaries) and rangeify (movement ops become indexing).
 
@@ -68,8 +69,8 @@ struct Template {
 }
 
 /// A schedule's cache key: the graph with its buffers abstracted, and what the target rewrites read (device, vector
-/// width, `SPLIT_REDUCEOP`).
-type CacheKey = (UOp, &'static str, usize, i64);
+/// width, workgroups, `SPLIT_REDUCEOP`).
+type CacheKey = (UOp, &'static str, usize, bool, i64);
 
 /// Schedules by graph structure and target: a training step schedules once.
 static CACHE: LazyLock<Mutex<FxHashMap<CacheKey, Arc<Template>>>> = LazyLock::new(Mutex::default);
@@ -137,7 +138,7 @@ pub fn create_schedule(roots: &[UOp], ren: &Renderer) -> Schedule {
     SCHEDULES.with(|n| n.set(n.get() + 1));
     spec::verify(&UOp::sink(roots.to_vec()), &spec::TENSOR_SPEC, "schedule input");
     let (key, inputs, var_vals) = normalize(roots);
-    let key = (key, device, ren.vector_bytes, crate::helpers::SPLIT_REDUCEOP.value());
+    let key = (key, device, ren.vector_bytes, ren.has_local, crate::helpers::SPLIT_REDUCEOP.value());
     let hit = CACHE.lock().get(&key).cloned();
     if let Some(t) = hit {
         let mut outs: Vec<UOp> = Vec::with_capacity(t.kernels.len());

@@ -3,8 +3,9 @@
 //! loops rather than a grid (the CPU) a large padded input realized before its windows are read (a convolution's
 //! loads then need no bounds check per element, so they stay vector loads) and a large float32 matmul's right
 //! operand packed into panels of two vector registers' width (what BLAS packing does; tinygrad has none). Copies and
-//! regroupings only: values and dtypes are unchanged, and gradients, taken before scheduling, never see them, so
-//! the graph a user builds is the same on every host.
+//! regroupings only: dtypes are unchanged, values too but for a split float sum's rounding (two partial sums, as
+//! tinygrad's), and gradients, taken before scheduling, never see them, so the graph a user builds is the same on
+//! every host. The rules leave the reductions they made alone (`made`): each fires once per reduction.
 
 use crate::dtype::dtypes;
 use crate::helpers::SPLIT_REDUCEOP;
@@ -112,10 +113,12 @@ fn pack_matmul(t: &mut Target, r: &UOp, m: &UOp) -> Option<UOp> {
     if k < 128 || n < 128 || rows < 64 {
         return None;
     }
+    // x broadcast along N; w broadcast along M only, its own (N, K) whole (not a vector or a scalar broadcast)
     let broadcast = |u: &UOp, axis: usize| u.op == Ops::EXPAND && u.src[0].shape().is_some_and(|p| p[axis] == 1);
+    let whole = |u: &UOp| u.src[0].shape().is_some_and(|p| p[nd - 2..] == [n, k]);
     let (x, w) = match (&m.src[0], &m.src[1]) {
-        (a, b) if broadcast(a, nd - 2) && broadcast(b, nd - 3) => (a, b),
-        (b, a) if broadcast(a, nd - 2) && broadcast(b, nd - 3) => (a, b),
+        (a, b) if broadcast(a, nd - 2) && broadcast(b, nd - 3) && whole(b) => (a, b),
+        (b, a) if broadcast(a, nd - 2) && broadcast(b, nd - 3) && whole(b) => (a, b),
         _ => return None,
     };
     let wide = 2 * t.ren.vector_bytes / 4;
