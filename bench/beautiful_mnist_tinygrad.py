@@ -1,9 +1,9 @@
 """tinygrad 0.14's examples/beautiful_mnist.py recipe, timed, on the local MNIST files (no download).
 
-Run (from /work/main):
-  DEV=CPU /work/venv/bin/python bench/beautiful_mnist_tinygrad.py
+Run (from the repository):
+  DEV=CPU $(python3 bench/bench_python.py) bench/beautiful_mnist_tinygrad.py
 
-Env: STEPS (default 70), BS (default 512), TINYGRAD_DATA_DIR (default /work/shared/datasets; reads <dir>/mnist/*.gz).
+Env: STEPS (default 70), BS (default 512), TINYGRAD_DATA_DIR (default ../shared/datasets beside the repository; reads <dir>/mnist/*.gz).
 Same model, Adam, JIT'd train step (Tensor.randint sampling, uint8 pixels fed unnormalized, loss.realize(*opt.schedule_step()))
 and test accuracy every 10 steps as upstream. tinygrad 0.14 has no Tensor.train(); training mode is Context(TRAINING=1).
 Prints one JSON line; steady_ms_per_step is the mean of train steps 3.. (test-accuracy evaluation excluded).
@@ -28,7 +28,8 @@ class Model:
   def __call__(self, x:Tensor) -> Tensor: return x.sequential(self.layers)
 
 def mnist():
-  d = os.path.join(os.getenv("TINYGRAD_DATA_DIR", "/work/shared/datasets"), "mnist")
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  d = os.path.join(os.getenv("TINYGRAD_DATA_DIR", os.path.join(os.path.dirname(root), "shared", "datasets")), "mnist")
   def load(f, skip): return Tensor(gzip.open(os.path.join(d, f)).read()[skip:])  # uint8, like tinygrad's nn.datasets.mnist
   return (load("train-images-idx3-ubyte.gz", 16).reshape(-1, 1, 28, 28), load("train-labels-idx1-ubyte.gz", 8),
           load("t10k-images-idx3-ubyte.gz", 16).reshape(-1, 1, 28, 28), load("t10k-labels-idx1-ubyte.gz", 8))

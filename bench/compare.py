@@ -1,10 +1,10 @@
 """Compare tinygrad-rs's kernel figures (examples/bench.rs) with numpy, tinygrad 0.14 (DEV=CPU) and candle.
 
-Run from /work/main (any python3; numpy and tinygrad run in subprocesses of /work/venv/bin/python):
+Run from the repository (any python3; numpy and tinygrad run in subprocesses of bench/bench_python.py's interpreter):
   python3 bench/compare.py                                # everything, then a markdown table
   python3 bench/compare.py --filter matmul_256 --runs 3   # only figures whose name contains the filter
   python3 bench/compare.py --skip tinygrad,candle         # leave out some of: ours, numpy, tinygrad, candle
-Env: PYTHON (the venv interpreter, default /work/venv/bin/python), CARGO (the cargo command, default `cargo`; e.g.
+Env: PYTHON (the interpreter with tinygrad and numpy; default: bench/bench_python.py makes one under the cache), CARGO (the cargo command, default `cargo`; e.g.
 CARGO="flock /tmp/cargo.lock nice -n 10 cargo" to serialize builds). candle's binary (bench/candle) is built when missing.
 
 Every runner prints one JSON line per figure, {"name", "value", "unit", "runs"}: the median of N warm runs after one
@@ -12,6 +12,8 @@ warm-up. numpy runs with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE removed from its
 matmul. `python bench/compare.py --worker numpy|tinygrad` runs one Python runner alone.
 """
 import argparse, json, os, shlex, statistics, subprocess, sys, time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_python  # noqa: E402  (bench/bench_python.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMPLS = ["ours", "numpy", "tinygrad", "candle"]
@@ -107,7 +109,8 @@ def commands(args):
   """impl -> (command, environment) for the implementations not skipped."""
   base = {**os.environ, "FILTER": args.filter or ""}
   if args.runs: base["RUNS"] = str(args.runs)
-  py, cargo = os.environ.get("PYTHON", "/work/venv/bin/python"), shlex.split(os.environ.get("CARGO", "cargo"))
+  py, cargo = None, shlex.split(os.environ.get("CARGO", "cargo"))
+  if not {"numpy", "tinygrad"} <= set(args.skip): py = bench_python.python()
   me = os.path.abspath(__file__)
   np_env = {k: v for k, v in base.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
   cmds = {"ours": (cargo + ["run", "-q", "--release", "--example", "bench"], base),

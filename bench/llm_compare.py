@@ -12,7 +12,8 @@ import argparse, os, re, statistics, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = os.environ.get("TINYGRAD_MODELS_DIR", os.path.expanduser("~/.cache/tinygrad/models"))
-PYTHON = os.environ.get("PYTHON", "/work/venv/bin/python")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_python  # noqa: E402  (bench/bench_python.py: $PYTHON, else a venv under the cache)
 
 def ours(path, tokens, ctx):
   out = subprocess.run([f"{ROOT}/target/release/llm", "--model", path, "--benchmark", str(tokens), "--max_context", str(ctx)],
@@ -36,7 +37,7 @@ print(pf, 1 / statistics.median(times[2:]))
 '''
 
 def llama(path, tokens, ctx, threads):
-  out = subprocess.run([PYTHON, "-c", LLAMA, path, str(tokens), str(ctx), str(threads)], capture_output=True, text=True, check=True).stdout
+  out = subprocess.run([bench_python.python("llama-cpp-python"), "-c", LLAMA, path, str(tokens), str(ctx), str(threads)], capture_output=True, text=True, check=True).stdout
   pf, dec = out.split()[-2:]
   return float(pf), float(dec)
 

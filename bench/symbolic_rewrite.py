@@ -31,7 +31,7 @@ Timing: per rep, build the graph (untimed), clear tinygrad's global caches (fold
 graph + gc.collect() so hash-consed nodes and their cached vmin/vmax are fresh, then time one graph_rewrite.
 One untimed warm-up rewrite on a small graph first compiles the pattern matchers.
 
-Run:  /work/venv/bin/python bench/symbolic_rewrite.py [--n N] [--reps R] [--seed S]
+Run:  $(python3 bench/bench_python.py) bench/symbolic_rewrite.py [--n N] [--reps R] [--seed S]
 Default n=30000 gives 99,496 input nodes. It is SLOW: ~150 s per rep (~13 min for 5 reps) on this machine. About 96% of
 the time is in divandmod.fold_divmod_general, mostly the fold_divmod_congruence loop (itertools.product over remainder
 choices), which is exponential in the number of tied terms for small moduli such as %2 and %4. A few long sums take

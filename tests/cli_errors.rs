@@ -1,6 +1,6 @@
-//! A person's mistakes in running the beautiful_mnist example (bad settings, unwritable or corrupt files) end in
-//! one `error: ...` line naming the variable or file, a nonzero exit status, no panic and no backtrace, before any
-//! training starts.
+//! A person's mistakes in running the beautiful_mnist example (bad settings, unwritable or corrupt files) or the `llm`
+//! binary (bad flags) end in one `error: ...` line naming the variable, file or flag, a nonzero exit status, no panic
+//! and no backtrace, before any work starts.
 //!
 //! Runs the example binary that `cargo test` builds next to this test (`target/<profile>/examples/`); with
 //! `cargo test --test cli_errors` alone, build it first (`cargo build --example beautiful_mnist`, same profile).
@@ -113,4 +113,46 @@ fn a_truncated_dataset_file_is_an_error_naming_it() {
     std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
     assert_one_line_error("truncated gzip", &[("STEPS", "1")], &dir, &[file.to_str().unwrap(), "gzip", "delete it"]);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn llm_flags_are_checked_one_line_each() {
+    let llm = env!("CARGO_BIN_EXE_llm");
+    let cases: [(&[&str], &str); 5] = [
+        (&["--count", "-5"], "'--count"),
+        (&["--top_k", "2.7"], "'--top_k"),
+        (&["--temperature", "x"], "'--temperature"),
+        (&["--top-p", "1.5"], "'--top_p"),
+        (&["--nope"], "'--nope'"),
+    ];
+    for (args, flag) in cases {
+        let out = Command::new(llm).args(["--model", "m.gguf"]).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.trim().lines().count() == 1 && err.starts_with("error: ") && err.contains(flag), "{args:?}: {err}");
+    }
+    let help = Command::new(llm).arg("--help").output().unwrap();
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert_eq!(help.status.code(), Some(0));
+    for flag in [
+        "--model",
+        "--prompt",
+        "--count",
+        "--benchmark",
+        "--temperature",
+        "--top_k",
+        "--top-k",
+        "--top_p",
+        "--seed",
+        "--max_context",
+        "--serve",
+        "--host",
+        "--api-key",
+        "--slots",
+        "--allowed-hosts",
+        "--cors",
+        "--max-connections",
+    ] {
+        assert!(text.contains(&format!("{flag} ")) || text.contains(&format!("{flag}]")), "--help lacks {flag}:\n{text}");
+    }
 }

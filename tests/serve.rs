@@ -65,7 +65,7 @@ impl Server {
         assert!(!server.addr.is_empty(), "first line: {line:?}");
         let start = Instant::now();
         loop {
-            let (status, body) = server.request("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+            let (status, body) = server.request("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
             match status {
                 200 => {
                     assert_eq!(body, r#"{"status":"ok"}"#);
@@ -93,7 +93,8 @@ impl Server {
 
     /// Posts JSON `body` to `path`: the status and the JSON answer.
     fn post(&self, path: &str, body: &str) -> (u16, serde_json::Value) {
-        let head = format!("POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len());
+        let head =
+            format!("POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len());
         json_answer(self.request(&(head + body)))
     }
 }
@@ -136,12 +137,12 @@ fn raw_http() {
     let Some(model) = model() else { return };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let srv = Server::start(&model, &[]);
-    let (status, page) = srv.request("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    let (status, page) = srv.request("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     assert_eq!(status, 200);
     for id in ["id=\"messages\"", "id=\"input\"", "id=\"send\""] {
         assert!(page.contains(id), "the chat page lacks {id}");
     }
-    let (status, models) = json_answer(srv.request("GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"));
+    let (status, models) = json_answer(srv.request("GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
     assert_eq!((status, &models["data"][0]["id"]), (200, &"SmolLM2-135M-Instruct.Q4_1".into()));
     let long = format!(r#"{{"prompt": "{}"}}"#, "hello ".repeat(2000));
     let (chat, text, past) = ("/v1/chat/completions", "/v1/completions", Some("context_length_exceeded"));
@@ -165,20 +166,21 @@ fn raw_http() {
     }
     // bodies past 1 MiB are refused by their Content-Length, before being read (one claims 10 TB)
     for len in [(1 << 20) + 1, 10_000_000_000_000u64] {
-        let answer = srv.request(&format!("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len}\r\n\r\n{{\"prompt\""));
+        let answer = srv.request(&format!("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n\r\n{{\"prompt\""));
         check_error(json_answer(answer), 413, None, Some("request_too_large"));
     }
-    let chunked = "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
+    let chunked =
+        "POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
     check_error(json_answer(srv.request(chunked)), 411, None, None);
     let huge_header = format!("GET /health HTTP/1.1\r\nX-Big: {}\r\n\r\n", "b".repeat(70_000));
     check_error(json_answer(srv.request(&huge_header)), 431, None, None);
-    check_error(json_answer(srv.request("GET /v1/nothing HTTP/1.1\r\nHost: x\r\n\r\n")), 404, None, None);
-    check_error(json_answer(srv.request("DELETE /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n")), 405, None, None);
+    check_error(json_answer(srv.request("GET /v1/nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")), 404, None, None);
+    check_error(json_answer(srv.request("DELETE /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")), 405, None, None);
     check_error(json_answer(srv.request("NOT HTTP\r\n\r\n")), 400, None, None);
     // a client that leaves before the answer, then one that sends half a body and leaves
     drop(TcpStream::connect(&srv.addr).unwrap());
     let mut half = TcpStream::connect(&srv.addr).unwrap();
-    half.write_all(b"POST /v1/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"pro").unwrap();
+    half.write_all(b"POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"pro").unwrap();
     drop(half);
     // still serving, and right: a greedy completion equals `llm --prompt`'s
     let (status, v) = srv.post("/v1/completions", r#"{"prompt": "The capital of France is", "max_tokens": 8, "temperature": 0}"#);
@@ -224,7 +226,10 @@ fn api_key() {
     assert_eq!(srv.request("GET / HTTP/1.1\r\n\r\n").0, 200);
     let body = r#"{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}"#;
     let post = |auth: &str| {
-        json_answer(srv.request(&format!("POST /v1/chat/completions HTTP/1.1\r\n{auth}Content-Length: {}\r\n\r\n{body}", body.len())))
+        json_answer(srv.request(&format!(
+            "POST /v1/chat/completions HTTP/1.1\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )))
     };
     for auth in ["", "Authorization: Bearer sesamE\r\n", "Authorization: sesame\r\n"] {
         check_error(post(auth), 401, None, Some("invalid_api_key"));

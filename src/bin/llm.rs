@@ -2,9 +2,10 @@
 //!
 //! `cargo run --release --bin llm -- --model FILE_OR_URL [--prompt TEXT --count N] [--benchmark N]
 //! [--temperature T] [--top_k K] [--top_p P] [--seed S] [--max_context N] [--serve PORT [--host H] [--api-key KEY]
-//! [--slots N]]`. Without `--prompt`, `--benchmark` or `--serve` it chats in the terminal (the file's chat template,
-//! streamed replies; an empty line or EOF ends). `--serve` answers the OpenAI API and a chat page
-//! ([`tinygrad::llm::serve`]).
+//! [--slots N] [--allowed-hosts H,..] [--cors ORIGIN] [--max-connections N]]` (`--help` lists them; flags parsed by
+//! clap, tinygrad's spellings with `_` and `-` both accepted). Without `--prompt`, `--benchmark` or `--serve` it chats
+//! in the terminal (the file's chat template, streamed replies; an empty line or EOF ends). `--serve` answers the
+//! OpenAI API and a chat page ([`tinygrad::llm::serve`]).
 
 use std::io::{BufRead, Write};
 use std::time::Instant;
@@ -15,66 +16,92 @@ use tinygrad::llm::tokenizer::{StreamDecoder, Tokenizer};
 use tinygrad::llm::{chat_prompt, fetch_model, serve, tokenizer_from_gguf};
 use tinygrad::nn::gguf::GgufFile;
 
+/// Chat with, complete or benchmark a GGUF model, or serve it with OpenAI's API (tinygrad `python -m tinygrad.llm`).
+/// Without --prompt, --benchmark or --serve it chats in the terminal (an empty line or end of input ends).
+#[derive(clap::Parser)]
+#[command(name = "llm", version, allow_negative_numbers = true)]
 struct Args {
+    /// The model: a .gguf file (the first part of a split one), or an https:// URL, downloaded to the cache
+    #[arg(long)]
     model: String,
+    /// Complete this prompt, then exit
+    #[arg(long)]
     prompt: Option<String>,
+    /// Tokens --prompt generates at most
+    #[arg(long, default_value_t = 64)]
     count: usize,
+    /// Time a 128-token prefill and N decode steps (then 1, 2 and 4 streams at once), then exit
+    #[arg(long, value_name = "N")]
     benchmark: Option<usize>,
+    /// Sampling temperature (0: greedy)
+    #[arg(long, default_value_t = 0.7, value_parser = non_negative)]
     temperature: f32,
+    /// Sample from the K most likely tokens only (0: all)
+    #[arg(long = "top_k", visible_alias = "top-k", value_name = "K", default_value_t = 0)]
     top_k: usize,
+    /// Sample from the smallest set of tokens whose probabilities sum to P (1: all)
+    #[arg(long = "top_p", visible_alias = "top-p", value_name = "P", default_value_t = 1.0, value_parser = probability)]
     top_p: f32,
+    /// Random seed of the sampler
+    #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Tokens of context (prompt and reply) a sequence may hold
+    #[arg(long = "max_context", visible_alias = "max-context", value_name = "N", default_value_t = 1024, value_parser = at_least::<2>)]
     max_context: usize,
+    /// Serve the OpenAI API and a chat page on this port (0: any free one)
+    #[arg(long, value_name = "PORT")]
     serve: Option<u16>,
+    /// The address --serve listens on
+    #[arg(long, default_value = "127.0.0.1")]
     host: String,
+    /// Require `Authorization: Bearer KEY` on the API
+    #[arg(long = "api-key", visible_alias = "api_key", value_name = "KEY")]
     api_key: Option<String>,
+    /// Requests --serve decodes at once (KV caches kept)
+    #[arg(long, default_value_t = 4, value_parser = at_least::<1>)]
     slots: usize,
+    /// More names the Host header of a request to --serve may give, comma-separated (`*`: any); the bound address,
+    /// localhost and 127.0.0.1 are always allowed
+    #[arg(long = "allowed-hosts", visible_alias = "allowed_hosts", value_name = "HOSTS", value_delimiter = ',')]
+    allowed_hosts: Vec<String>,
+    /// An origin other than the chat page's whose pages may call the API (`http://localhost:3000`; `*`: any)
+    #[arg(long, value_name = "ORIGIN")]
+    cors: Option<String>,
+    /// Connections --serve holds at once; more are answered 503
+    #[arg(long = "max-connections", visible_alias = "max_connections", value_name = "N", default_value_t = 64, value_parser = at_least::<1>)]
+    max_connections: usize,
 }
 
-const USAGE: &str = "usage: llm --model FILE_OR_URL [--prompt TEXT] [--count N] [--benchmark N] [--temperature T] [--top_k K] [--top_p P] [--seed S] [--max_context N] [--serve PORT [--host H] [--api-key KEY] [--slots N]]";
+/// A float that is finite and not negative.
+fn non_negative(v: &str) -> Result<f32, String> {
+    v.parse::<f32>().ok().filter(|x| x.is_finite() && *x >= 0.0).ok_or_else(|| "expected a number >= 0".into())
+}
 
-fn parse() -> Result<Args, String> {
-    let mut a = Args {
-        model: String::new(),
-        prompt: None,
-        count: 64,
-        benchmark: None,
-        temperature: 0.7,
-        top_k: 0,
-        top_p: 1.0,
-        seed: 0,
-        max_context: 1024,
-        serve: None,
-        host: "127.0.0.1".into(),
-        api_key: None,
-        slots: 4,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        let num = |v: String| v.parse::<f64>().map_err(|_| format!("{flag}: {v:?} is not a number"));
-        match flag.as_str() {
-            "--model" => a.model = value()?,
-            "--prompt" => a.prompt = Some(value()?),
-            "--count" => a.count = num(value()?)? as usize,
-            "--benchmark" => a.benchmark = Some(num(value()?)? as usize),
-            "--temperature" => a.temperature = num(value()?)? as f32,
-            "--top_k" => a.top_k = num(value()?)? as usize,
-            "--top_p" => a.top_p = num(value()?)? as f32,
-            "--seed" => a.seed = num(value()?)? as u64,
-            "--max_context" => a.max_context = (num(value()?)? as usize).max(2),
-            "--serve" => a.serve = Some(value()?.parse().map_err(|_| "--serve: the port must be a number in 0..=65535".to_string())?),
-            "--host" => a.host = value()?,
-            "--api-key" => a.api_key = Some(value()?),
-            "--slots" => a.slots = (num(value()?)? as usize).max(1),
-            "--help" | "-h" => return Err(USAGE.into()),
-            f => return Err(format!("unknown flag {f}\n{USAGE}")),
+/// A float in (0, 1].
+fn probability(v: &str) -> Result<f32, String> {
+    v.parse::<f32>().ok().filter(|x| *x > 0.0 && *x <= 1.0).ok_or_else(|| "expected a number in (0, 1]".into())
+}
+
+/// An integer of at least `MIN`.
+fn at_least<const MIN: usize>(v: &str) -> Result<usize, String> {
+    v.parse::<usize>().ok().filter(|x| *x >= MIN).ok_or_else(|| format!("expected an integer >= {MIN}"))
+}
+
+/// The arguments, or exits: `--help` and `--version` print to stdout (status 0); a bad flag is one line naming it
+/// on stderr (status 1).
+fn parse() -> Args {
+    use clap::Parser;
+    Args::try_parse().unwrap_or_else(|e| {
+        if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion) {
+            print!("{e}");
+            std::process::exit(0);
         }
-    }
-    if a.model.is_empty() {
-        return Err(format!("--model is required\n{USAGE}"));
-    }
-    Ok(a)
+        // clap's message up to its first blank line (then tips and usage), on one line
+        let text = e.to_string();
+        let first: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+        eprintln!("{}", first.join(" "));
+        std::process::exit(1);
+    })
 }
 
 /// GB/s this machine reads memory at, on all cores (the bound a decode step's weight reads sit under): sums of a
@@ -100,7 +127,15 @@ fn run(a: &Args) -> tinygrad::Result<()> {
         })?;
         let addr = listener.local_addr().map_err(|e| tinygrad::Error::Io { path: "the listening socket".into(), source: e })?;
         println!("listening on http://{addr}");
-        let opts = serve::Options { api_key: a.api_key.clone(), temperature: a.temperature, top_k: a.top_k, top_p: a.top_p };
+        let opts = serve::Options {
+            api_key: a.api_key.clone(),
+            temperature: a.temperature,
+            top_k: a.top_k,
+            top_p: a.top_p,
+            allowed_hosts: a.allowed_hosts.clone(),
+            cors: a.cors.clone(),
+            max_connections: a.max_connections,
+        };
         return serve::serve(listener, opts, || serve::Model::load(&a.model, a.max_context, a.slots));
     }
     let file = GgufFile::open(fetch_model(&a.model)?)?;
@@ -244,17 +279,11 @@ fn batched_benchmark(file: &GgufFile, tok: &Tokenizer, prompt: &[u32], n: usize,
 }
 
 fn main() {
+    let args = parse();
     if let Err(e) = tinygrad::runtime::check_env() {
         eprintln!("error: {e}");
         std::process::exit(1);
     }
-    let args = match parse() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(2);
-        }
-    };
     if let Err(e) = run(&args) {
         eprintln!("error: {e}");
         std::process::exit(1);

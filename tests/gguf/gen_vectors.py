@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Test data for tests/gguf.rs, made with llama.cpp's own `gguf` Python package (gguf-py).
 
-    /work/venv/bin/python tests/gguf/gen_vectors.py            # vectors/*.bin, small.gguf, split/*.gguf
-    /work/venv/bin/python tests/gguf/gen_vectors.py --models D # also vectors/models.json from the real files in D
+    $(python3 bench/bench_python.py) tests/gguf/gen_vectors.py            # vectors/*.bin, small.gguf, split/*.gguf
+    $(python3 bench/bench_python.py) tests/gguf/gen_vectors.py --models D # also vectors/models.json from the real files in D
 
 vectors/<TYPE>.bin, one per ggml type, little endian:
     u32 ggml type id, u32 rows, u32 element count n, u32 byte count m, u32 block count b,

@@ -3,6 +3,12 @@
 //! `POST /v1/chat/completions` and `POST /v1/completions` with OpenAI's JSON fields. Out: JSON responses, or
 //! server-sent events of the text a [`Batcher`] generates token by token; errors in OpenAI's shape
 //! (`{"error": {"message", "type", "param", "code"}}`). Each request thread blocks on its Batcher channel.
+//!
+//! What a web page elsewhere could send is refused before anything else, as a local model server must (ollama's
+//! Host and Origin allow-lists): a `Host` that is not the bound address, localhost, 127.0.0.1 or one of
+//! [`Options::allowed_hosts`] (421: a DNS-rebinding page), an `Origin` other than the server's own or
+//! [`Options::cors`] (403: a cross-site request), and an API `POST` whose `Content-Type` is not JSON (415: a form or
+//! `text/plain` request, which browsers send cross-site without asking).
 
 mod http;
 
@@ -15,9 +21,9 @@ use super::tokenizer::{StreamDecoder, Tokenizer};
 use super::{chat_prompt, fetch_model, tokenizer_from_gguf};
 use crate::error::{Error, Result};
 use crate::nn::gguf::GgufFile;
-use http::Refused;
+use http::{Conn, Refused};
 use serde_json::{json, Value};
-use std::net::{TcpListener, TcpStream};
+use std::net::{IpAddr, TcpListener};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -75,12 +81,29 @@ pub struct Options {
     pub top_k: usize,
     /// See [`Sampler::top_p`].
     pub top_p: f32,
+    /// Names a request's `Host` may give besides the bound address, `localhost` and `127.0.0.1` (`*`: any; the
+    /// port is not compared).
+    pub allowed_hosts: Vec<String>,
+    /// An origin besides the server's own whose pages may call the API (`http://localhost:3000`; `*`: any):
+    /// its requests get CORS headers and preflights are answered.
+    pub cors: Option<String>,
+    /// Connections served at once; more are answered 503 and closed.
+    pub max_connections: usize,
+}
+
+impl Default for Options {
+    /// No API key, the `llm` binary's sampling defaults, only local hosts, no other origin, 64 connections.
+    fn default() -> Options {
+        Options { api_key: None, temperature: 0.7, top_k: 0, top_p: 1.0, allowed_hosts: vec![], cors: None, max_connections: 64 }
+    }
 }
 
 /// What the request threads share: the options, and the model once it has loaded.
 struct Server {
     opts: Options,
     model: OnceLock<Model>,
+    /// The address the listener is bound to.
+    bound: Option<IpAddr>,
 }
 
 /// Serves on `listener` from now on, answering `/health` 503 `{"status":"loading model"}` (and the API 503) until
@@ -89,9 +112,12 @@ struct Server {
 /// # Errors
 /// `load`'s error (the listener closes with the process).
 pub fn serve(listener: TcpListener, opts: Options, load: impl FnOnce() -> Result<Model>) -> Result<()> {
-    let server = Arc::new(Server { opts, model: OnceLock::new() });
+    let bound = listener.local_addr().ok().map(|a| a.ip()).filter(|ip| !ip.is_unspecified());
+    let busy = ApiError::new(503, "unavailable_error", "Too many connections: try again later").code("too_many_connections");
+    let max = opts.max_connections.max(1);
+    let server = Arc::new(Server { opts, model: OnceLock::new(), bound });
     let s = server.clone();
-    let accept = http::listen(listener, move |conn| handle(&s, conn));
+    let accept = http::listen(listener, max, busy.body(), move |conn| handle(&s, conn));
     let model = load()?;
     eprintln!("llm: serving {}", model.name);
     let _ = server.model.set(model);
@@ -133,7 +159,7 @@ impl From<Refused> for ApiError {
 }
 
 /// Answers the one request `conn` carries.
-fn handle(server: &Server, mut conn: TcpStream) {
+fn handle(server: &Server, mut conn: Conn) {
     // (a request has a minute to arrive)
     let deadline = Instant::now() + Duration::from_secs(60);
     let head = match http::read_head(&mut conn, deadline) {
@@ -143,6 +169,14 @@ fn handle(server: &Server, mut conn: TcpStream) {
     };
     let method = head.method.clone();
     let path = head.path.split('?').next().unwrap_or("").to_string();
+    if let Err(e) = guard(server, &head, &method, &path, &mut conn) {
+        return reject(&mut conn, &e);
+    }
+    if method == "OPTIONS" && head.header("origin").is_some() {
+        // (a preflight from an allowed origin: what it may send)
+        conn.headers.push_str("Access-Control-Allow-Methods: GET, POST, OPTIONS\r\nAccess-Control-Allow-Headers: Authorization, Content-Type\r\nAccess-Control-Max-Age: 600\r\n");
+        return http::respond(&mut conn, 204, "text/plain", b"");
+    }
     let public = matches!((method.as_str(), path.as_str()), ("GET", "/" | "/index.html" | "/health"));
     if let (Some(key), false) = (&server.opts.api_key, public) {
         // (the scheme is case-insensitive, RFC 9110: `bearer KEY` is the same credential)
@@ -186,8 +220,48 @@ fn handle(server: &Server, mut conn: TcpStream) {
     }
 }
 
+/// Refuses what a page on another site could have sent (see the module doc): a foreign `Host` (421), a foreign
+/// `Origin` (403), an API `POST` that is not JSON (415). An allowed foreign origin gets CORS headers on `conn`.
+fn guard(server: &Server, head: &http::Head, method: &str, path: &str, conn: &mut Conn) -> std::result::Result<(), ApiError> {
+    let host = head.header("host").unwrap_or("").trim();
+    // the name without its port (`[::1]:8080` -> `::1`, `localhost:8080` -> `localhost`)
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit())).map_or(host, |(n, _)| n),
+    };
+    let allowed = &server.opts.allowed_hosts;
+    let local = ["localhost", "127.0.0.1", "::1"].iter().any(|l| name.eq_ignore_ascii_case(l));
+    let ok = host.is_empty()
+        || local
+        || server.bound.is_some_and(|ip| name.parse() == Ok(ip))
+        || allowed.iter().any(|a| a == "*" || a.eq_ignore_ascii_case(name));
+    if !ok {
+        let msg = format!("Host {host:?} is not this server's (a DNS-rebinding page?); start it with --allowed-hosts {name} to allow it");
+        return Err(ApiError::new(421, "invalid_request_error", msg).code("host_not_allowed"));
+    }
+    if let Some(origin) = head.header("origin").map(str::trim) {
+        let own = ["http://", "https://"].iter().any(|s| origin.strip_prefix(s).is_some_and(|o| o.eq_ignore_ascii_case(host)));
+        let cors = server.opts.cors.as_deref().is_some_and(|c| c == "*" || c.eq_ignore_ascii_case(origin));
+        if !own && !cors {
+            let msg =
+                format!("Origin {origin:?} may not call this server (a cross-site request?); start it with --cors {origin} to allow it");
+            return Err(ApiError::new(403, "invalid_request_error", msg).code("origin_not_allowed"));
+        }
+        if !own {
+            conn.headers = format!("Access-Control-Allow-Origin: {origin}\r\nVary: Origin\r\n");
+        }
+    }
+    let json =
+        head.header("content-type").is_some_and(|t| t.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json"));
+    if method == "POST" && path.starts_with("/v1/") && !json {
+        let e = ApiError::new(415, "invalid_request_error", "send the request body as JSON with `Content-Type: application/json`");
+        return Err(e.code("unsupported_media_type"));
+    }
+    Ok(())
+}
+
 /// Answers `e` to a request whose body may be unread ([`http::reject`]).
-fn reject(conn: &mut TcpStream, e: &ApiError) {
+fn reject(conn: &mut Conn, e: &ApiError) {
     http::reject(conn, e.status, &e.body());
 }
 
@@ -378,13 +452,7 @@ fn generate(m: &Model, p: Params, mut emit: impl FnMut(&str) -> bool) -> std::re
 
 /// A chat completion (`chat`) or a text completion: whole (the answer returned), or streamed to `conn` (`None`
 /// returned; once a stream has begun, a failure is sent as an `{"error": ...}` event).
-fn complete(
-    server: &Server,
-    m: &Model,
-    body: &[u8],
-    chat: bool,
-    conn: &mut TcpStream,
-) -> std::result::Result<Option<(u16, Value)>, ApiError> {
+fn complete(server: &Server, m: &Model, body: &[u8], chat: bool, conn: &mut Conn) -> std::result::Result<Option<(u16, Value)>, ApiError> {
     let p = params(server, m, body, chat)?;
     let (stream, include_usage, prompt_tokens) = (p.stream, p.include_usage, p.prompt.len());
     let (id, created, t0) = (format!("{}-{:016x}", if chat { "chatcmpl" } else { "cmpl" }, fresh()), now(), Instant::now());
