@@ -3,7 +3,8 @@
 //!
 //! Stages, in processing order: [`tensor`] (the user API) builds [`uop`] graphs; [`schedule`] cuts them into
 //! kernels; [`codegen`] lowers and linearizes each; [`renderer`] prints source; [`runtime`] compiles and
-//! launches it; [`engine`] drives the whole. [`dtype`], [`helpers`] and [`error`] are shared by all.
+//! launches it; [`engine`] drives the whole. [`dtype`], [`helpers`] and [`error`] are shared by all. Above the
+//! tensor: [`nn`] (layers, optimizers, state, GGUF), [`onnx`] (ONNX models) and [`llm`].
 
 // lets `#[derive(Module)]`'s `::tinygrad::...` paths resolve inside this crate too
 extern crate self as tinygrad;
@@ -15,6 +16,7 @@ pub mod error;
 pub mod helpers;
 pub mod llm;
 pub mod nn;
+pub mod onnx;
 pub mod renderer;
 pub mod runtime;
 pub mod schedule;

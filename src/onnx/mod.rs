@@ -1,0 +1,203 @@
+//! ONNX models (tinygrad `nn/onnx.py`'s `OnnxRunner`), the stage above `nn`. In: a `.onnx` file (a protobuf
+//! `ModelProto`, decoded by `prost` from the memory-mapped file; initializers in it or in external files beside it)
+//! and input tensors by name. Out: the graph's outputs by name, computed lazily by the [`ops`] handlers on the Tensor
+//! API, so a run is one realize of fused kernels.
+//!
+//! Where this stands: the loader reads every storage dtype the project has (floats, ints, bool; the float8, int4,
+//! int2 and string types are load errors naming the tensor), raw and typed data, external data (offset and length
+//! checked against the file); the runner executes the default (`ai.onnx`) domain's ops in [`ops`]'s table. Bad files
+//! are one-line [`Error::Format`]s naming the file.
+
+pub mod ops;
+pub mod proto;
+
+use crate::dtype::{dtypes, DType};
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+use bytes::Bytes;
+use prost::Message;
+use proto::tensor_proto::{DataLocation, DataType};
+use proto::{ModelProto, NodeProto, TensorProto};
+use rustc_hash::FxHashMap;
+use std::path::{Path, PathBuf};
+
+/// A loaded ONNX model, ready to run (tinygrad `OnnxRunner`).
+pub struct OnnxRunner {
+    path: PathBuf,
+    model: ModelProto,
+    /// The initializers, as tensors.
+    weights: FxHashMap<String, Tensor>,
+    /// The opset version of each domain the model imports (`""` is `ai.onnx`).
+    opsets: FxHashMap<String, i64>,
+}
+
+/// The file at `path`, memory-mapped, as `Bytes` that slices share without copying.
+fn map_file(path: &Path) -> Result<Bytes> {
+    let io = |source| Error::Io { path: path.into(), source };
+    let file = std::fs::File::open(path).map_err(io)?;
+    // SAFETY: the map is read-only and owned by the Bytes (and every slice of it); reads are bounds-checked by
+    // Bytes. Another process truncating the file while it is mapped could fault, as with any mmap of a file.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+    Ok(Bytes::from_owner(map))
+}
+
+impl OnnxRunner {
+    /// Loads the model at `path`: decodes it, reads its initializers (external ones from files beside it).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when a file does not open; [`Error::Format`] naming the file when it is not an ONNX model
+    /// (truncated, not protobuf, no graph), an initializer's dtype is not supported, or its data does not fit its
+    /// shape or lies past the end of its external file.
+    pub fn load(path: impl AsRef<Path>) -> Result<OnnxRunner> {
+        let path = path.as_ref().to_path_buf();
+        let bad = |msg: String| Error::Format { path: path.clone(), msg };
+        let model = ModelProto::decode(map_file(&path)?).map_err(|e| bad(format!("not an ONNX model ({e}); is the file truncated?")))?;
+        let graph = model.graph.as_ref().ok_or_else(|| bad("the model has no graph".into()))?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let weights =
+            graph.initializer.iter().map(|t| Ok((t.name().to_string(), tensor_from_proto(t, dir, &path)?))).collect::<Result<_>>()?;
+        let opsets = model.opset_import.iter().map(|o| (o.domain().to_string(), o.version())).collect();
+        Ok(OnnxRunner { path, model, weights, opsets })
+    }
+
+    /// The graph's input names that are not initializers, in order.
+    pub fn input_names(&self) -> Vec<&str> {
+        self.graph().input.iter().map(|v| v.name()).filter(|n| !self.weights.contains_key(*n)).collect()
+    }
+
+    /// The graph's output names, in order.
+    pub fn output_names(&self) -> Vec<&str> {
+        self.graph().output.iter().map(|v| v.name()).collect()
+    }
+
+    fn graph(&self) -> &proto::GraphProto {
+        self.model.graph.as_ref().expect("load checked the graph")
+    }
+
+    /// Runs the graph on `inputs` (name, tensor) and returns its outputs by name, lazy (realize them, or read them).
+    ///
+    /// # Errors
+    /// [`Error::Format`] naming the model when an input is missing, a node's op is not supported (naming op, domain,
+    /// opset and node) or a node reads a value nothing made.
+    pub fn run(&self, inputs: &[(&str, Tensor)]) -> Result<Vec<(String, Tensor)>> {
+        let bad = |msg: String| Error::Format { path: self.path.clone(), msg };
+        let mut values: FxHashMap<&str, Tensor> = self.weights.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        for name in self.input_names() {
+            let t = inputs.iter().find(|(n, _)| *n == name).ok_or_else(|| bad(format!("input {name:?} is not given")))?;
+            values.insert(name, t.1.clone());
+        }
+        for node in &self.graph().node {
+            let args = node
+                .input
+                .iter()
+                .map(|i| {
+                    if i.is_empty() {
+                        Ok(None)
+                    } else {
+                        values
+                            .get(i.as_str())
+                            .cloned()
+                            .map(Some)
+                            .ok_or_else(|| bad(format!("node {:?} reads {i:?}, which nothing made", node.name())))
+                    }
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let outs = self.run_node(node, &args).map_err(&bad)?;
+            values.extend(node.output.iter().map(String::as_str).zip(outs));
+        }
+        self.output_names()
+            .into_iter()
+            .map(|n| Ok((n.to_string(), values.get(n).cloned().ok_or_else(|| bad(format!("output {n:?} was not made")))?)))
+            .collect()
+    }
+
+    fn run_node(&self, node: &NodeProto, args: &[Option<Tensor>]) -> std::result::Result<Vec<Tensor>, String> {
+        let domain = match node.domain() {
+            "" | "ai.onnx" => "",
+            d => d,
+        };
+        let opset = self.opsets.get(domain).copied().unwrap_or(0);
+        let handler = domain.is_empty().then(|| ops::handler(node.op_type())).flatten();
+        let Some(handler) = handler else {
+            return Err(format!(
+                "op {} (domain {:?}, opset {opset}) of node {:?} is not supported",
+                node.op_type(),
+                node.domain(),
+                node.name()
+            ));
+        };
+        handler(&ops::Node { proto: node, opset }, args).map_err(|e| format!("node {:?} ({}): {e}", node.name(), node.op_type()))
+    }
+}
+
+/// The project's dtype for ONNX data type `t`, if it has one.
+fn dtype_of(t: DataType) -> Option<DType> {
+    Some(match t {
+        DataType::Float => dtypes::FLOAT32,
+        DataType::Double => dtypes::FLOAT64,
+        DataType::Float16 => dtypes::FLOAT16,
+        DataType::Bfloat16 => dtypes::BFLOAT16,
+        DataType::Int8 => dtypes::INT8,
+        DataType::Int16 => dtypes::INT16,
+        DataType::Int32 => dtypes::INT32,
+        DataType::Int64 => dtypes::INT64,
+        DataType::Uint8 => dtypes::UINT8,
+        DataType::Uint16 => dtypes::UINT16,
+        DataType::Uint32 => dtypes::UINT32,
+        DataType::Uint64 => dtypes::UINT64,
+        DataType::Bool => dtypes::BOOL,
+        _ => return None,
+    })
+}
+
+/// The tensor an initializer (or a Constant's value) holds: its raw bytes (little-endian), its typed fields, or its
+/// external file's bytes (relative to `dir`). `model` names the file in errors.
+///
+/// # Errors
+/// [`Error::Format`] for an unsupported dtype, data that does not fit the shape, or external data past the end of
+/// its file (or a missing one, as [`Error::Io`]).
+pub fn tensor_from_proto(t: &TensorProto, dir: &Path, model: &Path) -> Result<Tensor> {
+    let bad = |msg: String| Error::Format { path: model.into(), msg: format!("tensor {:?}: {msg}", t.name()) };
+    let kind = DataType::try_from(t.data_type()).map_err(|_| bad(format!("unknown data type {}", t.data_type())))?;
+    let dt = dtype_of(kind).ok_or_else(|| bad(format!("data type {} is not supported yet", kind.as_str_name())))?;
+    let shape: Vec<usize> =
+        t.dims.iter().map(|&d| usize::try_from(d).map_err(|_| bad(format!("negative dim {d}")))).collect::<Result<_>>()?;
+    let n: usize = shape.iter().product();
+    let bytes: Vec<u8> = if t.data_location() == DataLocation::External {
+        let entry = |k: &str| t.external_data.iter().find(|e| e.key() == k).map(|e| e.value().to_string());
+        let file = dir.join(entry("location").ok_or_else(|| bad("external data without a location".into()))?);
+        let num =
+            |k: &str| entry(k).map(|v| v.parse::<usize>().map_err(|_| bad(format!("external {k} {v:?} is not a number")))).transpose();
+        let data = map_file(&file)?;
+        let offset = num("offset")?.unwrap_or(0);
+        let length = num("length")?.unwrap_or(n * dt.itemsize());
+        let end = offset.checked_add(length).filter(|&e| e <= data.len());
+        let end = end.ok_or_else(|| {
+            bad(format!("external data {offset}..{offset}+{length} passes the end of {} ({} bytes)", file.display(), data.len()))
+        })?;
+        data[offset..end].to_vec()
+    } else if let Some(raw) = &t.raw_data {
+        raw.to_vec()
+    } else {
+        typed_bytes(t, dt)
+    };
+    if bytes.len() != n * dt.itemsize() {
+        return Err(bad(format!("{} bytes of data for shape {shape:?} of {dt} ({} bytes)", bytes.len(), n * dt.itemsize())));
+    }
+    Ok(Tensor::from_bytes(&bytes, dt, shape))
+}
+
+/// A tensor's typed fields as native bytes of `dt` (ONNX keeps 8- and 16-bit ints, bool and 16-bit floats in
+/// `int32_data`, one value each; uint32 and uint64 in `uint64_data`).
+fn typed_bytes(t: &TensorProto, dt: DType) -> Vec<u8> {
+    let narrow = |size: usize| t.int32_data.iter().flat_map(|v| v.to_le_bytes()[..size].to_vec()).collect::<Vec<u8>>();
+    match dt {
+        d if d == dtypes::FLOAT32 => t.float_data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        d if d == dtypes::FLOAT64 => t.double_data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        d if d == dtypes::INT64 => t.int64_data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        d if d == dtypes::INT32 => narrow(4),
+        d if d == dtypes::UINT64 => t.uint64_data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        d if d == dtypes::UINT32 => t.uint64_data.iter().flat_map(|v| (*v as u32).to_le_bytes()).collect(),
+        d => narrow(d.itemsize()),
+    }
+}

@@ -1,0 +1,182 @@
+//! ONNX models built here with the protobuf messages, written to files and run: values against hand-derived ones,
+//! initializers raw, typed and external, and bad files as one-line errors naming the file.
+
+use prost::Message;
+use std::path::{Path, PathBuf};
+use tinygrad::onnx::proto::tensor_proto::{DataLocation, DataType};
+use tinygrad::onnx::proto::{
+    attribute_proto::AttributeType, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto,
+    TensorProto, ValueInfoProto,
+};
+use tinygrad::onnx::OnnxRunner;
+use tinygrad::{Error, Tensor};
+
+fn dir(case: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tinygrad-onnx-{}-{case}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn node(op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
+    NodeProto {
+        op_type: Some(op.into()),
+        name: Some(format!("{op}_{}", outputs[0])),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        attribute: attrs,
+        ..Default::default()
+    }
+}
+
+fn int_attr(name: &str, i: i64) -> AttributeProto {
+    AttributeProto { name: Some(name.into()), r#type: Some(AttributeType::Int as i32), i: Some(i), ..Default::default() }
+}
+
+fn float_attr(name: &str, f: f32) -> AttributeProto {
+    AttributeProto { name: Some(name.into()), r#type: Some(AttributeType::Float as i32), f: Some(f), ..Default::default() }
+}
+
+fn floats(name: &str, dims: &[i64], data: &[f32], raw: bool) -> TensorProto {
+    let mut t = TensorProto { name: Some(name.into()), dims: dims.to_vec(), data_type: Some(DataType::Float as i32), ..Default::default() };
+    if raw {
+        t.raw_data = Some(data.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>().into());
+    } else {
+        t.float_data = data.to_vec();
+    }
+    t
+}
+
+fn value(name: &str) -> ValueInfoProto {
+    ValueInfoProto { name: Some(name.into()), ..Default::default() }
+}
+
+/// Writes a model of `nodes` with `inits`, graph inputs `inputs` and outputs `outputs` (opset 17) to `path`.
+fn write(path: &Path, nodes: Vec<NodeProto>, inits: Vec<TensorProto>, inputs: &[&str], outputs: &[&str]) {
+    let graph = GraphProto {
+        node: nodes,
+        initializer: inits,
+        input: inputs.iter().map(|n| value(n)).collect(),
+        output: outputs.iter().map(|n| value(n)).collect(),
+        ..Default::default()
+    };
+    let opset = OperatorSetIdProto { domain: Some(String::new()), version: Some(17) };
+    let model = ModelProto { ir_version: Some(8), opset_import: vec![opset], graph: Some(graph), ..Default::default() };
+    std::fs::write(path, model.encode_to_vec()).unwrap();
+}
+
+fn out(runner: &OnnxRunner, inputs: &[(&str, Tensor)], name: &str) -> Vec<f32> {
+    let outs = runner.run(inputs).unwrap();
+    outs.iter().find(|(n, _)| n == name).unwrap().1.to_vec::<f32>().unwrap()
+}
+
+/// `x @ w + b` by hand, in f64: `x` (m, k), `w` (k, n) row-major.
+fn affine(x: &[f64], w: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
+    (0..m * n).map(|e| (0..k).map(|q| x[e / n * k + q] * w[q * n + e % n]).sum::<f64>() + b[e % n]).collect()
+}
+
+fn close(got: &[f32], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    got.iter().zip(want).for_each(|(g, w)| assert!((*g as f64 - w).abs() < 1e-5 * w.abs().max(1.0), "{what}: {got:?} vs {want:?}"));
+}
+
+#[test]
+fn an_mlp_with_gemm_reshape_and_softmax() {
+    let d = dir("mlp");
+    let x = [1.0f32, -2.0, 0.5, 3.0, 0.0, -1.0];
+    let w = [0.5f32, -1.0, 2.0, 1.0, 0.0, 3.0, -0.5, 1.5, 1.0, 2.0, -1.0, 0.25];
+    let (b, w2, c) = ([0.1f32, -0.2, 0.3, -0.4], [1.0f32, -1.0, 0.5, 2.0, 0.0, 1.0, -2.0, 0.5, 0.25, 0.75, 1.0, -1.0], [0.5f32, -0.5, 1.0]);
+    let shape = TensorProto {
+        name: Some("shape".into()),
+        dims: vec![1],
+        data_type: Some(DataType::Int64 as i32),
+        int64_data: vec![-1],
+        ..Default::default()
+    };
+    let nodes = vec![
+        node("MatMul", &["x", "w"], &["h"], vec![]),
+        node("Add", &["h", "b"], &["h2"], vec![]),
+        node("Relu", &["h2"], &["r"], vec![]),
+        node("Gemm", &["r", "w2", "c"], &["g"], vec![int_attr("transB", 1), float_attr("alpha", 0.5), float_attr("beta", 2.0)]),
+        node("Reshape", &["g", "shape"], &["flat"], vec![]),
+        node("Softmax", &["flat"], &["y"], vec![int_attr("axis", -1)]),
+    ];
+    let inits = vec![
+        floats("w", &[3, 4], &w, true),
+        floats("b", &[4], &b, false),
+        floats("w2", &[3, 4], &w2, true),
+        floats("c", &[3], &c, true),
+        shape,
+    ];
+    write(&d.join("m.onnx"), nodes, inits, &["x"], &["y", "r", "g"]);
+    let runner = OnnxRunner::load(d.join("m.onnx")).unwrap();
+    assert_eq!((runner.input_names(), runner.output_names()), (vec!["x"], vec!["y", "r", "g"]));
+    let f = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
+    let r: Vec<f64> = affine(&f(&x), &f(&w), &f(&b), 2, 3, 4).into_iter().map(|v| v.max(0.0)).collect();
+    // Gemm: 0.5 · r @ w2ᵀ + 2 · c
+    let w2t: Vec<f64> = (0..12).map(|e| w2[(e % 3) * 4 + e / 3] as f64).collect();
+    let g: Vec<f64> = affine(&r, &w2t, &[0.0; 3], 2, 4, 3).iter().enumerate().map(|(e, v)| 0.5 * v + 2.0 * c[e % 3] as f64).collect();
+    let z: f64 = g.iter().map(|v| v.exp()).sum();
+    let xt = Tensor::from_slice(&x, [2, 3]);
+    close(&out(&runner, &[("x", xt.clone())], "r"), &r, "relu");
+    close(&out(&runner, &[("x", xt.clone())], "g"), &g, "gemm");
+    close(&out(&runner, &[("x", xt)], "y"), &g.iter().map(|v| v.exp() / z).collect::<Vec<_>>(), "softmax");
+}
+
+#[test]
+fn external_initializers_are_read_and_checked() {
+    let d = dir("external");
+    let w = [1.0f32, 2.0, 3.0, 4.0];
+    std::fs::write(d.join("weights.bin"), [vec![0u8; 8], w.iter().flat_map(|v| v.to_le_bytes()).collect()].concat()).unwrap();
+    let ext = |offset: &str, length: &str, file: &str| TensorProto {
+        name: Some("w".into()),
+        dims: vec![2, 2],
+        data_type: Some(DataType::Float as i32),
+        data_location: Some(DataLocation::External as i32),
+        external_data: [("location", file), ("offset", offset), ("length", length)]
+            .iter()
+            .map(|(k, v)| StringStringEntryProto { key: Some(k.to_string()), value: Some(v.to_string()) })
+            .collect(),
+        ..Default::default()
+    };
+    let model = |t: TensorProto| {
+        write(&d.join("m.onnx"), vec![node("Mul", &["x", "w"], &["y"], vec![])], vec![t], &["x"], &["y"]);
+        OnnxRunner::load(d.join("m.onnx"))
+    };
+    let runner = model(ext("8", "16", "weights.bin")).unwrap();
+    assert_eq!(out(&runner, &[("x", Tensor::from_slice(&[2.0f32; 4], [2, 2]))], "y"), [2.0, 4.0, 6.0, 8.0]);
+    let err = model(ext("16", "16", "weights.bin")).err().expect("past the end").to_string();
+    assert!(err.contains("m.onnx") && err.contains("passes the end of") && err.contains("tensor \"w\""), "{err}");
+    let err = model(ext("0", "16", "missing.bin")).err().expect("no such file").to_string();
+    assert!(err.contains("missing.bin"), "{err}");
+}
+
+#[test]
+fn bad_files_and_unsupported_ops_are_errors_naming_them() {
+    let d = dir("bad");
+    write(&d.join("m.onnx"), vec![node("Frobnicate", &["x"], &["y"], vec![])], vec![floats("w", &[2], &[1.0, 2.0], true)], &["x"], &["y"]);
+    let bytes = std::fs::read(d.join("m.onnx")).unwrap();
+    // truncated, and not protobuf at all
+    std::fs::write(d.join("cut.onnx"), &bytes[..bytes.len() - 5]).unwrap();
+    std::fs::write(d.join("text.onnx"), b"this is not a model").unwrap();
+    for name in ["cut.onnx", "text.onnx"] {
+        let Err(e) = OnnxRunner::load(d.join(name)) else { panic!("{name} loaded") };
+        assert!(matches!(e, Error::Format { .. }) && e.to_string().contains(name) && e.to_string().lines().count() == 1, "{e}");
+    }
+    let runner = OnnxRunner::load(d.join("m.onnx")).unwrap();
+    let Err(e) = runner.run(&[("x", Tensor::from_slice(&[1.0f32], [1]))]) else { panic!("ran an unknown op") };
+    assert!(e.to_string().contains("op Frobnicate (domain \"\", opset 17) of node \"Frobnicate_y\" is not supported"), "{e}");
+    let Err(e) = runner.run(&[]) else { panic!("ran without its input") };
+    assert!(e.to_string().contains("input \"x\" is not given"), "{e}");
+    // a dtype the project lacks
+    let f8 = TensorProto {
+        name: Some("q".into()),
+        dims: vec![1],
+        data_type: Some(DataType::Float8e4m3fn as i32),
+        raw_data: Some(vec![0u8].into()),
+        ..Default::default()
+    };
+    write(&d.join("f8.onnx"), vec![], vec![f8], &[], &[]);
+    let Err(e) = OnnxRunner::load(d.join("f8.onnx")) else { panic!("loaded float8") };
+    assert!(e.to_string().contains("tensor \"q\": data type FLOAT8E4M3FN is not supported yet"), "{e}");
+}
