@@ -57,7 +57,10 @@ pub fn handler(op: &str) -> Option<Handler> {
         "Add" => |_, a| one(arg(a, 0)?.add(arg(a, 1)?)),
         "Sub" => |_, a| one(arg(a, 0)?.sub(arg(a, 1)?)),
         "Mul" => |_, a| one(arg(a, 0)?.mul(arg(a, 1)?)),
-        "Div" => |_, a| one(arg(a, 0)?.div(arg(a, 1)?)),
+        "Div" => |_, a| {
+            let (x, y) = (arg(a, 0)?, arg(a, 1)?);
+            one(if x.dtype().is_int() { x.div_trunc(y) } else { x.div(y) })
+        },
         "Pow" => |_, a| one(arg(a, 0)?.pow(arg(a, 1)?)),
         "Neg" => |_, a| one(arg(a, 0)?.neg()),
         "Abs" => |_, a| one(arg(a, 0)?.abs()),
@@ -77,8 +80,8 @@ pub fn handler(op: &str) -> Option<Handler> {
         "Reshape" => reshape,
         "Flatten" => |n, a| {
             let x = arg(a, 0)?;
-            let axis = n.int("axis", 1).rem_euclid(x.ndim() as i64 + 1) as usize;
-            let s = x.shape();
+            let axis = n.int("axis", 1);
+            let (s, axis) = (x.shape(), if axis < 0 { axis + x.ndim() as i64 } else { axis } as usize);
             one(x.reshape([s[..axis].iter().product::<usize>(), s[axis..].iter().product()]))
         },
         "Softmax" => |n, a| {
@@ -87,8 +90,8 @@ pub fn handler(op: &str) -> Option<Handler> {
                 return one(x.softmax(n.int("axis", -1)));
             }
             // (before opset 13: the input as 2-D at `axis`, softmax over the second dim)
-            let axis = n.int("axis", 1).rem_euclid(x.ndim() as i64) as usize;
-            let s = x.shape();
+            let axis = n.int("axis", 1);
+            let (s, axis) = (x.shape(), if axis < 0 { axis + x.ndim() as i64 } else { axis } as usize);
             one(x.reshape([s[..axis].iter().product::<usize>(), s[axis..].iter().product()]).softmax(-1).reshape(s))
         },
         "Concat" => |n, a| {

@@ -1,0 +1,93 @@
+//! Runs ONNX test cases in onnx's standard layout (a case: `model.onnx` and `test_data_set_N/{input,output}_M.pb`)
+//! and compares the outputs as onnx's backend runner does (`rtol` 1e-3, `atol` 1e-7; NaN equals NaN; ints and bools
+//! exactly).
+//!
+//!   cargo run --release --example onnx_test -- DIR
+//!
+//! DIR is one case or a directory of cases (`tests/onnx/gen_node_suite.py` writes onnx's node suite). One line per
+//! failure (case, reason), then `N passed, M failed`.
+
+use prost::Message;
+use std::path::Path;
+use tinygrad::dtype::dtypes;
+use tinygrad::onnx::proto::TensorProto;
+use tinygrad::onnx::{tensor_from_proto, OnnxRunner};
+
+fn main() -> std::process::ExitCode {
+    tinygrad::runtime::run_main(|| {
+        tinygrad::runtime::check_env()?;
+        let dir = std::env::args().nth(1).ok_or_else(|| tinygrad::Error::Context("usage: onnx_test DIR".into()))?;
+        let dir = Path::new(&dir);
+        let mut cases: Vec<_> = if dir.join("model.onnx").exists() {
+            vec![dir.to_path_buf()]
+        } else {
+            let entries = std::fs::read_dir(dir).map_err(|e| tinygrad::Error::Io { path: dir.into(), source: e })?;
+            entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join("model.onnx").exists()).collect()
+        };
+        cases.sort();
+        let (mut passed, mut failed) = (0, 0);
+        for case in &cases {
+            let name = case.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+            // (a panic in a handler is that case's failure, not the run's end)
+            match std::panic::catch_unwind(|| run_case(case)) {
+                Ok(Ok(())) => passed += 1,
+                Ok(Err(why)) => {
+                    failed += 1;
+                    println!("{name}: {why}");
+                }
+                Err(p) => {
+                    failed += 1;
+                    let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+                    println!("{name}: panic: {}", msg.unwrap_or_default().lines().next().unwrap_or(""));
+                }
+            }
+        }
+        println!("{passed} passed, {failed} failed");
+        Ok(())
+    })
+}
+
+/// Reads a `.pb` file as a TensorProto (sequences, optionals and maps are not read yet).
+fn read_pb(path: &Path) -> Result<TensorProto, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    TensorProto::decode(bytes.as_slice()).map_err(|e| format!("{}: not a TensorProto ({e})", path.display()))
+}
+
+/// Runs every data set of the case in `dir`; the first mismatch or error, as one line.
+fn run_case(dir: &Path) -> Result<(), String> {
+    let runner = OnnxRunner::load(dir.join("model.onnx")).map_err(|e| e.to_string())?;
+    let names: Vec<String> = runner.input_names().into_iter().map(str::to_string).collect();
+    let mut sets: Vec<_> =
+        std::fs::read_dir(dir).map_err(|e| e.to_string())?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
+    sets.sort();
+    for set in sets {
+        let file = |kind: &str, i: usize| set.join(format!("{kind}_{i}.pb"));
+        let inputs = (0..names.len())
+            .take_while(|&i| file("input", i).exists())
+            .map(|i| {
+                Ok((
+                    names[i].as_str(),
+                    tensor_from_proto(&read_pb(&file("input", i))?, &set, &file("input", i)).map_err(|e| e.to_string())?,
+                ))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let outs = runner.run(&inputs).map_err(|e| e.to_string())?;
+        for (i, (name, got)) in outs.iter().enumerate() {
+            let want = tensor_from_proto(&read_pb(&file("output", i))?, &set, &file("output", i)).map_err(|e| e.to_string())?;
+            if got.shape() != want.shape() {
+                return Err(format!("output {name}: shape {:?}, expected {:?}", got.shape(), want.shape()));
+            }
+            let (float, dt) = (want.dtype().is_float(), want.dtype());
+            let as_f64 = |t: &tinygrad::Tensor| t.cast(dtypes::FLOAT64).to_vec::<f64>().map_err(|e| e.to_string());
+            let (g, w) = (as_f64(got)?, as_f64(&want)?);
+            let bad = g
+                .iter()
+                .zip(&w)
+                .position(|(g, w)| !(g == w || (g.is_nan() && w.is_nan()) || (float && (g - w).abs() <= 1e-7 + 1e-3 * w.abs())));
+            if let Some(k) = bad {
+                return Err(format!("output {name} ({dt}): element {k} is {}, expected {}", g[k], w[k]));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,19 @@
+"""Writes onnx's backend node suite (1,884 cases in onnx 1.23.2) in onnx's standard test layout, with onnx's own
+case generator and writer (`onnx.backend.test.cmd_tools.generate_data`, pointed at the node cases: the wheel ships
+no node data and the tool writes only the model cases).
+
+  $(python3 bench/bench_python.py onnx==1.23.2) tests/onnx/gen_node_suite.py [OUT]
+  cargo run --release --example onnx_test -- OUT/node
+
+OUT defaults to $XDG_CACHE_HOME (or ~/.cache)/tinygrad/onnx-suite. Each case is OUT/node/<name>/model.onnx with
+test_data_set_N/{input,output}_M.pb.
+"""
+import argparse, os, sys, warnings
+from onnx.backend.test import cmd_tools
+from onnx.backend.test.case import node
+
+out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tinygrad", "onnx-suite")
+warnings.simplefilter("ignore")  # the generators divide by zero on purpose (inf and nan cases)
+cmd_tools.model_test.collect_testcases = lambda: node.collect_testcases(None)
+cmd_tools.generate_data(argparse.Namespace(output=out))
+print(f"{len(os.listdir(os.path.join(out, 'node')))} node cases in {os.path.join(out, 'node')}")
