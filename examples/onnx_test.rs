@@ -2,10 +2,12 @@
 //! and compares the outputs as onnx's backend runner does (`rtol` 1e-3, `atol` 1e-7; NaN equals NaN; ints and bools
 //! exactly).
 //!
-//!   cargo run --release --example onnx_test -- DIR
+//!   cargo run --release --example onnx_test -- DIR [--expected FILE]
 //!
 //! DIR is one case or a directory of cases (`tests/onnx/gen_node_suite.py` writes onnx's node suite). One line per
-//! failure (case, reason), then `N passed, M failed`.
+//! failure (case, reason; DIR itself written as `DIR`), then `N passed, M failed`. With `--expected FILE` (lines
+//! `case: reason`, as this prints them; `tests/onnx/expected_failures.txt`) it also fails, with exit status 1, on a
+//! case that fails and is not listed, or is listed and now passes (then the list must shrink).
 
 use prost::Message;
 use std::path::Path;
@@ -16,8 +18,18 @@ use tinygrad::onnx::{tensor_from_proto, OnnxRunner};
 fn main() -> std::process::ExitCode {
     tinygrad::runtime::run_main(|| {
         tinygrad::runtime::check_env()?;
-        let dir = std::env::args().nth(1).ok_or_else(|| tinygrad::Error::Context("usage: onnx_test DIR".into()))?;
-        let dir = Path::new(&dir);
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let usage = || tinygrad::Error::Context("usage: onnx_test DIR [--expected FILE]".into());
+        let dir = Path::new(args.first().ok_or_else(usage)?);
+        let expected: Option<Vec<String>> = match args.get(1).map(String::as_str) {
+            Some("--expected") => {
+                let file = args.get(2).ok_or_else(usage)?;
+                let text = std::fs::read_to_string(file).map_err(|e| tinygrad::Error::Io { path: file.into(), source: e })?;
+                Some(text.lines().filter_map(|l| l.split(':').next()).map(|n| n.trim().to_string()).filter(|n| !n.is_empty()).collect())
+            }
+            Some(_) => return Err(usage()),
+            None => None,
+        };
         let mut cases: Vec<_> = if dir.join("model.onnx").exists() {
             vec![dir.to_path_buf()]
         } else {
@@ -25,24 +37,42 @@ fn main() -> std::process::ExitCode {
             entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join("model.onnx").exists()).collect()
         };
         cases.sort();
-        let (mut passed, mut failed) = (0, 0);
+        let (mut passed, mut failed, mut surprises) = (0, 0, Vec::new());
+        let listed = |name: &str| expected.as_ref().map(|e| e.iter().any(|n| n == name));
         for case in &cases {
             let name = case.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
             // (a panic in a handler is that case's failure, not the run's end)
-            match std::panic::catch_unwind(|| run_case(case)) {
-                Ok(Ok(())) => passed += 1,
-                Ok(Err(why)) => {
-                    failed += 1;
-                    println!("{name}: {why}");
-                }
+            let outcome = match std::panic::catch_unwind(|| run_case(case)) {
+                Ok(r) => r,
                 Err(p) => {
-                    failed += 1;
                     let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
-                    println!("{name}: panic: {}", msg.unwrap_or_default().lines().next().unwrap_or(""));
+                    Err(format!("panic: {}", msg.unwrap_or_default().lines().next().unwrap_or("")))
+                }
+            };
+            match outcome {
+                Ok(()) => {
+                    passed += 1;
+                    if listed(&name) == Some(true) {
+                        surprises.push(format!("{name}: passes now; remove it from the expected failures"));
+                    }
+                }
+                Err(why) => {
+                    failed += 1;
+                    println!("{name}: {}", why.replace(&dir.display().to_string(), "DIR"));
+                    if listed(&name) == Some(false) {
+                        surprises.push(format!("{name}: fails and is not an expected failure"));
+                    }
                 }
             }
         }
         println!("{passed} passed, {failed} failed");
+        if !surprises.is_empty() {
+            return Err(tinygrad::Error::Context(format!(
+                "{} cases differ from the expected failures:\n{}",
+                surprises.len(),
+                surprises.join("\n")
+            )));
+        }
         Ok(())
     })
 }

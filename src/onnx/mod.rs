@@ -126,12 +126,13 @@ impl OnnxRunner {
                 node.name()
             ));
         };
-        handler(&ops::Node { proto: node, opset }, args).map_err(|e| format!("node {:?} ({}): {e}", node.name(), node.op_type()))
+        handler(&ops::Node { proto: node, opset, path: &self.path }, args)
+            .map_err(|e| format!("node {:?} ({}): {e}", node.name(), node.op_type()))
     }
 }
 
 /// The project's dtype for ONNX data type `t`, if it has one.
-fn dtype_of(t: DataType) -> Option<DType> {
+pub fn dtype_of(t: DataType) -> Option<DType> {
     Some(match t {
         DataType::Float => dtypes::FLOAT32,
         DataType::Double => dtypes::FLOAT64,

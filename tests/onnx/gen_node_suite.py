@@ -9,11 +9,13 @@ OUT defaults to $XDG_CACHE_HOME (or ~/.cache)/tinygrad/onnx-suite. Each case is 
 test_data_set_N/{input,output}_M.pb.
 """
 import argparse, os, sys, warnings
+import numpy as np
 from onnx.backend.test import cmd_tools
 from onnx.backend.test.case import node
 
 out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tinygrad", "onnx-suite")
 warnings.simplefilter("ignore")  # the generators divide by zero on purpose (inf and nan cases)
+np.random.seed(0)  # the cases draw their data at collection: the same suite on every machine
 cmd_tools.model_test.collect_testcases = lambda: node.collect_testcases(None)
 cmd_tools.generate_data(argparse.Namespace(output=out))
 print(f"{len(os.listdir(os.path.join(out, 'node')))} node cases in {os.path.join(out, 'node')}")
