@@ -57,6 +57,31 @@ fn one(t: Tensor) -> Outputs {
     Ok(vec![t])
 }
 
+/// `axis` of `ndim` dims counted from 0 (a negative one counts from the end).
+fn axis_of(axis: i64, ndim: usize) -> i64 {
+    if axis < 0 {
+        axis + ndim as i64
+    } else {
+        axis
+    }
+}
+
+/// `x` as the 2-D matrix ONNX coerces it to at `axis`: the dims before it times the dims from it on.
+fn as_2d(x: &Tensor, axis: i64) -> Tensor {
+    let (s, axis) = (x.shape(), axis_of(axis, x.ndim()) as usize);
+    x.reshape([s[..axis].iter().product::<usize>(), s[axis..].iter().product()])
+}
+
+/// `Softmax`/`LogSoftmax` (`f`): over `axis` (default -1) from opset 13; before it, over the second dim of the input
+/// as 2-D at `axis` (default 1).
+fn softmax_like(n: &Node, a: &[Option<Tensor>], f: fn(&Tensor, i64) -> Tensor) -> Outputs {
+    let x = arg(a, 0)?;
+    if n.opset >= 13 {
+        return one(f(x, n.int("axis", -1)));
+    }
+    one(f(&as_2d(x, n.int("axis", 1)), -1).reshape(x.shape()))
+}
+
 /// Axes from input `i` (opsets that take them as an input) or the `axes` attribute; `None` when neither is given.
 fn axes(n: &Node, a: &[Option<Tensor>], i: usize) -> Result<Option<Vec<i64>>, String> {
     match a.get(i).and_then(Option::as_ref) {
@@ -141,7 +166,7 @@ pub fn handler(op: &str) -> Option<Handler> {
         "Constant" => constant,
         "Shape" => |n, a| {
             let s: Vec<i64> = arg(a, 0)?.shape().iter().map(|&d| d as i64).collect();
-            let clamp = |v: i64| if v < 0 { v + s.len() as i64 } else { v }.clamp(0, s.len() as i64) as usize;
+            let clamp = |v: i64| axis_of(v, s.len()).clamp(0, s.len() as i64) as usize;
             let (start, end) = (clamp(n.int("start", 0)), clamp(n.int("end", s.len() as i64)));
             let s = &s[start..end.max(start)];
             one(Tensor::from_slice(s, [s.len()]))
@@ -160,15 +185,7 @@ pub fn handler(op: &str) -> Option<Handler> {
             };
             one(fill.reshape([1usize; 0]).expand(shape.iter().map(|&d| d as i64).collect::<Vec<_>>()))
         },
-        "LogSoftmax" => |n, a| {
-            let x = arg(a, 0)?;
-            if n.opset >= 13 {
-                return one(x.log_softmax(n.int("axis", -1)));
-            }
-            let axis = n.int("axis", 1);
-            let (s, axis) = (x.shape(), if axis < 0 { axis + x.ndim() as i64 } else { axis } as usize);
-            one(x.reshape([s[..axis].iter().product::<usize>(), s[axis..].iter().product()]).log_softmax(-1).reshape(s))
-        },
+        "LogSoftmax" => |n, a| softmax_like(n, a, Tensor::log_softmax),
         "Expand" => |_, a| {
             // (both ways: the result is the broadcast of the input's shape and `shape`)
             let (x, shape) = (arg(a, 0)?, values(arg(a, 1)?)?);
@@ -207,8 +224,7 @@ pub fn handler(op: &str) -> Option<Handler> {
         "LayerNormalization" => |n, a| {
             // (Y, and the Mean and InvStdDev outputs, over the axes from `axis` on)
             let x = arg(a, 0)?;
-            let axis = n.int("axis", -1);
-            let axes: Vec<i64> = ((if axis < 0 { axis + x.ndim() as i64 } else { axis })..x.ndim() as i64).collect();
+            let axes: Vec<i64> = (axis_of(n.int("axis", -1), x.ndim())..x.ndim() as i64).collect();
             let mean = x.mean_keepdim(axes.clone());
             let inv = x.sub(&mean).square().mean_keepdim(axes).add(n.float("epsilon", 1e-5) as f64).sqrt().reciprocal();
             let y = x.sub(&mean).mul(&inv).mul(arg(a, 1)?);
@@ -230,17 +246,16 @@ pub fn handler(op: &str) -> Option<Handler> {
         "Unsqueeze" => |n, a| {
             let x = arg(a, 0)?;
             let mut ax = axes(n, a, 1)?.ok_or("Unsqueeze without axes")?;
-            let nd = (x.ndim() + ax.len()) as i64;
-            ax.iter_mut().for_each(|v| *v = if *v < 0 { *v + nd } else { *v });
+            let nd = x.ndim() + ax.len();
+            ax.iter_mut().for_each(|v| *v = axis_of(*v, nd));
             ax.sort();
             one(ax.iter().fold(x.clone(), |t, &v| t.unsqueeze(v)))
         },
         "Squeeze" => |n, a| {
             let x = arg(a, 0)?;
-            let nd = x.ndim() as i64;
             let mut ax: Vec<i64> = match axes(n, a, 1)? {
-                Some(v) => v.iter().map(|&v| if v < 0 { v + nd } else { v }).collect(),
-                None => (0..nd).filter(|&i| x.shape()[i as usize] == 1).collect(),
+                Some(v) => v.iter().map(|&v| axis_of(v, x.ndim())).collect(),
+                None => (0..x.ndim() as i64).filter(|&i| x.shape()[i as usize] == 1).collect(),
             };
             ax.sort();
             one(ax.iter().rev().fold(x.clone(), |t, &v| t.squeeze(v)))
@@ -255,22 +270,8 @@ pub fn handler(op: &str) -> Option<Handler> {
             one(x.permute(n.ints("perm").unwrap_or_else(|| (0..x.ndim() as i64).rev().collect())))
         },
         "Reshape" => reshape,
-        "Flatten" => |n, a| {
-            let x = arg(a, 0)?;
-            let axis = n.int("axis", 1);
-            let (s, axis) = (x.shape(), if axis < 0 { axis + x.ndim() as i64 } else { axis } as usize);
-            one(x.reshape([s[..axis].iter().product::<usize>(), s[axis..].iter().product()]))
-        },
-        "Softmax" => |n, a| {
-            let x = arg(a, 0)?;
-            if n.opset >= 13 {
-                return one(x.softmax(n.int("axis", -1)));
-            }
-            // (before opset 13: the input as 2-D at `axis`, softmax over the second dim)
-            let axis = n.int("axis", 1);
-            let (s, axis) = (x.shape(), if axis < 0 { axis + x.ndim() as i64 } else { axis } as usize);
-            one(x.reshape([s[..axis].iter().product::<usize>(), s[axis..].iter().product()]).softmax(-1).reshape(s))
-        },
+        "Flatten" => |n, a| one(as_2d(arg(a, 0)?, n.int("axis", 1))),
+        "Softmax" => |n, a| softmax_like(n, a, Tensor::softmax),
         "Concat" => |n, a| {
             let xs: Vec<&Tensor> = a.iter().flatten().collect();
             let (first, rest) = xs.split_first().ok_or("Concat of nothing")?;
