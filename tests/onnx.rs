@@ -5,12 +5,13 @@
 
 use prost::Message;
 use std::path::{Path, PathBuf};
+use tinygrad::dtype::dtypes;
 use tinygrad::onnx::proto::tensor_proto::{DataLocation, DataType};
 use tinygrad::onnx::proto::{
     attribute_proto::AttributeType, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto,
     TensorProto, ValueInfoProto,
 };
-use tinygrad::onnx::OnnxRunner;
+use tinygrad::onnx::{tensor_from_proto, OnnxRunner};
 use tinygrad::{Error, Tensor};
 
 fn dir(case: &str) -> PathBuf {
@@ -170,17 +171,38 @@ fn bad_files_and_unsupported_ops_are_errors_naming_them() {
     assert!(e.to_string().contains("op Frobnicate (domain \"\", opset 17) of node \"Frobnicate_y\" is not supported"), "{e}");
     let Err(e) = runner.run(&[]) else { panic!("ran without its input") };
     assert!(e.to_string().contains("input \"x\" is not given"), "{e}");
-    // a dtype the project lacks
-    let f8 = TensorProto {
-        name: Some("q".into()),
-        dims: vec![1],
-        data_type: Some(DataType::Float8e4m3fn as i32),
-        raw_data: Some(vec![0u8].into()),
+    // a dtype the runner lacks
+    let text = TensorProto { name: Some("s".into()), dims: vec![1], data_type: Some(DataType::String as i32), ..Default::default() };
+    write(&d.join("s.onnx"), vec![], vec![text], &[], &[]);
+    let Err(e) = OnnxRunner::load(d.join("s.onnx")) else { panic!("loaded a string tensor") };
+    assert!(e.to_string().contains("tensor \"s\": data type STRING is not supported yet"), "{e}");
+}
+
+#[test]
+fn narrow_types_decode_to_their_values() {
+    // float8 e4m3fn 0x38 = +2^0 · 1.0, 0xC0 = -2^1 · 1.0, 0x7F = NaN; int4 packed low nibble first: 0xF1 = [1, -1]
+    let t = |name: &str, kind: DataType, dims: Vec<i64>, raw: Vec<u8>| TensorProto {
+        name: Some(name.into()),
+        dims,
+        data_type: Some(kind as i32),
+        raw_data: Some(raw.into()),
         ..Default::default()
     };
-    write(&d.join("f8.onnx"), vec![], vec![f8], &[], &[]);
-    let Err(e) = OnnxRunner::load(d.join("f8.onnx")) else { panic!("loaded float8") };
-    assert!(e.to_string().contains("tensor \"q\": data type FLOAT8E4M3FN is not supported yet"), "{e}");
+    let root = Path::new(".");
+    let f8 = tensor_from_proto(&t("q", DataType::Float8e4m3fn, vec![3], vec![0x38, 0xC0, 0x7F]), root, root).unwrap();
+    let v = f8.to_vec::<f32>().unwrap();
+    assert_eq!((f8.dtype(), v[0], v[1], v[2].is_nan()), (dtypes::FLOAT32, 1.0, -2.0, true));
+    let i4 = tensor_from_proto(&t("i", DataType::Int4, vec![3], vec![0xF1, 0x07]), root, root).unwrap();
+    assert_eq!((i4.dtype(), i4.to_vec::<i8>().unwrap()), (dtypes::INT8, vec![1, -1, 7]));
+    let cut = t("c", DataType::Uint4, vec![3], vec![0x21]);
+    let e = tensor_from_proto(&cut, root, root).err().expect("3 uint4 in 1 byte").to_string();
+    assert!(e.contains("1 bytes of data for shape [3] of UINT4 (2 bytes)"), "{e}");
+    // casts to them round to nearest even and saturate (float8) or wrap (int4), as ONNX's Cast does
+    let x = Tensor::from_slice(&[0.47f32, 1e6, -9.0, 2.5], [4]);
+    let q = tinygrad::onnx::narrow::cast(&x, DataType::Float8e4m3fn, true).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(q, vec![0.46875, 448.0, -9.0, 2.5]);
+    let w = tinygrad::onnx::narrow::cast(&x, DataType::Int4, true).unwrap().to_vec::<i8>().unwrap();
+    assert_eq!(w, vec![0, 0, 7, 2]);
 }
 
 #[test]

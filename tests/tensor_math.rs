@@ -270,3 +270,15 @@ fn exp2_within_an_ulp_in_vectors_and_in_lanes() {
         }
     }
 }
+
+#[test]
+fn narrow_int_arithmetic_wraps_before_a_widening_cast() {
+    // C computes uint8/int8/int16 in `int`: 21 - 4 may render as 21 + 4·255, and 100 << 1 as 200; fused into a
+    // cast to float64 the result must still wrap to its type first (numpy: 17, and int8 200 -> -56)
+    let (a, b) = (Tensor::from_slice(&[21u8, 3], [2]), Tensor::from_slice(&[4u8, 5], [2]));
+    assert_eq!(a.sub(&b).cast(dtypes::FLOAT64).to_vec::<f64>().unwrap(), vec![17.0, 254.0]);
+    let c = Tensor::from_slice(&[100i8, -100], [2]);
+    assert_eq!(c.lshift(1).cast(dtypes::FLOAT64).to_vec::<f64>().unwrap(), vec![-56.0, 56.0]);
+    let d = Tensor::from_slice(&[300i16, -2], [2]);
+    assert_eq!(d.mul(&d).cast(dtypes::INT64).to_vec::<i64>().unwrap(), vec![24464, 4]);
+}

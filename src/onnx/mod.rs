@@ -8,6 +8,7 @@
 //! checked against the file); the runner executes the default (`ai.onnx`) domain's ops in [`ops`]'s table. Bad files
 //! are one-line [`Error::Format`]s naming the file.
 
+pub mod narrow;
 pub mod ops;
 pub mod proto;
 
@@ -82,6 +83,11 @@ impl OnnxRunner {
     pub fn run(&self, inputs: &[(&str, Tensor)]) -> Result<Vec<(String, Tensor)>> {
         let bad = |msg: String| Error::Format { path: self.path.clone(), msg };
         let mut values: FxHashMap<&str, Tensor> = self.weights.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        // (the ONNX type of each value held in a wider dtype: see `narrow`)
+        let graph = self.graph();
+        let declared = graph.input.iter().map(|v| (v.name(), elem_type(v)));
+        let inits = graph.initializer.iter().map(|t| (t.name(), Some(t.data_type())));
+        let mut types: FxHashMap<&str, DataType> = declared.chain(inits).filter_map(|(n, t)| Some((n, narrow::is_narrow(t?)?))).collect();
         for name in self.input_names() {
             let t = inputs.iter().find(|(n, _)| *n == name).ok_or_else(|| bad(format!("input {name:?} is not given")))?;
             values.insert(name, t.1.clone());
@@ -102,7 +108,11 @@ impl OnnxRunner {
                     }
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let outs = self.run_node(node, &args).map_err(&bad)?;
+            let narrow: Vec<Option<DataType>> = node.input.iter().map(|i| types.get(i.as_str()).copied()).collect();
+            let outs = self.run_node(node, &args, &narrow).map_err(&bad)?;
+            if let Some(t) = ops::narrow_output(node, &narrow) {
+                types.extend(node.output.iter().map(|o| (o.as_str(), t)));
+            }
             values.extend(node.output.iter().map(String::as_str).zip(outs));
         }
         self.output_names()
@@ -111,13 +121,13 @@ impl OnnxRunner {
             .collect()
     }
 
-    fn run_node(&self, node: &NodeProto, args: &[Option<Tensor>]) -> std::result::Result<Vec<Tensor>, String> {
+    fn run_node(&self, node: &NodeProto, args: &[Option<Tensor>], narrow: &[Option<DataType>]) -> std::result::Result<Vec<Tensor>, String> {
         let domain = match node.domain() {
             "" | "ai.onnx" => "",
             d => d,
         };
         let opset = self.opsets.get(domain).copied().unwrap_or(0);
-        let handler = domain.is_empty().then(|| ops::handler(node.op_type())).flatten();
+        let handler = ops::handler(domain, node.op_type());
         let Some(handler) = handler else {
             return Err(format!(
                 "op {} (domain {:?}, opset {opset}) of node {:?} is not supported",
@@ -126,7 +136,7 @@ impl OnnxRunner {
                 node.name()
             ));
         };
-        handler(&ops::Node { proto: node, opset, path: &self.path }, args)
+        handler(&ops::Node { proto: node, opset, path: &self.path, narrow }, args)
             .map_err(|e| format!("node {:?} ({}): {e}", node.name(), node.op_type()))
     }
 }
@@ -160,10 +170,14 @@ pub fn dtype_of(t: DataType) -> Option<DType> {
 pub fn tensor_from_proto(t: &TensorProto, dir: &Path, model: &Path) -> Result<Tensor> {
     let bad = |msg: String| Error::Format { path: model.into(), msg: format!("tensor {:?}: {msg}", t.name()) };
     let kind = DataType::try_from(t.data_type()).map_err(|_| bad(format!("unknown data type {}", t.data_type())))?;
-    let dt = dtype_of(kind).ok_or_else(|| bad(format!("data type {} is not supported yet", kind.as_str_name())))?;
+    let packed = narrow::storage(kind).map(|_| kind);
+    let dt =
+        dtype_of(kind).or(narrow::storage(kind)).ok_or_else(|| bad(format!("data type {} is not supported yet", kind.as_str_name())))?;
     let shape: Vec<usize> =
         t.dims.iter().map(|&d| usize::try_from(d).map_err(|_| bad(format!("negative dim {d}")))).collect::<Result<_>>()?;
     let n: usize = shape.iter().product();
+    // (narrow types are stored packed: `bits` per element, rounded up to whole bytes)
+    let stored = packed.map_or(n * dt.itemsize(), |k| (n * narrow::bits(k)).div_ceil(8));
     let bytes: Vec<u8> = if t.data_location() == DataLocation::External {
         let entry = |k: &str| t.external_data.iter().find(|e| e.key() == k).map(|e| e.value().to_string());
         let file = dir.join(entry("location").ok_or_else(|| bad("external data without a location".into()))?);
@@ -171,7 +185,7 @@ pub fn tensor_from_proto(t: &TensorProto, dir: &Path, model: &Path) -> Result<Te
             |k: &str| entry(k).map(|v| v.parse::<usize>().map_err(|_| bad(format!("external {k} {v:?} is not a number")))).transpose();
         let data = map_file(&file)?;
         let offset = num("offset")?.unwrap_or(0);
-        let length = num("length")?.unwrap_or(n * dt.itemsize());
+        let length = num("length")?.unwrap_or(stored);
         let end = offset.checked_add(length).filter(|&e| e <= data.len());
         let end = end.ok_or_else(|| {
             bad(format!("external data {offset}..{offset}+{length} passes the end of {} ({} bytes)", file.display(), data.len()))
@@ -179,9 +193,19 @@ pub fn tensor_from_proto(t: &TensorProto, dir: &Path, model: &Path) -> Result<Te
         data[offset..end].to_vec()
     } else if let Some(raw) = &t.raw_data {
         raw.to_vec()
+    } else if packed.is_some() {
+        // (one code per int32 value, or the packed bytes one per value)
+        t.int32_data.iter().map(|&v| v as u8).collect()
     } else {
         typed_bytes(t, dt)
     };
+    if let Some(k) = packed {
+        if bytes.len() != stored && !(t.raw_data.is_none() && t.data_location() != DataLocation::External && bytes.len() == n) {
+            return Err(bad(format!("{} bytes of data for shape {shape:?} of {} ({stored} bytes)", bytes.len(), k.as_str_name())));
+        }
+        let bytes = if bytes.len() == n && stored != n { unpacked(&bytes, narrow::bits(k)) } else { bytes };
+        return Ok(Tensor::from_bytes(&narrow::decode(k, &bytes, n), dt, shape));
+    }
     if bytes.len() != n * dt.itemsize() {
         return Err(bad(format!("{} bytes of data for shape {shape:?} of {dt} ({} bytes)", bytes.len(), n * dt.itemsize())));
     }
@@ -200,5 +224,22 @@ fn typed_bytes(t: &TensorProto, dt: DType) -> Vec<u8> {
         d if d == dtypes::UINT64 => t.uint64_data.iter().flat_map(|v| v.to_le_bytes()).collect(),
         d if d == dtypes::UINT32 => t.uint64_data.iter().flat_map(|v| (*v as u32).to_le_bytes()).collect(),
         d => narrow(d.itemsize()),
+    }
+}
+
+/// One code per byte repacked `bits` per element, little end first (as narrow types are stored raw).
+fn unpacked(codes: &[u8], bits: usize) -> Vec<u8> {
+    let mut out = vec![0u8; (codes.len() * bits).div_ceil(8)];
+    for (i, &c) in codes.iter().enumerate() {
+        out[i * bits / 8] |= (c & ((1 << bits) - 1) as u8) << (i * bits % 8);
+    }
+    out
+}
+
+/// The element type a graph input or output declares, if it is a tensor.
+fn elem_type(v: &proto::ValueInfoProto) -> Option<i32> {
+    match v.r#type.as_ref()?.value.as_ref()? {
+        proto::type_proto::Value::TensorType(t) => t.elem_type,
+        _ => None,
     }
 }

@@ -420,6 +420,10 @@ impl<D: CStyle + ?Sized> Writer<'_, D> {
             }
             Ops::MULACC if u.dtype.count > 1 => d.mulacc_vector(u, a, &mut self.defs),
             Ops::MAX if u.dtype.count > 1 => d.max_vector(u.dtype, a[0], a[1], &mut self.defs),
+            // (C computes narrow ints as `int`: the result wraps back to its type, as a `char` store would)
+            _ if u.dtype.count == 1 && u.dtype.is_int() && u.dtype.itemsize() < 4 => {
+                format!("(({})({}))", d.ty(u.dtype), alu(u, u.dtype, a, d))
+            }
             _ => alu(u, u.dtype, a, d),
         }
     }
