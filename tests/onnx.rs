@@ -196,7 +196,7 @@ fn narrow_types_decode_to_their_values() {
     assert_eq!((i4.dtype(), i4.to_vec::<i8>().unwrap()), (dtypes::INT8, vec![1, -1, 7]));
     let cut = t("c", DataType::Uint4, vec![3], vec![0x21]);
     let Err(e) = tensor_from_proto(&cut, root, root) else { panic!("read 3 uint4 from 1 byte") };
-    assert!(e.contains("1 bytes of data for shape [3] of UINT4 (2 bytes)"), "{e}");
+    assert!(e.to_string().contains("1 bytes of data for shape [3] of UINT4 (2 bytes)"), "{e}");
     // casts to them round to nearest even and saturate (float8) or wrap (int4), as ONNX's Cast does
     let x = Tensor::from_slice(&[0.47f32, 1e6, -9.0, 2.5], [4]);
     let q = tinygrad::onnx::narrow::cast(&x, DataType::Float8e4m3fn, true).unwrap().to_vec::<f32>().unwrap();
