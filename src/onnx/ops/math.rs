@@ -105,17 +105,50 @@ pub(super) fn arg_reduce(n: &Node, x: &Tensor) -> Outputs {
     one(x.argmax(Some(axis), keep).cast(dtypes::INT64))
 }
 
-/// `CumSum` along the axis in input 1; `exclusive` shifts by one, `reverse` sums from the end.
-pub(super) fn cumsum(n: &Node, a: &[Option<Tensor>]) -> Outputs {
+/// `CumSum` (or `CumProd`) along the axis in input 1; `exclusive` shifts by one, `reverse` runs from the end.
+pub(super) fn cumulative(n: &Node, a: &[Option<Tensor>], prod: bool) -> Outputs {
     let x = arg(a, 0)?;
     let axis = axis_of(values(arg(a, 1)?)?[0], x.ndim());
     let mut x = if n.int("reverse", 0) != 0 { x.flip(axis) } else { x.clone() };
     if n.int("exclusive", 0) != 0 {
         let pads: Vec<(i64, i64)> = (0..x.ndim() as i64).map(|i| if i == axis { (1, -1) } else { (0, 0) }).collect();
-        x = x.pad(&pads);
+        x = x.pad_value(&pads, if prod { 1.0 } else { 0.0 });
     }
-    let y = x.cumsum(axis).cast(x.dtype());
+    let y = if prod { x.cumprod(axis) } else { x.cumsum(axis) }.cast(x.dtype());
     one(if n.int("reverse", 0) != 0 { y.flip(axis) } else { y })
+}
+
+/// `Det`: the determinant of each square matrix in the last two dims, by elimination with partial pivoting on
+/// the host (in float64), in the input's dtype.
+pub(super) fn det(_: &Node, a: &[Option<Tensor>]) -> Outputs {
+    let x = arg(a, 0)?;
+    let s = x.shape();
+    let m = s[s.len() - 1];
+    let v = x.cast(dtypes::FLOAT64).to_vec::<f64>().map_err(|e| e.to_string())?;
+    let dets: Vec<f64> = v
+        .chunks(m * m)
+        .map(|mat| {
+            let mut a = mat.to_vec();
+            let mut det = 1.0;
+            for c in 0..m {
+                let p = (c..m).max_by(|&i, &j| a[i * m + c].abs().total_cmp(&a[j * m + c].abs())).unwrap_or(c);
+                if a[p * m + c] == 0.0 {
+                    return 0.0;
+                }
+                if p != c {
+                    (0..m).for_each(|k| a.swap(p * m + k, c * m + k));
+                    det = -det;
+                }
+                det *= a[c * m + c];
+                for r in c + 1..m {
+                    let f = a[r * m + c] / a[c * m + c];
+                    (c..m).for_each(|k| a[r * m + k] -= f * a[c * m + k]);
+                }
+            }
+            det
+        })
+        .collect();
+    one(Tensor::from_slice(&dets, s[..s.len() - 2].to_vec()).cast(x.dtype()))
 }
 
 /// `TopK`: the `K` (input 1) largest (or smallest) along `axis`, sorted, and their int64 indices.

@@ -7,6 +7,8 @@
 mod math;
 mod movement;
 mod nn;
+mod rnn;
+mod training;
 
 use super::narrow;
 use super::proto::{attribute_proto::AttributeType, tensor_proto::DataType, NodeProto};
@@ -160,8 +162,11 @@ pub fn narrow_output(node: &NodeProto, narrow: &[Option<DataType>]) -> Option<Da
 
 /// The handler of `op` in `domain` (`""` is `ai.onnx`), if there is one.
 pub fn handler(domain: &str, op: &str) -> Option<Handler> {
-    if !domain.is_empty() {
-        return None;
+    match domain {
+        "" => {}
+        "ai.onnx.preview.training" => return training::training(op),
+        "ai.onnx.ml" => return training::ml(op),
+        _ => return None,
     }
     Some(match op {
         "Identity" => |_, a| one(arg(a, 0)?.clone()),
@@ -282,7 +287,10 @@ pub fn handler(domain: &str, op: &str) -> Option<Handler> {
         "ReduceLogSumExp" => |n, a| math::reduce(n, a, |x| x.clone(), |x, ax, k| x.logsumexp(ax, k)),
         "ArgMax" => |n, a| math::arg_reduce(n, arg(a, 0)?),
         "ArgMin" => |n, a| math::arg_reduce(n, &arg(a, 0)?.neg()),
-        "CumSum" => math::cumsum,
+        "CumSum" => |n, a| math::cumulative(n, a, false),
+        "CumProd" => |n, a| math::cumulative(n, a, true),
+        "Det" => math::det,
+        "BitCast" => |n, a| one(arg(a, 0)?.bitcast(dtype_attr(n.int("to", 0))?)),
         "TopK" => math::topk,
         // shapes and movement
         "Shape" => movement::shape,
@@ -367,6 +375,10 @@ pub fn handler(domain: &str, op: &str) -> Option<Handler> {
         },
         "LRN" => nn::lrn,
         "Dropout" => nn::dropout,
+        "RNN" => rnn::rnn,
+        "GRU" => rnn::gru,
+        "LSTM" => rnn::lstm,
+        "ReverseSequence" => rnn::reverse_sequence,
         "NegativeLogLikelihoodLoss" => nn::nll_loss,
         "SoftmaxCrossEntropyLoss" => nn::softmax_cross_entropy_loss,
         "Attention" => nn::attention,
