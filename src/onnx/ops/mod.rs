@@ -4,11 +4,14 @@
 //! live by kind: [`math`] (elementwise, reductions, casts, quantization), [`movement`] (shapes, slicing, gather
 //! and scatter) and [`nn`] (convolution, pooling, normalization, losses, attention, resizing).
 
+mod host;
 mod math;
 mod movement;
 mod nn;
 mod rnn;
+mod signal;
 mod training;
+mod vision;
 
 use super::narrow;
 use super::proto::{attribute_proto::AttributeType, tensor_proto::DataType, NodeProto};
@@ -379,6 +382,19 @@ pub fn handler(domain: &str, op: &str) -> Option<Handler> {
         "GRU" => rnn::gru,
         "LSTM" => rnn::lstm,
         "ReverseSequence" => rnn::reverse_sequence,
+        "SwiGLU" => nn::swiglu,
+        "CausalConvWithState" => nn::causal_conv_with_state,
+        "LinearAttention" => nn::linear_attention,
+        "TensorScatter" => movement::tensor_scatter,
+        "GridSample" => vision::grid_sample,
+        "RoiAlign" => vision::roi_align,
+        "Col2Im" => vision::col2im,
+        "DFT" => signal::dft,
+        "STFT" => signal::stft,
+        "MelWeightMatrix" => signal::mel_weight_matrix,
+        "NonMaxSuppression" => host::non_max_suppression,
+        "Unique" => host::unique,
+        "TfIdfVectorizer" => host::tfidf_vectorizer,
         "NegativeLogLikelihoodLoss" => nn::nll_loss,
         "SoftmaxCrossEntropyLoss" => nn::softmax_cross_entropy_loss,
         "Attention" => nn::attention,

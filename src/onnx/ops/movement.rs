@@ -304,3 +304,38 @@ pub(super) fn non_zero(_: &Node, a: &[Option<Tensor>]) -> Outputs {
     }
     one(Tensor::from_slice(&coords, [shape.len(), hits.len()]))
 }
+
+/// `TensorScatter(past_cache, update, write_indices)`: per batch entry, `update` written into the cache along
+/// `axis` from that entry's write index (wrapping under `mode` `circular`).
+pub(super) fn tensor_scatter(n: &Node, a: &[Option<Tensor>]) -> Outputs {
+    let (cache, update) = (arg(a, 0)?, arg(a, 1)?);
+    let axis = axis_of(n.int("axis", -2), cache.ndim()) as usize;
+    let (batch, max, steps) = (cache.shape()[0], cache.shape()[axis], update.shape()[axis]);
+    let starts = opt(a, 2).map(values).transpose()?.unwrap_or_else(|| vec![0; batch]);
+    let circular = n.string("mode", "linear") == "circular";
+    // for each batch entry and cache position, the update step written there (or -1: keep the cache)
+    let mut src = vec![-1i64; batch * max];
+    for (b, &w) in starts.iter().enumerate() {
+        for s in 0..steps as i64 {
+            let d = if circular { (w + s).rem_euclid(max as i64) } else { w + s };
+            if (0..max as i64).contains(&d) {
+                src[b * max + d as usize] = s;
+            }
+        }
+    }
+    let shape: Vec<usize> = (0..cache.ndim())
+        .map(|d| {
+            if d == 0 {
+                batch
+            } else if d == axis {
+                max
+            } else {
+                1
+            }
+        })
+        .collect();
+    let src = Tensor::from_slice(&src, [batch, max]).reshape(shape);
+    let full: Vec<i64> = cache.shape().iter().map(|&d| d as i64).collect();
+    let picked = update.gather(axis as i64, &src.maximum(0).expand(full.clone()));
+    one(src.ge(0).expand(full).where_(picked, cache))
+}

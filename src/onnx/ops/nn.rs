@@ -584,3 +584,82 @@ pub(super) fn window(n: &Node, a: &[Option<Tensor>], c: [f64; 3]) -> Outputs {
     let w = k.mul(tau).cos().mul(-c[1]).add(c[0]).add(k.mul(2.0 * tau).cos().mul(c[2]));
     one(w.cast(dtype_attr(n.int("output_datatype", 1))?))
 }
+
+/// `SwiGLU(A, B)`: `A · sigmoid(alpha · A) · B`.
+pub(super) fn swiglu(n: &Node, a: &[Option<Tensor>]) -> Outputs {
+    let (x, b) = (arg(a, 0)?, arg(a, 1)?);
+    one(x.mul(x.mul(n.float("alpha", 1.0) as f64).sigmoid()).mul(b))
+}
+
+/// `CausalConvWithState(input, weight, bias, past_state)`: a depthwise causal 1-D convolution over `(B, C, L)`,
+/// the `k - 1` steps before the input taken from `past_state` (zeros without it); `activation` `silu`/`swish`
+/// applied in float32. Returns the output and the last `k - 1` steps as the present state.
+pub(super) fn causal_conv_with_state(n: &Node, a: &[Option<Tensor>]) -> Outputs {
+    let (x, w) = (arg(a, 0)?, arg(a, 1)?);
+    let (b, c, l, k) = (x.shape()[0], x.shape()[1], x.shape()[2], w.shape()[2]);
+    let past = opt(a, 3).cloned().unwrap_or_else(|| Tensor::full_dtype([b, c, k - 1], 0.0, x.dtype()));
+    let padded = past.cat(&[x], 2);
+    let mut opts = Conv2dOpts::default().groups(c);
+    opts.bias = opt(a, 2).cloned();
+    let y = padded.conv2d(w, opts).cast(x.dtype());
+    let y = match n.string("activation", "none").as_str() {
+        "silu" | "swish" => y.cast(dtypes::FLOAT32).silu().cast(x.dtype()),
+        _ => y,
+    };
+    let state = padded.getitem(&[Index::Ellipsis, Index::Slice(Some(l as i64), None, None)]);
+    Ok(vec![y, state])
+}
+
+/// `x` `(B, T, H·D)` as `(B, H, T, D)`.
+fn heads(x: &Tensor, h: usize) -> Tensor {
+    let s = x.shape();
+    x.reshape([s[0] as i64, s[1] as i64, h as i64, -1]).permute([0, 2, 1, 3])
+}
+
+/// `LinearAttention` (opset 27, onnx's reference): a recurrent state `S` `(B, Hkv, dk, dv)` per step `t`: decayed
+/// by `exp(decay)` (`gated` rules), the value corrected by `beta · (v - Sᵀk)` (`delta` rules), `S += k vᵀ`; the
+/// output `scale · Sᵀq` with query heads grouped over kv heads. Computed in float32; returns the outputs and the
+/// last state.
+pub(super) fn linear_attention(n: &Node, a: &[Option<Tensor>]) -> Outputs {
+    let f32 = |t: &Tensor| t.cast(dtypes::FLOAT32);
+    let (hq, hkv) = (n.int("q_num_heads", 1) as usize, n.int("kv_num_heads", 1) as usize);
+    let (q, k, v) = (heads(&f32(arg(a, 0)?), hq), heads(&f32(arg(a, 1)?), hkv), heads(&f32(arg(a, 2)?), hkv));
+    let (bsz, steps, dk, dv) = (q.shape()[0], q.shape()[2], k.shape()[3], v.shape()[3]);
+    let rule = n.string("update_rule", "gated_delta");
+    let decay = opt(a, 4).map(|d| {
+        let d = f32(d);
+        if d.shape()[2] == hkv {
+            d.reshape([bsz, steps, hkv, 1]).permute([0, 2, 1, 3])
+        } else {
+            heads(&d, hkv)
+        }
+    });
+    let beta = opt(a, 5).map(|b| {
+        let hb = b.shape()[2];
+        f32(b).reshape([bsz, steps, hb, 1]).permute([0, 2, 1, 3])
+    });
+    let mut s = opt(a, 3).map_or_else(|| Tensor::full_dtype([bsz, hkv, dk, dv], 0.0, dtypes::FLOAT32), f32);
+    let scale = match n.float("scale", 0.0) {
+        0.0 => 1.0 / (dk as f64).sqrt(),
+        s => s as f64,
+    };
+    let at = |t: &Tensor, i: usize| t.getitem(&[Index::Slice(None, None, None), Index::Slice(None, None, None), Index::Int(i as i64)]);
+    let mut outs = Vec::with_capacity(steps);
+    for t in 0..steps {
+        let (qt, kt, mut vt) = (at(&q, t), at(&k, t), at(&v, t));
+        if rule.starts_with("gated") {
+            s = s.mul(at(decay.as_ref().ok_or("gated rules need decay")?, t).exp().unsqueeze(-1));
+        }
+        if rule.ends_with("delta") {
+            let recalled = kt.unsqueeze(-2).matmul(&s).squeeze(-2);
+            vt = at(beta.as_ref().ok_or("delta rules need beta")?, t).mul(vt.sub(recalled));
+        }
+        s = s.add(kt.unsqueeze(-1).mul(vt.unsqueeze(-2)));
+        let sr = s.repeat_interleave(hq / hkv, Some(1));
+        outs.push(qt.unsqueeze(-2).matmul(&sr).squeeze(-2).mul(scale));
+    }
+    let (first, rest) = outs.split_first().ok_or("LinearAttention over no steps")?;
+    let out = first.stack(&rest.iter().collect::<Vec<_>>(), 2).permute([0, 2, 1, 3]).reshape([bsz as i64, steps as i64, -1]);
+    let state_dt = opt(a, 3).map_or(arg(a, 0)?.dtype(), Tensor::dtype);
+    Ok(vec![out.cast(arg(a, 0)?.dtype()), s.cast(state_dt)])
+}
