@@ -82,46 +82,75 @@ impl OnnxRunner {
     /// opset and node) or a node reads a value nothing made.
     pub fn run(&self, inputs: &[(&str, Tensor)]) -> Result<Vec<(String, Tensor)>> {
         let bad = |msg: String| Error::Format { path: self.path.clone(), msg };
-        let mut values: FxHashMap<&str, Tensor> = self.weights.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-        // (the ONNX type of each value held in a wider dtype: see `narrow`)
         let graph = self.graph();
+        let mut scope = Scope { values: self.weights.clone(), types: FxHashMap::default() };
+        // (the ONNX type of each value held in a wider dtype: see `narrow`)
         let declared = graph.input.iter().map(|v| (v.name(), elem_type(v)));
         let inits = graph.initializer.iter().map(|t| (t.name(), Some(t.data_type())));
-        let mut types: FxHashMap<&str, DataType> = declared.chain(inits).filter_map(|(n, t)| Some((n, narrow::is_narrow(t?)?))).collect();
+        scope.types = declared.chain(inits).filter_map(|(n, t)| Some((n.to_string(), narrow::is_narrow(t?)?))).collect();
         for name in self.input_names() {
             let t = inputs.iter().find(|(n, _)| *n == name).ok_or_else(|| bad(format!("input {name:?} is not given")))?;
-            values.insert(name, t.1.clone());
+            scope.values.insert(name.to_string(), t.1.clone());
         }
-        for node in &self.graph().node {
-            let args = node
-                .input
-                .iter()
-                .map(|i| {
-                    if i.is_empty() {
-                        Ok(None)
-                    } else {
-                        values
-                            .get(i.as_str())
-                            .cloned()
-                            .map(Some)
-                            .ok_or_else(|| bad(format!("node {:?} reads {i:?}, which nothing made", node.name())))
-                    }
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let narrow: Vec<Option<DataType>> = node.input.iter().map(|i| types.get(i.as_str()).copied()).collect();
-            let outs = self.run_node(node, &args, &narrow).map_err(&bad)?;
-            if let Some(t) = ops::narrow_output(node, &narrow) {
-                types.extend(node.output.iter().map(|o| (o.as_str(), t)));
-            }
-            values.extend(node.output.iter().map(String::as_str).zip(outs));
-        }
+        self.run_nodes(graph, &mut scope).map_err(&bad)?;
         self.output_names()
             .into_iter()
-            .map(|n| Ok((n.to_string(), values.get(n).cloned().ok_or_else(|| bad(format!("output {n:?} was not made")))?)))
+            .map(|n| Ok((n.to_string(), scope.values.get(n).cloned().ok_or_else(|| bad(format!("output {n:?} was not made")))?)))
             .collect()
     }
 
-    fn run_node(&self, node: &NodeProto, args: &[Option<Tensor>], narrow: &[Option<DataType>]) -> std::result::Result<Vec<Tensor>, String> {
+    /// Runs `graph`'s nodes in order, reading and adding values in `scope`.
+    fn run_nodes(&self, graph: &proto::GraphProto, scope: &mut Scope) -> std::result::Result<(), String> {
+        for node in &graph.node {
+            let args = node
+                .input
+                .iter()
+                .map(|i| match i.as_str() {
+                    "" => Ok(None),
+                    i => scope
+                        .values
+                        .get(i)
+                        .cloned()
+                        .map(Some)
+                        .ok_or_else(|| format!("node {:?} reads {i:?}, which nothing made", node.name())),
+                })
+                .collect::<std::result::Result<Vec<_>, String>>()?;
+            let narrow: Vec<Option<DataType>> = node.input.iter().map(|i| scope.types.get(i.as_str()).copied()).collect();
+            let outs = self.run_node(node, &args, &narrow, scope)?;
+            if let Some(t) = ops::narrow_output(node, &narrow) {
+                scope.types.extend(node.output.iter().map(|o| (o.clone(), t)));
+            }
+            scope.values.extend(node.output.iter().cloned().zip(outs));
+        }
+        Ok(())
+    }
+
+    /// Runs subgraph `graph` (an `If` branch, a `Loop` or `Scan` body) inside `outer` with `inputs` bound to its
+    /// declared inputs in order; its outputs in order.
+    fn run_subgraph(&self, graph: &proto::GraphProto, outer: &Scope, inputs: &[Tensor]) -> std::result::Result<Vec<Tensor>, String> {
+        let mut scope = outer.clone();
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        for t in &graph.initializer {
+            scope.values.insert(t.name().to_string(), tensor_from_proto(t, dir, &self.path).map_err(|e| e.to_string())?);
+        }
+        for (v, t) in graph.input.iter().zip(inputs) {
+            scope.values.insert(v.name().to_string(), t.clone());
+        }
+        self.run_nodes(graph, &mut scope)?;
+        graph
+            .output
+            .iter()
+            .map(|o| scope.values.get(o.name()).cloned().ok_or_else(|| format!("subgraph output {:?} was not made", o.name())))
+            .collect()
+    }
+
+    fn run_node(
+        &self,
+        node: &NodeProto,
+        args: &[Option<Tensor>],
+        narrow: &[Option<DataType>],
+        scope: &Scope,
+    ) -> std::result::Result<Vec<Tensor>, String> {
         let domain = match node.domain() {
             "" | "ai.onnx" => "",
             d => d,
@@ -136,9 +165,18 @@ impl OnnxRunner {
                 node.name()
             ));
         };
-        handler(&ops::Node { proto: node, opset, path: &self.path, narrow }, args)
+        let subgraph = |g: &proto::GraphProto, inputs: &[Tensor]| self.run_subgraph(g, scope, inputs);
+        handler(&ops::Node { proto: node, opset, path: &self.path, narrow, subgraph: &subgraph }, args)
             .map_err(|e| format!("node {:?} ({}): {e}", node.name(), node.op_type()))
     }
+}
+
+/// The values a graph's nodes see (its own and its enclosing graphs'), and the narrow ONNX type of those held in
+/// a wider dtype.
+#[derive(Clone, Default)]
+struct Scope {
+    values: FxHashMap<String, Tensor>,
+    types: FxHashMap<String, DataType>,
 }
 
 /// The project's dtype for ONNX data type `t`, if it has one.

@@ -4,6 +4,7 @@
 //! live by kind: [`math`] (elementwise, reductions, casts, quantization), [`movement`] (shapes, slicing, gather
 //! and scatter) and [`nn`] (convolution, pooling, normalization, losses, attention, resizing).
 
+mod control;
 mod host;
 mod math;
 mod movement;
@@ -14,7 +15,7 @@ mod training;
 mod vision;
 
 use super::narrow;
-use super::proto::{attribute_proto::AttributeType, tensor_proto::DataType, NodeProto};
+use super::proto::{attribute_proto::AttributeType, tensor_proto::DataType, GraphProto, NodeProto};
 use crate::dtype::{dtypes, DType};
 use crate::tensor::Tensor;
 use std::path::Path;
@@ -29,7 +30,12 @@ pub struct Node<'a> {
     pub path: &'a Path,
     /// Per input, its ONNX type where it is a narrow one held in a wider dtype (see [`super::narrow`]).
     pub narrow: &'a [Option<DataType>],
+    /// Runs a subgraph attribute of the node in the node's scope, its inputs bound in order.
+    pub subgraph: &'a Subgraph<'a>,
 }
+
+/// How a handler runs a subgraph: the graph and its inputs in order, to its outputs in order.
+pub type Subgraph<'a> = dyn Fn(&GraphProto, &[Tensor]) -> Result<Vec<Tensor>, String> + 'a;
 
 impl Node<'_> {
     fn attr(&self, name: &str) -> Option<&super::proto::AttributeProto> {
@@ -54,6 +60,10 @@ impl Node<'_> {
     /// Integer list attribute `name` (`None` when absent).
     pub fn ints(&self, name: &str) -> Option<Vec<i64>> {
         self.attr(name).filter(|a| a.r#type() == AttributeType::Ints || !a.ints.is_empty()).map(|a| a.ints.clone())
+    }
+    /// Graph attribute `name` (a branch or a body).
+    pub fn graph(&self, name: &str) -> Result<&GraphProto, String> {
+        self.attr(name).and_then(|a| a.g.as_ref()).ok_or_else(|| format!("no graph attribute {name:?}"))
     }
     /// The number of outputs the node names.
     pub fn outputs(&self) -> usize {
@@ -169,10 +179,14 @@ pub fn handler(domain: &str, op: &str) -> Option<Handler> {
         "" => {}
         "ai.onnx.preview.training" => return training::training(op),
         "ai.onnx.ml" => return training::ml(op),
+        "ai.onnx.preview" if op == "FlexAttention" => return Some(nn::flex_attention),
         _ => return None,
     }
     Some(match op {
         "Identity" => |_, a| one(arg(a, 0)?.clone()),
+        "If" => control::if_,
+        "Loop" => control::loop_,
+        "Scan" => control::scan,
         "Constant" => math::constant,
         // elementwise math
         "Add" => binary!(Tensor::add),

@@ -663,3 +663,28 @@ pub(super) fn linear_attention(n: &Node, a: &[Option<Tensor>]) -> Outputs {
     let state_dt = opt(a, 3).map_or(arg(a, 0)?.dtype(), Tensor::dtype);
     Ok(vec![out.cast(arg(a, 0)?.dtype()), s.cast(state_dt)])
 }
+
+/// `FlexAttention` (`ai.onnx.preview`): `softmax(score_mod(scale · QKᵀ)) → prob_mod → · V` with grouped KV heads,
+/// the scores in `softmax_precision` (float32 for 16-bit inputs); the modifiers are subgraph attributes.
+pub(super) fn flex_attention(n: &Node, a: &[Option<Tensor>]) -> Outputs {
+    let (q, mut k, mut v) = (arg(a, 0)?.clone(), arg(a, 1)?.clone(), arg(a, 2)?.clone());
+    let dt = q.dtype();
+    let cd = match n.int("softmax_precision", 0) {
+        0 if dt == dtypes::FLOAT16 || dt == dtypes::BFLOAT16 => dtypes::FLOAT32,
+        0 => dt,
+        p => dtype_attr(p)?,
+    };
+    let (hq, hkv) = (q.shape()[1], k.shape()[1]);
+    if hq != hkv {
+        (k, v) = (k.repeat_interleave(hq / hkv, Some(1)), v.repeat_interleave(hq / hkv, Some(1)));
+    }
+    let scale = match n.attr("scale") {
+        Some(s) => s.f() as f64,
+        None => 1.0 / (q.shape()[3] as f64).sqrt(),
+    };
+    let root = (scale as f32).sqrt() as f64;
+    let scores = q.mul(root).matmul(&k.mul(root).transpose(-1, -2)).cast(cd);
+    let scores = super::control::modify(n, "score_mod", scores)?.cast(cd);
+    let probs = super::control::modify(n, "prob_mod", scores.softmax(-1))?.cast(cd);
+    one(probs.matmul(&v.cast(cd)).cast(v.dtype()))
+}
