@@ -222,3 +222,61 @@ fn the_node_suite_fails_only_the_expected_cases() {
     assert!(out.status.success(), "{summary}\n{stderr}");
     println!("ONNX node suite: {summary}");
 }
+
+/// A float32 graph input declared with dims (`Ok(n)` a size, `Err(name)` a symbolic one).
+fn typed(name: &str, dims: &[Result<i64, &str>]) -> ValueInfoProto {
+    use tinygrad::onnx::proto::{
+        tensor_shape_proto::dimension::Value as D, tensor_shape_proto::Dimension, type_proto, TensorShapeProto, TypeProto,
+    };
+    let dim = |d: &Result<i64, &str>| Dimension {
+        value: Some(match d {
+            Ok(n) => D::DimValue(*n),
+            Err(s) => D::DimParam(s.to_string()),
+        }),
+        ..Default::default()
+    };
+    let shape = TensorShapeProto { dim: dims.iter().map(dim).collect() };
+    let t = type_proto::Tensor { elem_type: Some(DataType::Float as i32), shape: Some(shape) };
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto { value: Some(type_proto::Value::TensorType(t)), ..Default::default() }),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn inputs_are_checked_against_their_declared_types() {
+    // y = x + z + c, where c = ConstantOfShape([3]) of 2.0 (computed once, at load)
+    let d = dir("typed");
+    let two = TensorProto { dims: vec![1], data_type: Some(DataType::Float as i32), float_data: vec![2.0], ..Default::default() };
+    let fill =
+        AttributeProto { name: Some("value".into()), r#type: Some(AttributeType::Tensor as i32), t: Some(two), ..Default::default() };
+    let shape = TensorProto {
+        name: Some("s".into()),
+        dims: vec![1],
+        data_type: Some(DataType::Int64 as i32),
+        int64_data: vec![3],
+        ..Default::default()
+    };
+    let nodes = vec![
+        node("ConstantOfShape", &["s"], &["c"], vec![fill]),
+        node("Add", &["x", "z"], &["xz"], vec![]),
+        node("Add", &["xz", "c"], &["y"], vec![]),
+    ];
+    let mut model = GraphProto { node: nodes, initializer: vec![shape], output: vec![value("y")], ..Default::default() };
+    model.input = vec![typed("x", &[Err("batch"), Ok(3)]), typed("z", &[Err("batch"), Err("")])];
+    let opset = OperatorSetIdProto { domain: Some(String::new()), version: Some(17) };
+    let m = ModelProto { ir_version: Some(8), opset_import: vec![opset], graph: Some(model), ..Default::default() };
+    std::fs::write(d.join("m.onnx"), m.encode_to_vec()).unwrap();
+    let runner = OnnxRunner::load(d.join("m.onnx")).unwrap();
+    assert_eq!(runner.inputs().iter().map(|s| s.to_string()).collect::<Vec<_>>(), ["float32 [batch, 3]", "float32 [batch, ?]"]);
+    let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]);
+    assert_eq!(out(&runner, &[("x", x.clone()), ("z", x.clone())], "y"), [4.0, 6.0, 8.0, 10.0, 12.0, 14.0]);
+    let run = |x: Tensor, z: Tensor| runner.run(&[("x", x), ("z", z)]).err().map(|e| e.to_string()).unwrap_or_default();
+    let e = run(Tensor::from_slice(&[1i32, 2, 3], [1, 3]), x.clone());
+    assert!(e.contains("input \"x\": expected float32 [batch, 3], given int32 [1, 3]") && e.lines().count() == 1, "{e}");
+    let e = run(Tensor::from_slice(&[1.0f32; 4], [2, 2]), x.clone());
+    assert!(e.contains("input \"x\": expected float32 [batch, 3], given float32 [2, 2]"), "{e}");
+    let e = run(x.clone(), Tensor::from_slice(&[1.0f32; 3], [1, 3]));
+    assert!(e.contains("input \"z\": expected float32 [batch, ?], given float32 [1, 3]: batch is 2 in an earlier input"), "{e}");
+}

@@ -30,7 +30,50 @@ pub struct OnnxRunner {
     weights: FxHashMap<String, Tensor>,
     /// The opset version of each domain the model imports (`""` is `ai.onnx`).
     opsets: FxHashMap<String, i64>,
+    /// The main graph's nodes computed at load (they read only initializers and constants): skipped by `run`.
+    folded: Vec<bool>,
 }
+
+/// A graph input's declared size along one dim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dim {
+    /// A fixed size.
+    Fixed(usize),
+    /// A named size (`batch`, `sequence`) the inputs bind, or unnamed (`""`): any size.
+    Symbolic(String),
+}
+
+/// A graph input as the model declares it (tinygrad `OnnxRunner`'s `graph_inputs`).
+#[derive(Clone, Debug)]
+pub struct InputSpec {
+    /// Its name.
+    pub name: String,
+    /// Its dtype (a narrow type's storage dtype); `None` where it is not a tensor or the type is unsupported.
+    pub dtype: Option<DType>,
+    /// Its dims; `None` where the rank is not declared.
+    pub dims: Option<Vec<Dim>>,
+}
+
+impl std::fmt::Display for InputSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let dt = self.dtype.map_or("?".to_string(), |d| d.name().to_string());
+        let dims = self.dims.as_ref().map_or("[?]".to_string(), |d| {
+            let each: Vec<String> = d
+                .iter()
+                .map(|d| match d {
+                    Dim::Fixed(n) => n.to_string(),
+                    Dim::Symbolic(s) if s.is_empty() => "?".into(),
+                    Dim::Symbolic(s) => s.clone(),
+                })
+                .collect();
+            format!("[{}]", each.join(", "))
+        });
+        write!(f, "{dt} {dims}")
+    }
+}
+
+/// Ops whose outputs differ run to run (never computed at load).
+const RANDOM_OPS: [&str; 6] = ["RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial"];
 
 /// The file at `path`, memory-mapped, as `Bytes` that slices share without copying.
 fn map_file(path: &Path) -> Result<Bytes> {
@@ -58,7 +101,90 @@ impl OnnxRunner {
         let weights =
             graph.initializer.iter().map(|t| Ok((t.name().to_string(), tensor_from_proto(t, dir, &path)?))).collect::<Result<_>>()?;
         let opsets = model.opset_import.iter().map(|o| (o.domain().to_string(), o.version())).collect();
-        Ok(OnnxRunner { path, model, weights, opsets })
+        let mut runner = OnnxRunner { path, model, weights, opsets, folded: Vec::new() };
+        runner.fold_constants()?;
+        Ok(runner)
+    }
+
+    /// Computes, once, the main graph's nodes that read only initializers and earlier such nodes (a model's
+    /// `Constant`s, and weights made by `ConstantOfShape` and friends), realizing their outputs as buffers the way
+    /// initializers are; `run` skips them. A node that fails here is left for `run` to report.
+    fn fold_constants(&mut self) -> Result<()> {
+        let graph = self.graph();
+        let mut scope = Scope { values: self.weights.clone(), types: FxHashMap::default() };
+        let inits = graph.initializer.iter().map(|t| (t.name().to_string(), t.data_type()));
+        scope.types = inits.filter_map(|(n, t)| Some((n, narrow::is_narrow(t)?))).collect();
+        let mut folded = vec![false; graph.node.len()];
+        let mut made = Vec::new();
+        for (i, node) in graph.node.iter().enumerate() {
+            let known = node.input.iter().all(|n| n.is_empty() || scope.values.contains_key(n));
+            let plain = !RANDOM_OPS.contains(&node.op_type()) && node.attribute.iter().all(|a| a.g.is_none() && a.graphs.is_empty());
+            if !(known && plain) {
+                continue;
+            }
+            let args: Vec<Option<Tensor>> = node.input.iter().map(|n| scope.values.get(n).cloned()).collect();
+            let narrow: Vec<Option<DataType>> = node.input.iter().map(|n| scope.types.get(n).copied()).collect();
+            let Ok(outs) = self.run_node(node, &args, &narrow, &scope) else { continue };
+            if let Some(t) = ops::narrow_output(node, &narrow) {
+                scope.types.extend(node.output.iter().map(|o| (o.clone(), t)));
+            }
+            folded[i] = true;
+            let named: Vec<(String, Tensor)> = node.output.iter().cloned().zip(outs).collect();
+            scope.values.extend(named.iter().cloned());
+            made.extend(named);
+        }
+        Tensor::realize_all(&made.iter().map(|(_, t)| t).collect::<Vec<_>>())?;
+        self.weights.extend(made);
+        self.folded = folded;
+        Ok(())
+    }
+
+    /// The graph's inputs that are not initializers, as declared (dtype and dims).
+    pub fn inputs(&self) -> Vec<InputSpec> {
+        let graph = self.graph();
+        let spec = |v: &proto::ValueInfoProto| {
+            let tensor = match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+                Some(proto::type_proto::Value::TensorType(t)) => Some(t),
+                _ => None,
+            };
+            let dtype =
+                tensor.and_then(|t| t.elem_type).and_then(|e| DataType::try_from(e).ok()).and_then(|k| dtype_of(k).or(narrow::storage(k)));
+            let dims = tensor.and_then(|t| t.shape.as_ref()).map(|s| {
+                s.dim
+                    .iter()
+                    .map(|d| match &d.value {
+                        Some(proto::tensor_shape_proto::dimension::Value::DimValue(n)) if *n >= 0 => Dim::Fixed(*n as usize),
+                        Some(proto::tensor_shape_proto::dimension::Value::DimParam(p)) => Dim::Symbolic(p.clone()),
+                        _ => Dim::Symbolic(String::new()),
+                    })
+                    .collect()
+            });
+            InputSpec { name: v.name().to_string(), dtype, dims }
+        };
+        graph.input.iter().filter(|v| !self.weights.contains_key(v.name())).map(spec).collect()
+    }
+
+    /// Checks `t` against the declared `spec`, binding its named dims in `bound` (the same name, the same size).
+    fn check_input(spec: &InputSpec, t: &Tensor, bound: &mut FxHashMap<String, usize>) -> std::result::Result<(), String> {
+        let given = format!("{} {:?}", t.dtype().name(), t.shape());
+        let wrong = || format!("input {:?}: expected {spec}, given {given}", spec.name);
+        if spec.dtype.is_some_and(|d| d != t.dtype()) {
+            return Err(wrong());
+        }
+        let Some(dims) = &spec.dims else { return Ok(()) };
+        if dims.len() != t.ndim() {
+            return Err(wrong());
+        }
+        for (d, &n) in dims.iter().zip(&t.shape()) {
+            match d {
+                Dim::Fixed(f) if *f != n => return Err(wrong()),
+                Dim::Symbolic(s) if !s.is_empty() && *bound.entry(s.clone()).or_insert(n) != n => {
+                    return Err(format!("{}: {s} is {} in an earlier input", wrong(), bound[s]))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// The graph's input names that are not initializers, in order.
@@ -88,11 +214,14 @@ impl OnnxRunner {
         let declared = graph.input.iter().map(|v| (v.name(), elem_type(v)));
         let inits = graph.initializer.iter().map(|t| (t.name(), Some(t.data_type())));
         scope.types = declared.chain(inits).filter_map(|(n, t)| Some((n.to_string(), narrow::is_narrow(t?)?))).collect();
-        for name in self.input_names() {
-            let t = inputs.iter().find(|(n, _)| *n == name).ok_or_else(|| bad(format!("input {name:?} is not given")))?;
+        let mut bound = FxHashMap::default();
+        for spec in self.inputs() {
+            let name = &spec.name;
+            let t = inputs.iter().find(|(n, _)| n == name).ok_or_else(|| bad(format!("input {name:?} is not given")))?;
+            Self::check_input(&spec, &t.1, &mut bound).map_err(&bad)?;
             scope.values.insert(name.to_string(), t.1.clone());
         }
-        self.run_nodes(graph, &mut scope).map_err(&bad)?;
+        self.run_nodes(graph, &mut scope, &self.folded).map_err(&bad)?;
         self.output_names()
             .into_iter()
             .map(|n| Ok((n.to_string(), scope.values.get(n).cloned().ok_or_else(|| bad(format!("output {n:?} was not made")))?)))
@@ -100,8 +229,11 @@ impl OnnxRunner {
     }
 
     /// Runs `graph`'s nodes in order, reading and adding values in `scope`.
-    fn run_nodes(&self, graph: &proto::GraphProto, scope: &mut Scope) -> std::result::Result<(), String> {
-        for node in &graph.node {
+    fn run_nodes(&self, graph: &proto::GraphProto, scope: &mut Scope, skip: &[bool]) -> std::result::Result<(), String> {
+        for (i, node) in graph.node.iter().enumerate() {
+            if skip.get(i).copied().unwrap_or(false) {
+                continue;
+            }
             let args = node
                 .input
                 .iter()
@@ -136,7 +268,7 @@ impl OnnxRunner {
         for (v, t) in graph.input.iter().zip(inputs) {
             scope.values.insert(v.name().to_string(), t.clone());
         }
-        self.run_nodes(graph, &mut scope)?;
+        self.run_nodes(graph, &mut scope, &[])?;
         graph
             .output
             .iter()
