@@ -280,3 +280,66 @@ fn inputs_are_checked_against_their_declared_types() {
     let e = run(x.clone(), Tensor::from_slice(&[1.0f32; 3], [1, 3]));
     assert!(e.contains("input \"z\": expected float32 [batch, ?], given float32 [1, 3]: batch is 2 in an earlier input"), "{e}");
 }
+
+#[test]
+fn light_resnet50_matches_onnx_shipped_output() {
+    // onnx's light ResNet-50 (opset 9, weights as ConstantOfShape nodes, computed once at load) on arange(n)/n
+    let Some(light) = std::env::var_os("TINYGRAD_ONNX_SUITE").map(|d| PathBuf::from(d).join("light")).filter(|d| d.is_dir()) else {
+        assert!(std::env::var_os("CI").is_none(), "under CI the light models are required: set TINYGRAD_ONNX_SUITE (.ci/run does)");
+        println!("skipped: no light models (TINYGRAD_ONNX_SUITE; tests/onnx/gen_node_suite.py copies them)");
+        return;
+    };
+    let runner = OnnxRunner::load(light.join("light_resnet50.onnx")).unwrap();
+    let spec = &runner.inputs()[0];
+    let shape: Vec<usize> = spec.dims.iter().flatten().map(|d| if let tinygrad::onnx::Dim::Fixed(n) = d { *n } else { 1 }).collect();
+    let n: usize = shape.iter().product();
+    let x = Tensor::arange(0.0, n as f64, 1.0).div(n as f64).cast(dtypes::FLOAT32).reshape(shape);
+    let got = runner.run(&[(spec.name.as_str(), x)]).unwrap().remove(0).1;
+    let want = TensorProto::decode(std::fs::read(light.join("light_resnet50_output_0.pb")).unwrap().as_slice()).unwrap();
+    let want = tensor_from_proto(&want, &light, &light).unwrap();
+    assert_eq!(got.shape(), want.shape());
+    let (g, w) = (got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+    assert!(g.iter().zip(&w).all(|(g, w)| (g - w).abs() <= 1e-7 + 1e-3 * w.abs()), "{:?} vs {:?}", &g[..4], &w[..4]);
+}
+
+#[test]
+fn the_onnx_cli_runs_a_model_on_npy_inputs_and_writes_npy_outputs() {
+    use npyz::WriterBuilder;
+    // y = relu(x - 1) on x = [[0, 1], [2, 3]]: [[0, 0], [1, 2]]
+    let d = dir("cli");
+    let one = TensorProto {
+        name: Some("one".into()),
+        dims: vec![],
+        data_type: Some(DataType::Float as i32),
+        float_data: vec![1.0],
+        ..Default::default()
+    };
+    write(
+        &d.join("m.onnx"),
+        vec![node("Sub", &["x", "one"], &["s"], vec![]), node("Relu", &["s"], &["y"], vec![])],
+        vec![one],
+        &["x"],
+        &["y"],
+    );
+    let mut f = std::fs::File::create(d.join("x.npy")).unwrap();
+    let mut w = npyz::WriteOptions::new().default_dtype().shape(&[2, 2]).writer(&mut f).begin_nd().unwrap();
+    w.extend([0.0f32, 1.0, 2.0, 3.0]).unwrap();
+    w.finish().unwrap();
+    let cli = |args: &[&str]| std::process::Command::new(env!("CARGO_BIN_EXE_onnx")).args(args).current_dir(&d).output().unwrap();
+    let out = cli(&["m.onnx", "--input", "x=x.npy", "--out", "outs"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("y: shape [2, 2] float32 [0.000000, 0.000000, 1.000000, 2.000000]"), "{stdout}");
+    let bytes = std::fs::read(d.join("outs/y.npy")).unwrap();
+    let y = npyz::NpyFile::new(&bytes[..]).unwrap();
+    assert_eq!((y.shape().to_vec(), y.into_vec::<f32>().unwrap()), (vec![2, 2], vec![0.0, 0.0, 1.0, 2.0]));
+    // mistakes: one line, exit status 1, naming the file or the flag
+    for (args, says) in [
+        (vec!["missing.onnx"], "missing.onnx"),
+        (vec!["m.onnx", "--input", "x"], "--input \"x\" is not NAME=VALUE"),
+        (vec!["m.onnx", "--input", "x=nope.npy"], "nope.npy"),
+    ] {
+        let out = cli(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.code() == Some(1) && stderr.contains(says) && stderr.lines().count() == 1, "{args:?}: {stderr}");
+    }
+}

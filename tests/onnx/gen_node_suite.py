@@ -6,9 +6,11 @@ no node data and the tool writes only the model cases).
   cargo run --release --example onnx_test -- OUT/node
 
 OUT defaults to $XDG_CACHE_HOME (or ~/.cache)/tinygrad/onnx-suite. Each case is OUT/node/<name>/model.onnx with
-test_data_set_N/{input,output}_M.pb.
+test_data_set_N/{input,output}_M.pb. The "light" models the wheel ships (weights as ConstantOfShape nodes, with their
+expected outputs for inputs arange(n)/n) are copied to OUT/light.
 """
-import argparse, os, sys, warnings
+import argparse, glob, os, shutil, sys, warnings
+import onnx
 import numpy as np
 from onnx.backend.test import cmd_tools
 from onnx.backend.test.case import node
@@ -19,3 +21,7 @@ np.random.seed(0)  # the cases draw their data at collection: the same suite on 
 cmd_tools.model_test.collect_testcases = lambda: node.collect_testcases(None)
 cmd_tools.generate_data(argparse.Namespace(output=out))
 print(f"{len(os.listdir(os.path.join(out, 'node')))} node cases in {os.path.join(out, 'node')}")
+light = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+os.makedirs(os.path.join(out, "light"), exist_ok=True)
+for f in glob.glob(os.path.join(light, "light_*")): shutil.copy(f, os.path.join(out, "light"))
+print(f"{len(os.listdir(os.path.join(out, 'light')))} light model files in {os.path.join(out, 'light')}")
