@@ -1,5 +1,6 @@
 //! Mutation fuzzing of the file loaders that read untrusted bytes: the gzipped IDX reader
-//! ([`idx_from_gz`], MNIST's) and safetensors ([`safe_load_bytes`]). Valid files are generated, then damaged:
+//! ([`idx_from_gz`], MNIST's), safetensors ([`safe_load_bytes`]) and ONNX models
+//! ([`tinygrad::onnx::OnnxRunner::from_bytes`]: initializers of standard and narrow types, raw and typed). Valid files are generated, then damaged:
 //! truncated, bits flipped, bytes overwritten, inserted and appended, and header fields replaced by lies (IDX type
 //! code, dim count and dims; safetensors header length, dtype names, shapes, data offsets), with huge values among
 //! the choices. Every case must return `Ok` or `Err` (a panic fails the test, an out-of-bounds read panics or
@@ -524,4 +525,105 @@ fn safetensors_extremes() {
     assert_eq!(t["t"].to_bytes().unwrap(), [0, 1, 1, 1]);
     let t = safe_load_bytes(&st_file(r#"{"dtype":"I16","shape":[0,4611686018427387904],"data_offsets":[0,0]}"#, &[]), "z").unwrap();
     assert_eq!(t["t"].shape(), [0, 1 << 62]);
+}
+
+// **************** ONNX models ****************
+
+/// ONNX data types the fuzzer writes: (type number, bytes per element in raw data, or 0 for 4-bit packing).
+const ONNX_TYPES: [(i32, usize); 8] = [(1, 4), (11, 8), (7, 8), (6, 4), (2, 1), (9, 1), (17, 1), (22, 0)];
+
+/// Initializers by name, as little-endian bytes.
+type Named = Vec<(String, Vec<u8>)>;
+
+#[derive(Debug, Clone)]
+struct OnnxCase {
+    /// Per initializer: a type index, dims, and whether its data is raw (else typed fields, for float32 and int64).
+    inits: Vec<(usize, Vec<i64>, bool)>,
+    /// Dims replaced by lies (huge or negative values).
+    lie: Option<(usize, i64)>,
+    seed: u8,
+    damage: Vec<Mutation>,
+}
+
+fn onnx_case() -> impl Strategy<Value = OnnxCase> {
+    let init = (0..ONNX_TYPES.len(), prop::collection::vec(0i64..4, 0..4), any::<bool>());
+    let lie = prop::option::weighted(0.1, (0usize..4, prop_oneof![Just(-1i64), Just(i64::MAX), Just(1 << 40), Just(1 << 62)]));
+    (prop::collection::vec(init, 1..4), lie, any::<u8>(), prop::collection::vec(mutation(), 0..3))
+        .prop_map(|(inits, lie, seed, damage)| OnnxCase { inits, lie, seed, damage })
+}
+
+impl OnnxCase {
+    /// The model's bytes, and for an undamaged one its initializers' names and little-endian bytes (the standard
+    /// dtypes; a narrow one's decoded values are checked by tests/onnx.rs).
+    fn bytes(&self) -> (Vec<u8>, Option<Named>) {
+        use prost::Message;
+        use tinygrad::onnx::proto::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto};
+        let mut want = Vec::new();
+        let honest = self.damage.is_empty() && self.lie.is_none();
+        let inits: Vec<TensorProto> = self
+            .inits
+            .iter()
+            .enumerate()
+            .map(|(i, (ty, dims, raw))| {
+                let (code, size) = ONNX_TYPES[*ty];
+                let n: usize = dims.iter().product::<i64>() as usize;
+                let len = if size == 0 { n.div_ceil(2) } else { n * size };
+                let mut data: Vec<u8> = (0..len).map(|k| (k as u8).wrapping_mul(31).wrapping_add(self.seed)).collect();
+                if code == 9 {
+                    data.iter_mut().for_each(|b| *b &= 1);
+                }
+                let mut dims = dims.clone();
+                if let Some((at, v)) = self.lie.filter(|(at, _)| *at < dims.len() && i == 0) {
+                    dims[at] = v;
+                }
+                let mut t = TensorProto { name: Some(format!("w{i}")), dims, data_type: Some(code), ..Default::default() };
+                match (raw, code) {
+                    (false, 1) => t.float_data = data.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect(),
+                    (false, 7) => t.int64_data = data.chunks(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect(),
+                    _ => t.raw_data = Some(data.clone().into()),
+                }
+                if size != 0 && code != 17 {
+                    want.push((format!("w{i}"), data));
+                }
+                t
+            })
+            .collect();
+        let identity =
+            NodeProto { op_type: Some("Identity".into()), input: vec!["w0".into()], output: vec!["y".into()], ..Default::default() };
+        let graph = GraphProto { node: vec![identity], initializer: inits, ..Default::default() };
+        let opset = OperatorSetIdProto { domain: Some(String::new()), version: Some(17) };
+        let mut file =
+            ModelProto { ir_version: Some(8), opset_import: vec![opset], graph: Some(graph), ..Default::default() }.encode_to_vec();
+        mutate(&mut file, &self.damage);
+        (file, honest.then_some(want))
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10_000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn onnx_loader_survives_mutations(case in onnx_case()) {
+        let (file, want) = case.bytes();
+        let path = std::path::Path::new("fuzz.onnx");
+
+        let (got, peak) = largest_alloc_during(|| tinygrad::onnx::OnnxRunner::from_bytes(bytes::Bytes::from(file.clone()), path));
+        // (a narrow type decodes to at most 8x its packed bytes: float4 to float32)
+        prop_assert!(peak <= 8 * file.len() + SLACK, "allocated {peak} bytes for a {}-byte file", file.len());
+        match &got {
+            Ok(runner) => {
+                for (_, t) in runner.initializers() {
+                    prop_assert_eq!(t.to_bytes().unwrap().len(), t.numel() * t.dtype().itemsize());
+                }
+            }
+            Err(e) => prop_assert!(e.to_string().contains("fuzz.onnx") && e.to_string().lines().count() == 1, "errors name the file: {}", e),
+        }
+        if let Some(want) = want {
+            let runner = got.expect("an undamaged model loads");
+            let weights: std::collections::HashMap<&str, &tinygrad::Tensor> = runner.initializers().collect();
+            for (name, bytes) in want {
+                prop_assert_eq!(weights[name.as_str()].to_bytes().unwrap(), bytes);
+            }
+        }
+    }
 }

@@ -93,9 +93,19 @@ impl OnnxRunner {
     /// (truncated, not protobuf, no graph), an initializer's dtype is not supported, or its data does not fit its
     /// shape or lies past the end of its external file.
     pub fn load(path: impl AsRef<Path>) -> Result<OnnxRunner> {
-        let path = path.as_ref().to_path_buf();
+        let path = path.as_ref();
+        OnnxRunner::from_bytes(map_file(path)?, path)
+    }
+
+    /// Loads a model from its bytes, as [`OnnxRunner::load`] does the file's; `path` names it in errors and
+    /// locates its external data.
+    ///
+    /// # Errors
+    /// As [`OnnxRunner::load`].
+    pub fn from_bytes(bytes: Bytes, path: &Path) -> Result<OnnxRunner> {
+        let path = path.to_path_buf();
         let bad = |msg: String| Error::Format { path: path.clone(), msg };
-        let model = ModelProto::decode(map_file(&path)?).map_err(|e| bad(format!("not an ONNX model ({e}); is the file truncated?")))?;
+        let model = ModelProto::decode(bytes).map_err(|e| bad(format!("not an ONNX model ({e}); is the file truncated?")))?;
         let graph = model.graph.as_ref().ok_or_else(|| bad("the model has no graph".into()))?;
         let dir = path.parent().unwrap_or(Path::new("."));
         let weights =
@@ -124,7 +134,9 @@ impl OnnxRunner {
             }
             let args: Vec<Option<Tensor>> = node.input.iter().map(|n| scope.values.get(n).cloned()).collect();
             let narrow: Vec<Option<DataType>> = node.input.iter().map(|n| scope.types.get(n).copied()).collect();
-            let Ok(outs) = self.run_node(node, &args, &narrow, &scope) else { continue };
+            // (a node that fails, or panics on shapes that don't fit, is left for `run` to report)
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run_node(node, &args, &narrow, &scope)));
+            let Ok(Ok(outs)) = ran else { continue };
             if let Some(t) = ops::narrow_output(node, &narrow) {
                 scope.types.extend(node.output.iter().map(|o| (o.clone(), t)));
             }
@@ -185,6 +197,11 @@ impl OnnxRunner {
             }
         }
         Ok(())
+    }
+
+    /// The initializers, and the constants computed at load, by name.
+    pub fn initializers(&self) -> impl Iterator<Item = (&str, &Tensor)> {
+        self.weights.iter().map(|(k, v)| (k.as_str(), v))
     }
 
     /// The graph's input names that are not initializers, in order.
@@ -345,12 +362,18 @@ pub fn tensor_from_proto(t: &TensorProto, dir: &Path, model: &Path) -> Result<Te
         dtype_of(kind).or(narrow::storage(kind)).ok_or_else(|| bad(format!("data type {} is not supported yet", kind.as_str_name())))?;
     let shape: Vec<usize> =
         t.dims.iter().map(|&d| usize::try_from(d).map_err(|_| bad(format!("negative dim {d}")))).collect::<Result<_>>()?;
-    let n: usize = shape.iter().product();
+    let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or_else(|| bad(format!("shape {shape:?} has too many elements")))?;
+    n.checked_mul(8).ok_or_else(|| bad(format!("shape {shape:?} has too many bytes")))?;
     // (narrow types are stored packed: `bits` per element, rounded up to whole bytes)
     let stored = packed.map_or(n * dt.itemsize(), |k| (n * narrow::bits(k)).div_ceil(8));
     let bytes: Vec<u8> = if t.data_location() == DataLocation::External {
         let entry = |k: &str| t.external_data.iter().find(|e| e.key() == k).map(|e| e.value().to_string());
-        let file = dir.join(entry("location").ok_or_else(|| bad("external data without a location".into()))?);
+        let location = PathBuf::from(entry("location").ok_or_else(|| bad("external data without a location".into()))?);
+        // (as onnx's checker: the data lies beside the model, never outside its directory)
+        if !location.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+            return Err(bad(format!("external data location {} is not a path inside the model's directory", location.display())));
+        }
+        let file = dir.join(location);
         let num =
             |k: &str| entry(k).map(|v| v.parse::<usize>().map_err(|_| bad(format!("external {k} {v:?} is not a number")))).transpose();
         let data = map_file(&file)?;
