@@ -343,3 +343,30 @@ fn the_onnx_cli_runs_a_model_on_npy_inputs_and_writes_npy_outputs() {
         assert!(out.status.code() == Some(1) && stderr.contains(says) && stderr.lines().count() == 1, "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn minilm_embeddings_equal_onnxruntimes() {
+    // all-MiniLM-L6-v2 int8 on sentences with accents, digits and CJK, against onnxruntime's embeddings
+    // (tests/onnx/minilm_reference.py writes them with the model's and tokenizer's paths; .ci/run does)
+    let Some(file) = std::env::var_os("TINYGRAD_ONNX_SUITE").map(|d| PathBuf::from(d).join("minilm.json")).filter(|f| f.exists()) else {
+        assert!(std::env::var_os("CI").is_none(), "under CI the MiniLM reference is required: set TINYGRAD_ONNX_SUITE (.ci/run does)");
+        println!("skipped: no MiniLM reference (tests/onnx/minilm_reference.py writes it)");
+        return;
+    };
+    let reference: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let text = |k: &str| reference[k].as_str().unwrap().to_string();
+    let sentences: Vec<String> = reference["sentences"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();
+    let exe = std::env::current_exe().unwrap();
+    let example = exe.parent().and_then(Path::parent).unwrap().join("examples").join("minilm");
+    let out = std::process::Command::new(example).arg(text("model")).arg(text("tokenizer")).args(&sentences).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: Vec<Vec<f64>> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(got.len(), sentences.len());
+    for (i, want) in reference["embeddings"].as_array().unwrap().iter().enumerate() {
+        let want: Vec<f64> = want.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        let dot: f64 = got[i].iter().zip(&want).map(|(a, b)| a * b).sum();
+        let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        let cosine = dot / (norm(&got[i]) * norm(&want));
+        assert!(cosine >= 0.9999, "sentence {:?}: cosine {cosine}", sentences[i]);
+    }
+}
