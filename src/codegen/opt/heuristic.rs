@@ -189,6 +189,10 @@ fn register_tile(k: &mut Kernel, a: &Analysis, vaxis: Option<UOp>) -> Option<UOp
         if let Some(n) = dims.last().map(|&i| range_size(&k.rngs()[i])).filter(|&n| n <= 8) {
             let _ = k.apply_opt(Opt::new(OptOps::Unroll, dims.len() - 1, n));
         }
+    } else {
+        // (no axis vectorizes: an NCHW convolution over a 7-wide image. A scalar register tile still reuses each
+        // load: rows along an axis the image ignores, output channels)
+        tile(k, a, None, 1);
     }
     None
 }
