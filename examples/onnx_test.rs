@@ -12,8 +12,10 @@
 use prost::Message;
 use std::path::Path;
 use tinygrad::dtype::dtypes;
+use tinygrad::onnx::data_proto::{OptionalProto, SequenceProto};
 use tinygrad::onnx::proto::TensorProto;
-use tinygrad::onnx::{tensor_from_proto, OnnxRunner};
+use tinygrad::onnx::{tensor_from_proto, OnnxRunner, Value, ValueKind};
+use tinygrad::Tensor;
 
 fn main() -> std::process::ExitCode {
     tinygrad::runtime::run_main(|| {
@@ -77,47 +79,84 @@ fn main() -> std::process::ExitCode {
     })
 }
 
-/// Reads a `.pb` file as a TensorProto (sequences, optionals and maps are not read yet).
-fn read_pb(path: &Path) -> Result<TensorProto, String> {
+/// Reads a `.pb` file as the message `M`.
+fn read_pb<M: Message + Default>(path: &Path) -> Result<M, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    TensorProto::decode(bytes.as_slice()).map_err(|e| format!("{}: not a TensorProto ({e})", path.display()))
+    M::decode(bytes.as_slice()).map_err(|e| format!("{}: not a {} ({e})", path.display(), std::any::type_name::<M>()))
+}
+
+/// The value in `path`, written as onnx writes a value of `kind` (a TensorProto, SequenceProto or OptionalProto).
+fn read_value(path: &Path, kind: ValueKind) -> Result<Value, String> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tensor = |t: &TensorProto| tensor_from_proto(t, dir, path).map_err(|e| e.to_string());
+    let sequence = |s: &SequenceProto| s.tensor_values.iter().map(tensor).collect::<Result<Vec<_>, _>>().map(Value::Sequence);
+    match kind {
+        ValueKind::Tensor => tensor(&read_pb::<TensorProto>(path)?).map(Value::Tensor),
+        ValueKind::Sequence => sequence(&read_pb::<SequenceProto>(path)?),
+        ValueKind::Optional => {
+            let o: OptionalProto = read_pb(path)?;
+            match (&o.tensor_value, &o.sequence_value) {
+                (Some(t), _) => tensor(t).map(Value::Tensor),
+                (None, Some(s)) => sequence(s),
+                (None, None) => Ok(Value::None),
+            }
+        }
+    }
+}
+
+/// `got` against `want` as onnx's backend runner compares them: shapes equal, floats within its tolerances, NaN
+/// equal to NaN, everything else exactly.
+fn compare(name: &str, got: &Tensor, want: &Tensor) -> Result<(), String> {
+    if got.shape() != want.shape() {
+        return Err(format!("output {name}: shape {:?}, expected {:?}", got.shape(), want.shape()));
+    }
+    let (float, dt) = (want.dtype().is_float(), want.dtype());
+    let as_f64 = |t: &Tensor| t.cast(dtypes::FLOAT64).to_vec::<f64>().map_err(|e| e.to_string());
+    let (g, w) = (as_f64(got)?, as_f64(want)?);
+    let bad =
+        g.iter().zip(&w).position(|(g, w)| !(g == w || (g.is_nan() && w.is_nan()) || (float && (g - w).abs() <= 1e-7 + 1e-3 * w.abs())));
+    match bad {
+        Some(k) => Err(format!("output {name} ({dt}): element {k} is {}, expected {}", g[k], w[k])),
+        None => Ok(()),
+    }
 }
 
 /// Runs every data set of the case in `dir`; the first mismatch or error, as one line.
 fn run_case(dir: &Path) -> Result<(), String> {
     let runner = OnnxRunner::load(dir.join("model.onnx")).map_err(|e| e.to_string())?;
-    let names: Vec<String> = runner.input_names().into_iter().map(str::to_string).collect();
+    let (inputs, outputs) = (runner.inputs(), runner.outputs());
     let mut sets: Vec<_> =
         std::fs::read_dir(dir).map_err(|e| e.to_string())?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
     sets.sort();
     for set in sets {
         let file = |kind: &str, i: usize| set.join(format!("{kind}_{i}.pb"));
-        let inputs = (0..names.len())
-            .take_while(|&i| file("input", i).exists())
-            .map(|i| {
-                Ok((
-                    names[i].as_str(),
-                    tensor_from_proto(&read_pb(&file("input", i))?, &set, &file("input", i)).map_err(|e| e.to_string())?,
-                ))
-            })
+        let given = inputs
+            .iter()
+            .enumerate()
+            .take_while(|&(i, _)| file("input", i).exists())
+            .map(|(i, spec)| Ok((spec.name.as_str(), read_value(&file("input", i), spec.kind)?)))
             .collect::<Result<Vec<_>, String>>()?;
-        let outs = runner.run(&inputs).map_err(|e| e.to_string())?;
+        let outs = runner.run_values(&given).map_err(|e| e.to_string())?;
         for (i, (name, got)) in outs.iter().enumerate() {
-            let want = tensor_from_proto(&read_pb(&file("output", i))?, &set, &file("output", i)).map_err(|e| e.to_string())?;
-            if got.shape() != want.shape() {
-                return Err(format!("output {name}: shape {:?}, expected {:?}", got.shape(), want.shape()));
-            }
-            let (float, dt) = (want.dtype().is_float(), want.dtype());
-            let as_f64 = |t: &tinygrad::Tensor| t.cast(dtypes::FLOAT64).to_vec::<f64>().map_err(|e| e.to_string());
-            let (g, w) = (as_f64(got)?, as_f64(&want)?);
-            let bad = g
-                .iter()
-                .zip(&w)
-                .position(|(g, w)| !(g == w || (g.is_nan() && w.is_nan()) || (float && (g - w).abs() <= 1e-7 + 1e-3 * w.abs())));
-            if let Some(k) = bad {
-                return Err(format!("output {name} ({dt}): element {k} is {}, expected {}", g[k], w[k]));
+            let want = read_value(&file("output", i), outputs[i].kind)?;
+            match (got, &want) {
+                (Value::Tensor(g), Value::Tensor(w)) => compare(name, g, w)?,
+                (Value::Sequence(g), Value::Sequence(w)) if g.len() == w.len() => {
+                    g.iter().zip(w).try_for_each(|(g, w)| compare(name, g, w))?;
+                }
+                (Value::None, Value::None) => {}
+                (g, w) => return Err(format!("output {name}: {} expected, got {}", kind(w), kind(g))),
             }
         }
     }
     Ok(())
+}
+
+/// A value's kind and size, for a mismatch's message.
+fn kind(v: &Value) -> String {
+    match v {
+        Value::Tensor(t) => format!("a tensor {:?}", t.shape()),
+        Value::Sequence(s) => format!("a sequence of {}", s.len()),
+        Value::None => "an empty optional".into(),
+    }
 }

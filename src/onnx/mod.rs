@@ -1,13 +1,14 @@
 //! ONNX models (tinygrad `nn/onnx.py`'s `OnnxRunner`), the stage above `nn`. In: a `.onnx` file (a protobuf
 //! `ModelProto`, decoded by `prost` from the memory-mapped file; initializers in it or in external files beside it)
-//! and input tensors by name. Out: the graph's outputs by name, computed lazily by the [`ops`] handlers on the Tensor
+//! and input values by name. Out: the graph's outputs by name, computed lazily by the [`ops`] handlers on the Tensor
 //! API, so a run is one realize of fused kernels.
 //!
-//! Where this stands: the loader reads every storage dtype the project has (floats, ints, bool; the float8, int4,
-//! int2 and string types are load errors naming the tensor), raw and typed data, external data (offset and length
-//! checked against the file); the runner executes the default (`ai.onnx`) domain's ops in [`ops`]'s table. Bad files
-//! are one-line [`Error::Format`]s naming the file.
+//! The loader reads every storage dtype the project has and ONNX's narrow ones ([`narrow`]: float8, float4, int4,
+//! int2, decoded wider; strings are load errors naming the tensor), raw, typed and external data (offset and length
+//! checked against the file). Values are tensors, sequences of tensors or empty optionals ([`Value`]). Bad files are
+//! one-line [`Error::Format`]s naming the file.
 
+pub mod data_proto;
 pub mod narrow;
 pub mod ops;
 pub mod proto;
@@ -34,6 +35,39 @@ pub struct OnnxRunner {
     folded: Vec<bool>,
 }
 
+/// A value in a graph: a tensor, a sequence of tensors (`SequenceConstruct`, `SplitToSequence`), or an optional
+/// holding nothing (an optional holding a value is that value).
+#[derive(Clone, Debug)]
+pub enum Value {
+    /// A tensor.
+    Tensor(Tensor),
+    /// A sequence of tensors.
+    Sequence(Vec<Tensor>),
+    /// An empty optional.
+    None,
+}
+
+impl Value {
+    /// The tensor, if this is one.
+    pub fn tensor(&self) -> Option<&Tensor> {
+        match self {
+            Value::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// What a graph input or output declares it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueKind {
+    /// A tensor.
+    Tensor,
+    /// A sequence of tensors.
+    Sequence,
+    /// An optional (of a tensor or a sequence).
+    Optional,
+}
+
 /// A graph input's declared size along one dim.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Dim {
@@ -43,18 +77,20 @@ pub enum Dim {
     Symbolic(String),
 }
 
-/// A graph input as the model declares it (tinygrad `OnnxRunner`'s `graph_inputs`).
+/// A graph input or output as the model declares it (tinygrad `OnnxRunner`'s `graph_inputs`).
 #[derive(Clone, Debug)]
-pub struct InputSpec {
+pub struct ValueSpec {
     /// Its name.
     pub name: String,
+    /// Whether it is a tensor, a sequence or an optional.
+    pub kind: ValueKind,
     /// Its dtype (a narrow type's storage dtype); `None` where it is not a tensor or the type is unsupported.
     pub dtype: Option<DType>,
     /// Its dims; `None` where the rank is not declared.
     pub dims: Option<Vec<Dim>>,
 }
 
-impl std::fmt::Display for InputSpec {
+impl std::fmt::Display for ValueSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         let dt = self.dtype.map_or("?".to_string(), |d| d.name().to_string());
         let dims = self.dims.as_ref().map_or("[?]".to_string(), |d| {
@@ -121,7 +157,10 @@ impl OnnxRunner {
     /// initializers are; `run` skips them. A node that fails here is left for `run` to report.
     fn fold_constants(&mut self) -> Result<()> {
         let graph = self.graph();
-        let mut scope = Scope { values: self.weights.clone(), types: FxHashMap::default() };
+        let mut scope = Scope {
+            values: self.weights.iter().map(|(k, v)| (k.clone(), Value::Tensor(v.clone()))).collect(),
+            types: FxHashMap::default(),
+        };
         let inits = graph.initializer.iter().map(|t| (t.name().to_string(), t.data_type()));
         scope.types = inits.filter_map(|(n, t)| Some((n, narrow::is_narrow(t)?))).collect();
         let mut folded = vec![false; graph.node.len()];
@@ -132,17 +171,19 @@ impl OnnxRunner {
             if !(known && plain) {
                 continue;
             }
-            let args: Vec<Option<Tensor>> = node.input.iter().map(|n| scope.values.get(n).cloned()).collect();
+            let args: Vec<Option<Value>> = node.input.iter().map(|n| scope.values.get(n).cloned()).collect();
             let narrow: Vec<Option<DataType>> = node.input.iter().map(|n| scope.types.get(n).copied()).collect();
             // (a node that fails, or panics on shapes that don't fit, is left for `run` to report)
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run_node(node, &args, &narrow, &scope)));
             let Ok(Ok(outs)) = ran else { continue };
+            // (only tensors become weights: a node making a sequence runs each time)
+            let Some(outs) = outs.into_iter().map(|v| v.tensor().cloned()).collect::<Option<Vec<Tensor>>>() else { continue };
             if let Some(t) = ops::narrow_output(node, &narrow) {
                 scope.types.extend(node.output.iter().map(|o| (o.clone(), t)));
             }
             folded[i] = true;
             let named: Vec<(String, Tensor)> = node.output.iter().cloned().zip(outs).collect();
-            scope.values.extend(named.iter().cloned());
+            scope.values.extend(named.iter().map(|(n, t)| (n.clone(), Value::Tensor(t.clone()))));
             made.extend(named);
         }
         Tensor::realize_all(&made.iter().map(|(_, t)| t).collect::<Vec<_>>())?;
@@ -151,33 +192,18 @@ impl OnnxRunner {
         Ok(())
     }
 
-    /// The graph's inputs that are not initializers, as declared (dtype and dims).
-    pub fn inputs(&self) -> Vec<InputSpec> {
-        let graph = self.graph();
-        let spec = |v: &proto::ValueInfoProto| {
-            let tensor = match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
-                Some(proto::type_proto::Value::TensorType(t)) => Some(t),
-                _ => None,
-            };
-            let dtype =
-                tensor.and_then(|t| t.elem_type).and_then(|e| DataType::try_from(e).ok()).and_then(|k| dtype_of(k).or(narrow::storage(k)));
-            let dims = tensor.and_then(|t| t.shape.as_ref()).map(|s| {
-                s.dim
-                    .iter()
-                    .map(|d| match &d.value {
-                        Some(proto::tensor_shape_proto::dimension::Value::DimValue(n)) if *n >= 0 => Dim::Fixed(*n as usize),
-                        Some(proto::tensor_shape_proto::dimension::Value::DimParam(p)) => Dim::Symbolic(p.clone()),
-                        _ => Dim::Symbolic(String::new()),
-                    })
-                    .collect()
-            });
-            InputSpec { name: v.name().to_string(), dtype, dims }
-        };
-        graph.input.iter().filter(|v| !self.weights.contains_key(v.name())).map(spec).collect()
+    /// The graph's inputs that are not initializers, as declared (kind, dtype and dims).
+    pub fn inputs(&self) -> Vec<ValueSpec> {
+        self.graph().input.iter().filter(|v| !self.weights.contains_key(v.name())).map(spec).collect()
+    }
+
+    /// The graph's outputs, as declared.
+    pub fn outputs(&self) -> Vec<ValueSpec> {
+        self.graph().output.iter().map(spec).collect()
     }
 
     /// Checks `t` against the declared `spec`, binding its named dims in `bound` (the same name, the same size).
-    fn check_input(spec: &InputSpec, t: &Tensor, bound: &mut FxHashMap<String, usize>) -> std::result::Result<(), String> {
+    fn check_input(spec: &ValueSpec, t: &Tensor, bound: &mut FxHashMap<String, usize>) -> std::result::Result<(), String> {
         let given = format!("{} {:?}", t.dtype().name(), t.shape());
         let wrong = || format!("input {:?}: expected {spec}, given {given}", spec.name);
         if spec.dtype.is_some_and(|d| d != t.dtype()) {
@@ -224,9 +250,27 @@ impl OnnxRunner {
     /// [`Error::Format`] naming the model when an input is missing, a node's op is not supported (naming op, domain,
     /// opset and node) or a node reads a value nothing made.
     pub fn run(&self, inputs: &[(&str, Tensor)]) -> Result<Vec<(String, Tensor)>> {
+        let given: Vec<(&str, Value)> = inputs.iter().map(|(n, t)| (*n, Value::Tensor(t.clone()))).collect();
+        let outs = self.run_values(&given)?;
+        outs.into_iter()
+            .map(|(n, v)| match v {
+                Value::Tensor(t) => Ok((n, t)),
+                _ => Err(Error::Format { path: self.path.clone(), msg: format!("output {n:?} is a sequence or optional: use run_values") }),
+            })
+            .collect()
+    }
+
+    /// [`OnnxRunner::run`] for any values: tensors, sequences and optionals in and out.
+    ///
+    /// # Errors
+    /// As [`OnnxRunner::run`], and when a value's kind is not the declared one.
+    pub fn run_values(&self, inputs: &[(&str, Value)]) -> Result<Vec<(String, Value)>> {
         let bad = |msg: String| Error::Format { path: self.path.clone(), msg };
         let graph = self.graph();
-        let mut scope = Scope { values: self.weights.clone(), types: FxHashMap::default() };
+        let mut scope = Scope {
+            values: self.weights.iter().map(|(k, v)| (k.clone(), Value::Tensor(v.clone()))).collect(),
+            types: FxHashMap::default(),
+        };
         // (the ONNX type of each value held in a wider dtype: see `narrow`)
         let declared = graph.input.iter().map(|v| (v.name(), elem_type(v)));
         let inits = graph.initializer.iter().map(|t| (t.name(), Some(t.data_type())));
@@ -234,9 +278,15 @@ impl OnnxRunner {
         let mut bound = FxHashMap::default();
         for spec in self.inputs() {
             let name = &spec.name;
-            let t = inputs.iter().find(|(n, _)| n == name).ok_or_else(|| bad(format!("input {name:?} is not given")))?;
-            Self::check_input(&spec, &t.1, &mut bound).map_err(&bad)?;
-            scope.values.insert(name.to_string(), t.1.clone());
+            let v = inputs.iter().find(|(n, _)| n == name).ok_or_else(|| bad(format!("input {name:?} is not given")))?;
+            match (&v.1, spec.kind) {
+                (Value::Tensor(t), ValueKind::Tensor) => Self::check_input(&spec, t, &mut bound).map_err(&bad)?,
+                (Value::Tensor(_), ValueKind::Optional)
+                | (Value::Sequence(_), ValueKind::Sequence | ValueKind::Optional)
+                | (Value::None, ValueKind::Optional) => {}
+                (_, kind) => return Err(bad(format!("input {name:?}: expected a {kind:?} value"))),
+            }
+            scope.values.insert(name.to_string(), v.1.clone());
         }
         self.run_nodes(graph, &mut scope, &self.folded).map_err(&bad)?;
         self.output_names()
@@ -274,13 +324,13 @@ impl OnnxRunner {
         Ok(())
     }
 
-    /// Runs subgraph `graph` (an `If` branch, a `Loop` or `Scan` body) inside `outer` with `inputs` bound to its
-    /// declared inputs in order; its outputs in order.
-    fn run_subgraph(&self, graph: &proto::GraphProto, outer: &Scope, inputs: &[Tensor]) -> std::result::Result<Vec<Tensor>, String> {
+    /// Runs subgraph `graph` (an `If` branch, a `Loop`, `Scan` or `SequenceMap` body) inside `outer` with `inputs`
+    /// bound to its declared inputs in order; its outputs in order.
+    fn run_subgraph(&self, graph: &proto::GraphProto, outer: &Scope, inputs: &[Value]) -> std::result::Result<Vec<Value>, String> {
         let mut scope = outer.clone();
         let dir = self.path.parent().unwrap_or(Path::new("."));
         for t in &graph.initializer {
-            scope.values.insert(t.name().to_string(), tensor_from_proto(t, dir, &self.path).map_err(|e| e.to_string())?);
+            scope.values.insert(t.name().to_string(), Value::Tensor(tensor_from_proto(t, dir, &self.path).map_err(|e| e.to_string())?));
         }
         for (v, t) in graph.input.iter().zip(inputs) {
             scope.values.insert(v.name().to_string(), t.clone());
@@ -296,17 +346,22 @@ impl OnnxRunner {
     fn run_node(
         &self,
         node: &NodeProto,
-        args: &[Option<Tensor>],
+        args: &[Option<Value>],
         narrow: &[Option<DataType>],
         scope: &Scope,
-    ) -> std::result::Result<Vec<Tensor>, String> {
+    ) -> std::result::Result<Vec<Value>, String> {
         let domain = match node.domain() {
             "" | "ai.onnx" => "",
             d => d,
         };
         let opset = self.opsets.get(domain).copied().unwrap_or(0);
-        let handler = ops::handler(domain, node.op_type());
-        let Some(handler) = handler else {
+        let subgraph = |g: &proto::GraphProto, inputs: &[Value]| self.run_subgraph(g, scope, inputs);
+        let n = ops::Node { proto: node, opset, path: &self.path, narrow, subgraph: &subgraph };
+        let context = |e: String| format!("node {:?} ({}): {e}", node.name(), node.op_type());
+        if let Some(handler) = ops::value_handler(domain, node.op_type()) {
+            return handler(&n, args).map_err(context);
+        }
+        let Some(handler) = ops::handler(domain, node.op_type()) else {
             return Err(format!(
                 "op {} (domain {:?}, opset {opset}) of node {:?} is not supported",
                 node.op_type(),
@@ -314,9 +369,17 @@ impl OnnxRunner {
                 node.name()
             ));
         };
-        let subgraph = |g: &proto::GraphProto, inputs: &[Tensor]| self.run_subgraph(g, scope, inputs);
-        handler(&ops::Node { proto: node, opset, path: &self.path, narrow, subgraph: &subgraph }, args)
-            .map_err(|e| format!("node {:?} ({}): {e}", node.name(), node.op_type()))
+        let tensors = args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| match a {
+                None | Some(Value::None) => Ok(None),
+                Some(Value::Tensor(t)) => Ok(Some(t.clone())),
+                Some(Value::Sequence(_)) => Err(format!("input {i} is a sequence; {} takes tensors", node.op_type())),
+            })
+            .collect::<std::result::Result<Vec<_>, String>>()
+            .map_err(context)?;
+        Ok(handler(&n, &tensors).map_err(context)?.into_iter().map(Value::Tensor).collect())
     }
 }
 
@@ -324,7 +387,7 @@ impl OnnxRunner {
 /// a wider dtype.
 #[derive(Clone, Default)]
 struct Scope {
-    values: FxHashMap<String, Tensor>,
+    values: FxHashMap<String, Value>,
     types: FxHashMap<String, DataType>,
 }
 
@@ -435,4 +498,27 @@ fn elem_type(v: &proto::ValueInfoProto) -> Option<i32> {
         proto::type_proto::Value::TensorType(t) => t.elem_type,
         _ => None,
     }
+}
+
+/// A graph input's or output's declaration: its kind, and for a tensor its dtype and dims.
+fn spec(v: &proto::ValueInfoProto) -> ValueSpec {
+    use proto::type_proto::Value as T;
+    let (kind, tensor) = match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(T::TensorType(t)) => (ValueKind::Tensor, Some(t)),
+        Some(T::SequenceType(_)) => (ValueKind::Sequence, None),
+        Some(T::OptionalType(_)) => (ValueKind::Optional, None),
+        _ => (ValueKind::Tensor, None),
+    };
+    let dtype = tensor.and_then(|t| t.elem_type).and_then(|e| DataType::try_from(e).ok()).and_then(|k| dtype_of(k).or(narrow::storage(k)));
+    let dims = tensor.and_then(|t| t.shape.as_ref()).map(|s| {
+        s.dim
+            .iter()
+            .map(|d| match &d.value {
+                Some(proto::tensor_shape_proto::dimension::Value::DimValue(n)) if *n >= 0 => Dim::Fixed(*n as usize),
+                Some(proto::tensor_shape_proto::dimension::Value::DimParam(p)) => Dim::Symbolic(p.clone()),
+                _ => Dim::Symbolic(String::new()),
+            })
+            .collect()
+    });
+    ValueSpec { name: v.name().to_string(), kind, dtype, dims }
 }

@@ -10,12 +10,13 @@ mod math;
 mod movement;
 mod nn;
 mod rnn;
+mod sequence;
 mod signal;
 mod training;
 mod vision;
 
-use super::narrow;
 use super::proto::{attribute_proto::AttributeType, tensor_proto::DataType, GraphProto, NodeProto};
+use super::{narrow, Value};
 use crate::dtype::{dtypes, DType};
 use crate::tensor::Tensor;
 use std::path::Path;
@@ -35,7 +36,7 @@ pub struct Node<'a> {
 }
 
 /// How a handler runs a subgraph: the graph and its inputs in order, to its outputs in order.
-pub type Subgraph<'a> = dyn Fn(&GraphProto, &[Tensor]) -> Result<Vec<Tensor>, String> + 'a;
+pub type Subgraph<'a> = dyn Fn(&GraphProto, &[Value]) -> Result<Vec<Value>, String> + 'a;
 
 impl Node<'_> {
     fn attr(&self, name: &str) -> Option<&super::proto::AttributeProto> {
@@ -173,6 +174,43 @@ pub fn narrow_output(node: &NodeProto, narrow: &[Option<DataType>]) -> Option<Da
     }
 }
 
+/// A handler of values that may be sequences or optionals (control flow, the sequence ops): a node and its inputs
+/// to its outputs.
+pub type ValueHandler = fn(&Node, &[Option<Value>]) -> Result<Vec<Value>, String>;
+
+/// The value handler of `op` in `domain`, if it is one of the ops that take or make sequences and optionals, or run
+/// subgraphs on them (checked before [`handler`]).
+pub fn value_handler(domain: &str, op: &str) -> Option<ValueHandler> {
+    if !domain.is_empty() {
+        return None;
+    }
+    Some(match op {
+        "If" => control::if_,
+        "Loop" => control::loop_,
+        "Scan" => control::scan,
+        "Identity" => |_, a| Ok(vec![a.first().cloned().flatten().unwrap_or(Value::None)]),
+        "Optional" => |_, a| Ok(vec![a.first().cloned().flatten().unwrap_or(Value::None)]),
+        "OptionalHasElement" => |_, a| {
+            let has = matches!(a.first(), Some(Some(Value::Tensor(_) | Value::Sequence(_))));
+            Ok(vec![Value::Tensor(Tensor::from_slice(&[has], []))])
+        },
+        "OptionalGetElement" => |_, a| match a.first().cloned().flatten() {
+            Some(Value::None) | None => Err("OptionalGetElement of an empty optional".into()),
+            Some(v) => Ok(vec![v]),
+        },
+        "SequenceEmpty" => |_, _| Ok(vec![Value::Sequence(Vec::new())]),
+        "SequenceConstruct" => |_, a| Ok(vec![Value::Sequence(a.iter().flatten().filter_map(|v| v.tensor().cloned()).collect())]),
+        "SequenceLength" => |_, a| Ok(vec![Value::Tensor(Tensor::from_slice(&[sequence::of(a, 0)?.len() as i64], []))]),
+        "SequenceAt" => sequence::at,
+        "SequenceInsert" => sequence::insert,
+        "SequenceErase" => sequence::erase,
+        "ConcatFromSequence" => sequence::concat,
+        "SplitToSequence" => sequence::split,
+        "SequenceMap" => sequence::map,
+        _ => return None,
+    })
+}
+
 /// The handler of `op` in `domain` (`""` is `ai.onnx`), if there is one.
 pub fn handler(domain: &str, op: &str) -> Option<Handler> {
     match domain {
@@ -184,9 +222,6 @@ pub fn handler(domain: &str, op: &str) -> Option<Handler> {
     }
     Some(match op {
         "Identity" => |_, a| one(arg(a, 0)?.clone()),
-        "If" => control::if_,
-        "Loop" => control::loop_,
-        "Scan" => control::scan,
         "Constant" => math::constant,
         // elementwise math
         "Add" => binary!(Tensor::add),
