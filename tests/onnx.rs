@@ -370,3 +370,44 @@ fn minilm_embeddings_equal_onnxruntimes() {
         assert!(cosine >= 0.9999, "sentence {:?}: cosine {cosine}", sentences[i]);
     }
 }
+
+#[test]
+fn model_local_functions_run_with_the_calls_attributes() {
+    use tinygrad::onnx::proto::FunctionProto;
+    // local.AddScale(x, y; scale) = (x + y) * scale, its Constant taking `scale` from the call (default 10)
+    let d = dir("function");
+    let mut scale = float_attr("value_float", 0.0);
+    scale.ref_attr_name = Some("scale".into());
+    let body = vec![
+        node("Add", &["a", "b"], &["s"], vec![]),
+        node("Constant", &[], &["k"], vec![scale]),
+        node("Mul", &["s", "k"], &["out"], vec![]),
+    ];
+    let f = FunctionProto {
+        name: Some("AddScale".into()),
+        domain: Some("local".into()),
+        input: vec!["a".into(), "b".into()],
+        output: vec!["out".into()],
+        attribute_proto: vec![float_attr("scale", 10.0)],
+        node: body,
+        ..Default::default()
+    };
+    let call = |out: &str, attrs| NodeProto { domain: Some("local".into()), ..node("AddScale", &["x", "y"], &[out], attrs) };
+    let graph = GraphProto {
+        node: vec![call("z", vec![float_attr("scale", 0.5)]), call("w", vec![])],
+        input: vec![value("x"), value("y")],
+        output: vec![value("z"), value("w")],
+        ..Default::default()
+    };
+    let opsets = vec![
+        OperatorSetIdProto { domain: Some(String::new()), version: Some(17) },
+        OperatorSetIdProto { domain: Some("local".into()), version: Some(1) },
+    ];
+    let m = ModelProto { ir_version: Some(8), opset_import: opsets, graph: Some(graph), functions: vec![f], ..Default::default() };
+    std::fs::write(d.join("m.onnx"), m.encode_to_vec()).unwrap();
+    let runner = OnnxRunner::load(d.join("m.onnx")).unwrap();
+    let (x, y) = (Tensor::from_slice(&[1.0f32, 2.0], [2]), Tensor::from_slice(&[3.0f32, 5.0], [2]));
+    let inputs = [("x", x), ("y", y)];
+    assert_eq!(out(&runner, &inputs, "z"), [2.0, 3.5]);
+    assert_eq!(out(&runner, &inputs, "w"), [40.0, 70.0]);
+}

@@ -362,6 +362,9 @@ impl OnnxRunner {
             return handler(&n, args).map_err(context);
         }
         let Some(handler) = ops::handler(domain, node.op_type()) else {
+            if let Some(f) = self.model.functions.iter().find(|f| f.name() == node.op_type() && f.domain() == node.domain()) {
+                return self.run_function(f, node, args).map_err(context);
+            }
             return Err(format!(
                 "op {} (domain {:?}, opset {opset}) of node {:?} is not supported",
                 node.op_type(),
@@ -380,6 +383,31 @@ impl OnnxRunner {
             .collect::<std::result::Result<Vec<_>, String>>()
             .map_err(context)?;
         Ok(handler(&n, &tensors).map_err(context)?.into_iter().map(Value::Tensor).collect())
+    }
+}
+
+impl OnnxRunner {
+    /// Runs a call of model-local function `f` (a `FunctionProto`, as exporters write repeated blocks): its body in
+    /// a scope of its own holding the call's inputs, each body attribute that refers to one of the call's
+    /// (`ref_attr_name`) replaced by it (or the function's default); the call's outputs.
+    fn run_function(&self, f: &proto::FunctionProto, call: &NodeProto, args: &[Option<Value>]) -> std::result::Result<Vec<Value>, String> {
+        let mut scope = Scope::default();
+        for (name, v) in f.input.iter().zip(args) {
+            if let Some(v) = v {
+                scope.values.insert(name.clone(), v.clone());
+            }
+        }
+        let resolve = |a: &proto::AttributeProto| -> Option<proto::AttributeProto> {
+            let Some(r) = a.ref_attr_name.as_deref().filter(|r| !r.is_empty()) else { return Some(a.clone()) };
+            let given = call.attribute.iter().chain(&f.attribute_proto).find(|c| c.name() == r)?;
+            Some(proto::AttributeProto { name: a.name.clone(), ref_attr_name: None, ..given.clone() })
+        };
+        let body = proto::GraphProto {
+            node: f.node.iter().map(|n| NodeProto { attribute: n.attribute.iter().filter_map(resolve).collect(), ..n.clone() }).collect(),
+            ..Default::default()
+        };
+        self.run_nodes(&body, &mut scope, &[])?;
+        f.output.iter().map(|o| scope.values.get(o).cloned().ok_or_else(|| format!("function {} made no {o:?}", f.name()))).collect()
     }
 }
 
