@@ -411,3 +411,93 @@ fn model_local_functions_run_with_the_calls_attributes() {
     assert_eq!(out(&runner, &inputs, "z"), [2.0, 3.5]);
     assert_eq!(out(&runner, &inputs, "w"), [40.0, 70.0]);
 }
+
+/// Writes and loads a one-node `com.microsoft` model: `op` on `inputs` (initializers `inits` among them) with `attrs`.
+fn microsoft(case: &str, op: &str, inputs: &[&str], inits: Vec<TensorProto>, attrs: Vec<AttributeProto>, outputs: &[&str]) -> OnnxRunner {
+    let d = dir(case);
+    let n = NodeProto { domain: Some("com.microsoft".into()), ..node(op, inputs, outputs, attrs) };
+    let graph_inputs: Vec<&str> = inputs.iter().copied().filter(|i| !inits.iter().any(|t| t.name() == *i)).collect();
+    let graph = GraphProto {
+        node: vec![n],
+        initializer: inits,
+        input: graph_inputs.iter().map(|n| value(n)).collect(),
+        output: outputs.iter().map(|n| value(n)).collect(),
+        ..Default::default()
+    };
+    let opsets = vec![
+        OperatorSetIdProto { domain: Some(String::new()), version: Some(17) },
+        OperatorSetIdProto { domain: Some("com.microsoft".into()), version: Some(1) },
+    ];
+    let m = ModelProto { ir_version: Some(8), opset_import: opsets, graph: Some(graph), ..Default::default() };
+    std::fs::write(d.join("m.onnx"), m.encode_to_vec()).unwrap();
+    OnnxRunner::load(d.join("m.onnx")).unwrap()
+}
+
+#[test]
+fn microsoft_skip_layer_norm_and_matmul_nbits() {
+    // SkipLayerNormalization: layer norm of input + skip + bias over the last dim, times gamma plus beta
+    let inits = vec![
+        floats("gamma", &[3], &[1.0, 2.0, 1.0], true),
+        floats("beta", &[3], &[0.0, 1.0, 0.0], true),
+        floats("bias", &[3], &[1.0, 0.0, -1.0], true),
+    ];
+    let r = microsoft(
+        "sln",
+        "SkipLayerNormalization",
+        &["x", "skip", "gamma", "beta", "bias"],
+        inits,
+        vec![float_attr("epsilon", 1e-5)],
+        &["y"],
+    );
+    let (x, skip) = ([1.0, 2.0, 3.0, 4.0, 6.0, 8.0], [0.0, 1.0, 2.0, 0.0, 0.0, 0.0]);
+    let want: Vec<f64> = (0..2)
+        .flat_map(|row| {
+            let s: Vec<f64> = (0..3).map(|c| x[row * 3 + c] + skip[row * 3 + c] + [1.0, 0.0, -1.0][c]).collect();
+            let mean = s.iter().sum::<f64>() / 3.0;
+            let var = s.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / 3.0;
+            (0..3).map(move |c| (s[c] - mean) / (var + 1e-5).sqrt() * [1.0, 2.0, 1.0][c] + [0.0, 1.0, 0.0][c]).collect::<Vec<_>>()
+        })
+        .collect();
+    let f = |v: [f64; 6]| Tensor::from_slice(&v.map(|x| x as f32), [2, 3]);
+    close(&out(&r, &[("x", f(x)), ("skip", f(skip))], "y"), &want, "SkipLayerNormalization");
+    // MatMulNBits, 4 bits, one block of 4: rows of codes [8, 9, 10, 11] and [7, 8, 15, 0] (zero 8) scaled by 0.5 and 2
+    let b = TensorProto {
+        name: Some("b".into()),
+        dims: vec![2, 1, 2],
+        data_type: Some(DataType::Uint8 as i32),
+        raw_data: Some(vec![0x98, 0xBA, 0x87, 0x0F].into()),
+        ..Default::default()
+    };
+    let attrs = vec![int_attr("K", 4), int_attr("N", 2), int_attr("bits", 4), int_attr("block_size", 4)];
+    let r = microsoft("nbits", "MatMulNBits", &["a", "b", "scales"], vec![b, floats("scales", &[2], &[0.5, 2.0], true)], attrs, &["y"]);
+    assert_eq!(out(&r, &[("a", Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], [1, 4]))], "y"), [10.0, -24.0]);
+}
+
+#[test]
+fn microsoft_attention_with_packed_qkv_and_causality() {
+    // q = k = v = x through W = [I | I | I]; one head of 2, scale 1/sqrt(2)
+    let mut w = vec![0.0f32; 12];
+    for c in 0..3 {
+        w[2 * c] = 1.0;
+        w[6 + 2 * c + 1] = 1.0;
+    }
+    let x = [[1.0, 0.0], [0.5, 2.0]];
+    let inits =
+        |tag: &str| vec![TensorProto { name: Some("w".into()), ..floats(tag, &[2, 6], &w, true) }, floats("bias", &[6], &[0.0; 6], true)];
+    let xs = Tensor::from_slice(&[1.0f32, 0.0, 0.5, 2.0], [1, 2, 2]);
+    let attend = |causal: bool| -> Vec<f64> {
+        (0..2)
+            .flat_map(|i| {
+                let keys = if causal { i + 1 } else { 2 };
+                let s: Vec<f64> = (0..keys).map(|j| (x[i][0] * x[j][0] + x[i][1] * x[j][1]) / 2f64.sqrt()).collect();
+                let z: f64 = s.iter().map(|v| v.exp()).sum();
+                (0..2).map(move |c| (0..keys).map(|j| s[j].exp() / z * x[j][c]).sum::<f64>()).collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    for causal in [false, true] {
+        let attrs = vec![int_attr("num_heads", 1), int_attr("unidirectional", causal as i64)];
+        let r = microsoft(&format!("attn{causal}"), "Attention", &["x", "w", "bias"], inits("w"), attrs, &["y"]);
+        close(&out(&r, &[("x", xs.clone())], "y"), &attend(causal), &format!("Attention, causal {causal}"));
+    }
+}

@@ -7,6 +7,7 @@
 mod control;
 mod host;
 mod math;
+mod microsoft;
 mod movement;
 mod nn;
 mod rnn;
@@ -217,6 +218,7 @@ pub fn handler(domain: &str, op: &str) -> Option<Handler> {
         "" => {}
         "ai.onnx.preview.training" => return training::training(op),
         "ai.onnx.ml" => return training::ml(op),
+        "com.microsoft" => return microsoft::handler(op),
         "ai.onnx.preview" if op == "FlexAttention" => return Some(nn::flex_attention),
         _ => return None,
     }
