@@ -14,7 +14,7 @@ use std::path::Path;
 use tinygrad::dtype::dtypes;
 use tinygrad::onnx::data_proto::{OptionalProto, SequenceProto};
 use tinygrad::onnx::proto::TensorProto;
-use tinygrad::onnx::{tensor_from_proto, OnnxRunner, Value, ValueKind};
+use tinygrad::onnx::{tensor_from_proto, value_from_proto, OnnxRunner, Value, ValueKind};
 use tinygrad::Tensor;
 
 fn main() -> std::process::ExitCode {
@@ -89,9 +89,10 @@ fn read_pb<M: Message + Default>(path: &Path) -> Result<M, String> {
 fn read_value(path: &Path, kind: ValueKind) -> Result<Value, String> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tensor = |t: &TensorProto| tensor_from_proto(t, dir, path).map_err(|e| e.to_string());
+    let value = |t: &TensorProto| value_from_proto(t, dir, path).map_err(|e| e.to_string());
     let sequence = |s: &SequenceProto| s.tensor_values.iter().map(tensor).collect::<Result<Vec<_>, _>>().map(Value::Sequence);
     match kind {
-        ValueKind::Tensor => tensor(&read_pb::<TensorProto>(path)?).map(Value::Tensor),
+        ValueKind::Tensor => value(&read_pb::<TensorProto>(path)?),
         ValueKind::Sequence => sequence(&read_pb::<SequenceProto>(path)?),
         ValueKind::Optional => {
             let o: OptionalProto = read_pb(path)?;
@@ -145,6 +146,7 @@ fn run_case(dir: &Path) -> Result<(), String> {
                     g.iter().zip(w).try_for_each(|(g, w)| compare(name, g, w))?;
                 }
                 (Value::None, Value::None) => {}
+                (Value::Strings(g), Value::Strings(w)) if g == w => {}
                 (g, w) => return Err(format!("output {name}: {} expected, got {}", kind(w), kind(g))),
             }
         }
@@ -157,6 +159,7 @@ fn kind(v: &Value) -> String {
     match v {
         Value::Tensor(t) => format!("a tensor {:?}", t.shape()),
         Value::Sequence(s) => format!("a sequence of {}", s.len()),
+        Value::Strings(s) => format!("strings {:?} {:?}", s.shape, &s.data[..s.data.len().min(4)]),
         Value::None => "an empty optional".into(),
     }
 }

@@ -43,8 +43,19 @@ pub enum Value {
     Tensor(Tensor),
     /// A sequence of tensors.
     Sequence(Vec<Tensor>),
+    /// A string tensor (held on the host).
+    Strings(Strings),
     /// An empty optional.
     None,
+}
+
+/// A string tensor: its shape and its values in row-major order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Strings {
+    /// The shape.
+    pub shape: Vec<usize>,
+    /// The values, `shape`'s product of them.
+    pub data: Vec<String>,
 }
 
 impl Value {
@@ -281,7 +292,8 @@ impl OnnxRunner {
             let v = inputs.iter().find(|(n, _)| n == name).ok_or_else(|| bad(format!("input {name:?} is not given")))?;
             match (&v.1, spec.kind) {
                 (Value::Tensor(t), ValueKind::Tensor) => Self::check_input(&spec, t, &mut bound).map_err(&bad)?,
-                (Value::Tensor(_), ValueKind::Optional)
+                (Value::Tensor(_) | Value::Strings(_), ValueKind::Optional)
+                | (Value::Strings(_), ValueKind::Tensor)
                 | (Value::Sequence(_), ValueKind::Sequence | ValueKind::Optional)
                 | (Value::None, ValueKind::Optional) => {}
                 (_, kind) => return Err(bad(format!("input {name:?}: expected a {kind:?} value"))),
@@ -379,6 +391,7 @@ impl OnnxRunner {
                 None | Some(Value::None) => Ok(None),
                 Some(Value::Tensor(t)) => Ok(Some(t.clone())),
                 Some(Value::Sequence(_)) => Err(format!("input {i} is a sequence; {} takes tensors", node.op_type())),
+                Some(Value::Strings(_)) => Err(format!("input {i} is a string tensor; {} takes numbers", node.op_type())),
             })
             .collect::<std::result::Result<Vec<_>, String>>()
             .map_err(context)?;
@@ -494,6 +507,25 @@ pub fn tensor_from_proto(t: &TensorProto, dir: &Path, model: &Path) -> Result<Te
         return Err(bad(format!("{} bytes of data for shape {shape:?} of {dt} ({} bytes)", bytes.len(), n * dt.itemsize())));
     }
     Ok(Tensor::from_bytes(&bytes, dt, shape))
+}
+
+/// The value a `TensorProto` holds: a tensor as [`tensor_from_proto`] reads it, or a string tensor.
+///
+/// # Errors
+/// As [`tensor_from_proto`]; for strings, a count that does not fit the shape.
+pub fn value_from_proto(t: &TensorProto, dir: &Path, model: &Path) -> Result<Value> {
+    if t.data_type() != DataType::String as i32 {
+        return tensor_from_proto(t, dir, model).map(Value::Tensor);
+    }
+    let shape: Vec<usize> = t.dims.iter().map(|&d| d.max(0) as usize).collect();
+    let data: Vec<String> = t.string_data.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect();
+    if data.len() != shape.iter().product::<usize>() {
+        return Err(Error::Format {
+            path: model.into(),
+            msg: format!("tensor {:?}: {} strings for shape {shape:?}", t.name(), data.len()),
+        });
+    }
+    Ok(Value::Strings(Strings { shape, data }))
 }
 
 /// A tensor's typed fields as native bytes of `dt` (ONNX keeps 8- and 16-bit ints, bool and 16-bit floats in

@@ -13,6 +13,7 @@ mod nn;
 mod rnn;
 mod sequence;
 mod signal;
+mod strings;
 mod training;
 mod vision;
 
@@ -182,10 +183,17 @@ pub type ValueHandler = fn(&Node, &[Option<Value>]) -> Result<Vec<Value>, String
 /// The value handler of `op` in `domain`, if it is one of the ops that take or make sequences and optionals, or run
 /// subgraphs on them (checked before [`handler`]).
 pub fn value_handler(domain: &str, op: &str) -> Option<ValueHandler> {
-    if !domain.is_empty() {
-        return None;
+    match (domain, op) {
+        ("", _) => {}
+        ("ai.onnx.ml", "LabelEncoder") => return Some(strings::label_encoder),
+        _ => return None,
     }
     Some(match op {
+        "StringNormalizer" => strings::normalizer,
+        "RegexFullMatch" => strings::regex_full_match,
+        "StringConcat" => strings::concat,
+        "StringSplit" => strings::split,
+        "Equal" => strings::equal,
         "If" => control::if_,
         "Loop" => control::loop_,
         "Scan" => control::scan,
@@ -300,7 +308,6 @@ pub fn handler(domain: &str, op: &str) -> Option<Handler> {
         // comparisons, logic and bits
         "Less" => binary!(Tensor::lt),
         "Greater" => binary!(Tensor::gt),
-        "Equal" => binary!(Tensor::eq),
         "LessOrEqual" => binary!(Tensor::le),
         "GreaterOrEqual" => binary!(Tensor::ge),
         "And" => binary!(Tensor::bitwise_and),
