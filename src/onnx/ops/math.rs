@@ -27,13 +27,18 @@ pub(super) fn constant(n: &Node, _: &[Option<Tensor>]) -> Outputs {
     Err("a Constant with no value this runner reads (sparse and string values are not read yet)".into())
 }
 
-/// `Mod`: the remainder with the divisor's sign (Python `%`), or the dividend's under `fmod` (C `fmod`).
+/// `Mod`: the remainder with the divisor's sign (Python `%`), or the dividend's under `fmod` (C `fmod`). For
+/// floats, numpy's values where the divisor is infinite: `fmod(a, ±inf) = a`, and `a % inf` is `a` or, when the
+/// signs differ, the divisor.
 pub(super) fn modulo(x: &Tensor, y: &Tensor, fmod: bool) -> Tensor {
-    if fmod {
-        x.fmod(y)
-    } else {
-        x.mod_(y)
+    if !x.dtype().is_float() {
+        return if fmod { x.fmod(y) } else { x.mod_(y) };
     }
+    let r = y.isinf().bitwise_and(x.isfinite()).where_(x, x.fmod(y));
+    if fmod {
+        return r;
+    }
+    r.ne(0.0).bitwise_and(r.lt(0.0).ne(y.lt(0.0))).where_(r.add(y), &r)
 }
 
 /// Folds the inputs with `f` (variadic `Max`, `Min`, `Sum`, `Mean`'s sum).
