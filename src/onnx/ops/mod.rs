@@ -447,6 +447,7 @@ pub fn handler(domain: &str, op: &str) -> Option<Handler> {
         "GridSample" => vision::grid_sample,
         "RoiAlign" => vision::roi_align,
         "Col2Im" => vision::col2im,
+        "DeformConv" => vision::deform_conv,
         "DFT" => signal::dft,
         "STFT" => signal::stft,
         "MelWeightMatrix" => signal::mel_weight_matrix,

@@ -215,3 +215,68 @@ pub(super) fn col2im(n: &Node, a: &[Option<Tensor>]) -> Outputs {
     let shape: Vec<usize> = [vec![batch, c], img.iter().map(|&d| d as usize).collect()].concat();
     one(y.reshape(shape).cast(x.dtype()))
 }
+
+/// `DeformConv(X, W, offset, B, mask)` (2-D): each kernel tap reads the image at its position moved by `offset`
+/// (`(dy, dx)` per offset group, tap and output position), bilinearly (corners outside the image read 0), scaled by
+/// `mask`; then the grouped convolution's sum with `W`, plus `B`.
+pub(super) fn deform_conv(n: &Node, a: &[Option<crate::tensor::Tensor>]) -> super::Outputs {
+    use crate::tensor::Index;
+    let (x, w, offset) = (arg(a, 0)?.cast(dtypes::FLOAT32), arg(a, 1)?.cast(dtypes::FLOAT32), arg(a, 2)?.cast(dtypes::FLOAT32));
+    let (nb, c, h, wd) = (x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
+    let (oc, kh, kw) = (w.shape()[0], w.shape()[2], w.shape()[3]);
+    let (oh, ow) = (offset.shape()[2], offset.shape()[3]);
+    let (group, og) = (n.int("group", 1) as usize, n.int("offset_group", 1) as usize);
+    let s = n.ints("strides").unwrap_or(vec![1, 1]);
+    let d = n.ints("dilations").unwrap_or(vec![1, 1]);
+    let p = n.ints("pads").unwrap_or(vec![0; 4]);
+    let (taps, cells) = (kh * kw, oh * ow);
+    let off = offset.reshape([nb, og, taps, 2, cells]);
+    let mask = super::opt(a, 4).map(|m| m.cast(dtypes::FLOAT32).reshape([nb, og, taps, cells]));
+    let flat = x.reshape([nb, c, h * wd]);
+    let per_group = c / og;
+    let widen = |t: &crate::tensor::Tensor| t.repeat_interleave(per_group, Some(1));
+    // (each output position's undeformed tap coordinate along rows or columns)
+    let grid = |stride: i64, pad: i64, dil: i64, k: usize, along_rows: bool| {
+        let pos: Vec<f32> = (0..cells)
+            .map(|q| if along_rows { q / ow } else { q % ow })
+            .map(|i| (i as i64 * stride - pad + k as i64 * dil) as f32)
+            .collect();
+        crate::tensor::Tensor::from_slice(&pos, [1, 1, cells])
+    };
+    let mut sampled = Vec::with_capacity(taps);
+    for t in 0..taps {
+        let (ti, tj) = (t / kw, t % kw);
+        let at =
+            |k: i64| off.getitem(&[Index::Slice(None, None, None), Index::Slice(None, None, None), Index::Int(t as i64), Index::Int(k)]);
+        let y = at(0).add(grid(s[0], p[0], d[0], ti, true));
+        let xx = at(1).add(grid(s[1], p[1], d[1], tj, false));
+        let (y0, x0) = (y.floor(), xx.floor());
+        let (ly, lx) = (y.sub(&y0), xx.sub(&x0));
+        let mut v: Option<crate::tensor::Tensor> = None;
+        for (dy, dx) in [(0.0, 0.0), (0.0, 1.0), (1.0, 0.0), (1.0, 1.0)] {
+            let (yy, xc) = (y0.add(dy), x0.add(dx));
+            let wgt = (if dy == 0.0 { ly.neg().add(1.0) } else { ly.clone() }).mul(if dx == 0.0 { lx.neg().add(1.0) } else { lx.clone() });
+            let inside = yy.ge(0.0).bitwise_and(yy.lt(h as f64)).bitwise_and(xc.ge(0.0)).bitwise_and(xc.lt(wd as f64));
+            let idx = yy.clamp(0.0, (h - 1) as f64).mul(wd as f64).add(xc.clamp(0.0, (wd - 1) as f64)).cast(dtypes::INT64);
+            let picked = flat.gather(2, &widen(&idx));
+            let term = picked.mul(widen(&inside.where_(wgt, 0.0)));
+            v = Some(v.map_or(term.clone(), |acc| acc.add(&term)));
+        }
+        let v = v.ok_or("DeformConv with no corners")?;
+        let v = match &mask {
+            Some(m) => v.mul(widen(&m.getitem(&[Index::Slice(None, None, None), Index::Slice(None, None, None), Index::Int(t as i64)]))),
+            None => v,
+        };
+        sampled.push(v);
+    }
+    // (N, C, taps, cells) -> per group: W (oC/g, C/g·taps) @ V (C/g·taps, cells)
+    let v = sampled[0].stack(&sampled[1..].iter().collect::<Vec<_>>(), 2);
+    let (cg, ocg) = (c / group, oc / group);
+    let v = v.reshape([nb, group, cg * taps, cells]);
+    let wg = w.reshape([group, ocg, cg * taps]).unsqueeze(0);
+    let mut y = wg.matmul(&v).reshape([nb, oc, oh, ow]);
+    if let Some(b) = super::opt(a, 3) {
+        y = y.add(b.cast(dtypes::FLOAT32).reshape([1, oc, 1, 1]));
+    }
+    super::one(y.cast(arg(a, 0)?.dtype()))
+}
