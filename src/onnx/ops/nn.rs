@@ -56,17 +56,18 @@ pub(super) fn conv_with(n: &Node, x: &Tensor, w: &Tensor, b: Option<&Tensor>) ->
     one(x.conv2d(w, opts))
 }
 
-/// `ConvInteger(x, w, x_zero_point, w_zero_point)`: the int32 convolution of the zero-point-shifted operands, the
-/// input padded with 0 before its shift (so a padded tap is `-x_zero_point`).
+/// `ConvInteger(x, w, x_zero_point, w_zero_point)`: the int32 convolution of the zero-point-shifted operands (the
+/// weight's zero point per output channel), padded with 0 after the shift.
 pub(super) fn conv_integer(n: &Node, a: &[Option<Tensor>]) -> Outputs {
-    let (x, w) = (arg(a, 0)?, arg(a, 1)?);
-    let k: Vec<usize> = n.ints("kernel_shape").map_or(w.shape()[2..].to_vec(), |v| v.iter().map(|&x| x as usize).collect());
-    let (s, d) = (per_dim(n, "strides", k.len()), per_dim(n, "dilations", k.len()));
-    let pads = spatial_pads(n, &x.shape()[2..], &k, &s, &d);
-    let padded = x.cast(dtypes::INT32).pad(&[vec![(0, 0); 2], pads].concat());
-    let x = opt(a, 2).map_or(padded.clone(), |z| padded.sub(z.cast(dtypes::INT32)));
-    let opts = Conv2dOpts::default().groups(n.int("group", 1) as usize).stride(s).dilation(d);
-    one(x.conv2d(&super::math::integer(a, 1, 3), opts))
+    let x = arg(a, 0)?.cast(dtypes::INT32);
+    let x = opt(a, 2).map_or(x.clone(), |z| x.sub(z.cast(dtypes::INT32)));
+    let w = arg(a, 1)?.cast(dtypes::INT32);
+    let w = match opt(a, 3).map(|z| z.cast(dtypes::INT32)) {
+        Some(z) if z.numel() > 1 => w.sub(z.reshape([z.numel(), 1, 1, 1])),
+        Some(z) => w.sub(z),
+        None => w,
+    };
+    conv_with(n, &x, &w, None)
 }
 
 /// `QLinearConv`: the integer convolution of the zero-point-shifted operands, requantized to `y_scale`/`y_zero_point`.
@@ -165,14 +166,19 @@ pub(super) fn max_unpool(n: &Node, a: &[Option<Tensor>]) -> Outputs {
     let s = per_dim(n, "strides", k.len());
     let p = n.ints("pads").unwrap_or_else(|| vec![0; 2 * k.len()]);
     let pads: Vec<(i64, i64)> = (0..k.len()).map(|j| (p[j], p[j + k.len()])).collect();
-    let out: Option<Vec<usize>> = opt(a, 2).map(values).transpose()?.map(|v| v.iter().map(|&d| d as usize).collect());
-    let spatial: Vec<usize> = match &out {
-        Some(o) => o[o.len() - k.len()..].to_vec(),
-        None => (0..k.len()).map(|j| (x.shape()[2 + j] - 1) * s[j] + k[j] - (pads[j].0 + pads[j].1) as usize).collect(),
-    };
+    // (values land in the shape the pooling implies, then pad with zeros at the end to `output_shape`)
+    let spatial: Vec<usize> = (0..k.len()).map(|j| (x.shape()[2 + j] - 1) * s[j] + k[j] - (pads[j].0 + pads[j].1) as usize).collect();
     let plane: usize = spatial.iter().product();
-    let opts = Pool2dOpts::default().kernel_size(k).stride(s).padding(torch_pads(&pads));
-    one(x.max_unpool2d(&i.mod_(plane as i64).cast(dtypes::INT32), opts, Some(&spatial)))
+    let opts = Pool2dOpts::default().kernel_size(k.clone()).stride(s).padding(torch_pads(&pads));
+    let y = x.max_unpool2d(&i.mod_(plane as i64).cast(dtypes::INT32), opts, Some(&spatial));
+    match opt(a, 2).map(values).transpose()? {
+        Some(o) => {
+            let extra: Vec<(i64, i64)> =
+                (0..y.ndim()).map(|d| (0, if d < 2 { 0 } else { o[o.len() - k.len() + d - 2] - spatial[d - 2] as i64 })).collect();
+            one(y.pad(&extra))
+        }
+        None => one(y),
+    }
 }
 
 /// `x` with a per-channel tensor `t` (shape `(C,)`) laid along dim 1.
