@@ -1,4 +1,4 @@
-//! ONNX's narrow data types (float8 e4m3fn/e4m3fnuz/e5m2/e5m2fnuz, float4 e2m1, int4/uint4, int2/uint2), which the
+//! ONNX's narrow data types (float8 e4m3fn/e4m3fnuz/e5m2/e5m2fnuz/e8m0, float4 e2m1, int4/uint4, int2/uint2), which the
 //! project has no storage for: decoded at load to a wider dtype that holds every value exactly (float32 for the
 //! floats, int8/uint8 for the ints), and casts to them done as ONNX defines them (round to nearest even, saturate
 //! or overflow to inf/NaN for the floats; wrap for the ints), on the host. In: packed bytes or a tensor's values.
@@ -46,7 +46,7 @@ fn int_format(t: DataType) -> Option<(u32, bool)> {
 
 /// The wider dtype that holds narrow type `t`, if `t` is one.
 pub fn storage(t: DataType) -> Option<DType> {
-    if format(t).is_some() {
+    if format(t).is_some() || t == DataType::Float8e8m0 {
         return Some(dtypes::FLOAT32);
     }
     int_format(t).map(|(_, signed)| if signed { dtypes::INT8 } else { dtypes::UINT8 })
@@ -96,6 +96,10 @@ pub fn decode(t: DataType, codes: &[u8], n: usize) -> Vec<u8> {
     if let Some(f) = format(t) {
         return (0..n).flat_map(|i| decode_float(&f, code(i)).to_le_bytes()).collect();
     }
+    if t == DataType::Float8e8m0 {
+        // (an exponent alone: 2^(code - 127), 255 NaN)
+        return (0..n).flat_map(|i| if code(i) == 255 { f32::NAN } else { 2f32.powi(code(i) as i32 - 127) }.to_le_bytes()).collect();
+    }
     let signed = int_format(t).is_some_and(|(_, s)| s);
     (0..n).map(|i| if signed && code(i) >> (b - 1) == 1 { (code(i) as i32 - (1 << b)) as u8 } else { code(i) as u8 }).collect()
 }
@@ -135,8 +139,44 @@ fn round_float(f: &MiniFloat, x: f64, saturate: bool) -> f64 {
 /// # Errors
 /// If `t` is not a narrow type, or reading `x` fails.
 pub fn cast(x: &Tensor, t: DataType, saturate: bool) -> Result<Tensor, String> {
+    cast_rounding(x, t, saturate, "up")
+}
+
+/// The float8 e8m0 code of `x`: its float32 exponent, rounded `up` (any mantissa bumps it), `down` or to `nearest`;
+/// NaN and inf give 255, or saturate to 254 when rounding would reach it.
+fn e8m0(x: f32, saturate: bool, round: &str) -> u32 {
+    let bits = x.to_bits();
+    let (e, m) = ((bits >> 23) & 0xFF, bits & 0x7F_FFFF);
+    if e == 0xFF {
+        return 0xFF;
+    }
+    let bump = match round {
+        "down" => false,
+        "nearest" => m & 0x40_0000 != 0 && (m & 0x3F_FFFF != 0 || e > 0),
+        _ => m != 0,
+    };
+    if bump && !(saturate && e == 0xFE) {
+        e + 1
+    } else {
+        e
+    }
+}
+
+/// [`cast`] with e8m0's rounding mode (`up`, `down`, `nearest`; the other types round to nearest even).
+///
+/// # Errors
+/// As [`cast`].
+pub fn cast_rounding(x: &Tensor, t: DataType, saturate: bool, round: &str) -> Result<Tensor, String> {
     let v = x.cast(dtypes::FLOAT64).to_vec::<f64>().map_err(|e| e.to_string())?;
     let dt = storage(t).ok_or_else(|| format!("{} is not a narrow type", t.as_str_name()))?;
+    if t == DataType::Float8e8m0 {
+        let out: Vec<f32> = v
+            .iter()
+            .map(|&x| e8m0(x as f32, saturate, round))
+            .map(|c| if c == 255 { f32::NAN } else { 2f32.powi(c as i32 - 127) })
+            .collect();
+        return Ok(Tensor::from_slice(&out, [out.len()]).reshape(x.shape()));
+    }
     let out: Vec<f64> = match (format(t), int_format(t)) {
         (Some(f), _) => v.iter().map(|&x| round_float(&f, x, saturate)).collect(),
         (_, Some((b, signed))) => {

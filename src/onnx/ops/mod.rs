@@ -323,7 +323,7 @@ pub fn handler(domain: &str, op: &str) -> Option<Handler> {
         "Binarizer" => |n, a| one(arg(a, 0)?.gt(n.float("threshold", 0.0) as f64).cast(arg(a, 0)?.dtype())),
         // casts and quantization
         "Cast" => |n, a| match narrow::is_narrow(n.int("to", 0) as i32) {
-            Some(t) => one(narrow::cast(arg(a, 0)?, t, n.int("saturate", 1) != 0)?),
+            Some(t) => one(narrow::cast_rounding(arg(a, 0)?, t, n.int("saturate", 1) != 0, &n.string("round_mode", "up"))?),
             None => one(arg(a, 0)?.cast(dtype_attr(n.int("to", 0))?)),
         },
         "CastLike" => |n, a| match n.narrow.get(1).copied().flatten() {
