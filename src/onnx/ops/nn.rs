@@ -346,23 +346,32 @@ pub(super) fn attention(n: &Node, a: &[Option<Tensor>]) -> Outputs {
     if let Some(np) = &nonpad {
         bias = bias.add(cols.lt(np).where_(0.0, neg_inf).cast(dt));
     }
-    let root = scale.sqrt();
-    let mut qk = q.mul(root).matmul(&k.mul(root).transpose(-1, -2));
+    // (onnx's reference computes a 16-bit input step by step in its dtype: each step rounds to it here too)
+    let half = io == dtypes::FLOAT16 || io == dtypes::BFLOAT16;
+    let rd = |t: Tensor| if half { t.cast(io).cast(dt) } else { t };
+    let root = rd(Tensor::from_slice(&[scale.sqrt() as f32], []).cast(dt));
+    let mut qk = rd(rd(q.mul(&root)).matmul(&rd(k.mul(&root)).transpose(-1, -2)));
     let softcap = n.float("softcap", 0.0) as f64;
     if softcap > 0.0 {
-        qk = qk.div(softcap).tanh().mul(softcap);
+        qk = rd(rd(rd(qk.div(softcap)).tanh()).mul(softcap));
     }
-    let scores = qk.add(&bias);
+    let scores = rd(qk.add(&bias));
     let precision = n.int("softmax_precision", 0);
-    let probs = if precision != 0 { scores.cast(dtype_attr(precision)?) } else { scores.clone() };
     let masked_row = bias.max_keepdim(-1).eq(neg_inf);
-    let probs = masked_row.where_(0.0, probs.softmax(-1)).cast(io).cast(dt);
+    let probs = if precision != 0 {
+        scores.cast(dtype_attr(precision)?).softmax(-1)
+    } else {
+        let shifted = rd(scores.sub(scores.max_keepdim(-1).maximum(f64::MIN)));
+        let e = rd(shifted.exp());
+        rd(e.div(rd(e.sum_keepdim(-1))))
+    };
+    let probs = masked_row.where_(0.0, probs.cast(dt)).cast(io).cast(dt);
     let out = match n.int("qk_matmul_output_mode", 0) {
         2 => scores,
         3 => probs.clone(),
         _ => qk,
     };
-    let mut y = probs.matmul(&v);
+    let mut y = rd(probs.matmul(&v));
     if three {
         let s = y.shape();
         y = y.permute([0, 2, 1, 3]).reshape([s[0] as i64, s[2] as i64, -1]);
