@@ -84,7 +84,94 @@ pub(super) fn ml(op: &str) -> Option<super::Handler> {
             let x = arg(a, 0)?;
             one(x.gt(n.float("threshold", 0.0) as f64).cast(x.dtype()))
         },
+        "TreeEnsemble" => tree_ensemble,
         "ArrayFeatureExtractor" => |_, a| one(arg(a, 0)?.getitem(&[Index::Ellipsis, Index::Tensor(arg(a, 1)?.clone())])),
         _ => return None,
     })
+}
+
+/// A tensor attribute's values as float64 (TreeEnsemble's splits, weights, modes, memberships).
+fn tensor_attr(n: &Node, name: &str) -> Result<Option<Vec<f64>>, String> {
+    let Some(t) = n.attr(name).and_then(|a| a.t.as_ref()) else { return Ok(None) };
+    let dir = n.path.parent().unwrap_or(std::path::Path::new("."));
+    floats(&crate::onnx::tensor_from_proto(t, dir, n.path).map_err(|e| e.to_string())?).map(Some)
+}
+
+/// `TreeEnsemble` (`ai.onnx.ml` opset 5): each row of `X` walked down every tree from `tree_roots` (a node compares
+/// its feature with its split by `nodes_modes`: <=, <, >=, >, ==, != or membership; NaN goes the
+/// `nodes_missing_value_tracks_true` way), the leaves' weights summed, averaged, or min/maxed per target. On the host.
+pub(super) fn tree_ensemble(n: &Node, a: &[Option<Tensor>]) -> super::Outputs {
+    let x = arg(a, 0)?;
+    let (rows, cols) = (x.shape()[0], x.shape().get(1).copied().unwrap_or(1));
+    let xs = floats(x)?;
+    let ints = |k: &str| n.ints(k).unwrap_or_default();
+    let (feature, tnode, fnode, tleaf, fleaf) = (
+        ints("nodes_featureids"),
+        ints("nodes_truenodeids"),
+        ints("nodes_falsenodeids"),
+        ints("nodes_trueleafs"),
+        ints("nodes_falseleafs"),
+    );
+    let (targets_of, roots, missing) = (ints("leaf_targetids"), ints("tree_roots"), ints("nodes_missing_value_tracks_true"));
+    let splits = tensor_attr(n, "nodes_splits")?.unwrap_or_default();
+    let modes = tensor_attr(n, "nodes_modes")?.ok_or("TreeEnsemble without nodes_modes")?;
+    let weights = tensor_attr(n, "leaf_weights")?.ok_or("TreeEnsemble without leaf_weights")?;
+    if n.int("post_transform", 0) != 0 {
+        return Err("TreeEnsemble post_transform other than NONE is not supported".into());
+    }
+    // (membership sets, NaN-separated, belong to the MEMBER nodes in depth-first order, true branch first)
+    let mut sets: std::collections::HashMap<usize, Vec<f64>> = std::collections::HashMap::new();
+    if let Some(members) = tensor_attr(n, "membership_values")? {
+        let mut groups = members.split(|v| v.is_nan()).map(<[f64]>::to_vec);
+        let mut stack: Vec<(usize, bool)> = roots.iter().rev().map(|&r| (r as usize, false)).collect();
+        while let Some((i, leaf)) = stack.pop() {
+            if leaf {
+                continue;
+            }
+            if modes[i] == 6.0 {
+                sets.insert(i, groups.next().unwrap_or_default());
+            }
+            stack.push((fnode[i] as usize, fleaf[i] != 0));
+            stack.push((tnode[i] as usize, tleaf[i] != 0));
+        }
+    }
+    let targets = n.int("n_targets", 1) as usize;
+    let agg = n.int("aggregate_function", 1);
+    let init = match agg {
+        2 => f64::MAX,
+        3 => f64::MIN,
+        _ => 0.0,
+    };
+    let mut out = vec![init; rows * targets];
+    for r in 0..rows {
+        let row = &xs[r * cols..(r + 1) * cols];
+        for &root in &roots {
+            let root = root as usize;
+            let (mut i, mut leaf) = (root, tleaf[root] != 0 && fleaf[root] != 0 && tnode[root] == fnode[root]);
+            while !leaf {
+                let v = row[feature[i] as usize];
+                let s = splits.get(i).copied().unwrap_or(0.0);
+                let go = (v.is_nan() && missing.get(i).is_some_and(|&m| m != 0))
+                    || match modes[i] as i64 {
+                        0 => v <= s,
+                        1 => v < s,
+                        2 => v >= s,
+                        3 => v > s,
+                        4 => v == s,
+                        5 => v != s,
+                        _ => sets.get(&i).is_some_and(|set| set.contains(&v)),
+                    };
+                (i, leaf) = if go { (tnode[i] as usize, tleaf[i] != 0) } else { (fnode[i] as usize, fleaf[i] != 0) };
+            }
+            let (w, t) = (weights[i], targets_of[i] as usize);
+            let slot = &mut out[r * targets + t];
+            *slot = match agg {
+                0 => *slot + w / roots.len() as f64,
+                2 => slot.min(w),
+                3 => slot.max(w),
+                _ => *slot + w,
+            };
+        }
+    }
+    one(Tensor::from_slice(&out, [rows, targets]).cast(x.dtype()))
 }
