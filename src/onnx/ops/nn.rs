@@ -433,6 +433,7 @@ fn resize_taps(n: &Node, inp: usize, out: usize, scale: f64, roi: (f64, f64)) ->
     let (fi, fo) = (inp as f64, out as f64);
     let cubic_a = n.float("cubic_coeff_a", -0.75) as f64;
     let exclude = n.int("exclude_outside", 0) != 0;
+    let antialias = n.int("antialias", 0) != 0;
     (0..out)
         .map(|i| {
             let i = i as f64;
@@ -460,6 +461,27 @@ fn resize_taps(n: &Node, inp: usize, out: usize, scale: f64, roi: (f64, f64)) ->
                         _ => (x - 0.5).ceil(),
                     };
                     vec![(clamp(j as i64), 1.0)]
+                }
+                "linear" | "cubic" if antialias && scale < 1.0 => {
+                    // (onnx's antialiasing: the filter stretched by 1/scale over the taps around x, edges replicated)
+                    let base = x.ceil() - 1.0;
+                    let r = x - base;
+                    let (reach, a) = (if mode == "linear" { 1.0 } else { 2.0 }, cubic_a);
+                    let start = (-reach / scale).floor() as i64 + 1;
+                    let filter = |d: f64| {
+                        let d = d.abs();
+                        match mode.as_str() {
+                            "linear" => (1.0 - d).clamp(0.0, 1.0),
+                            _ if d <= 1.0 => ((a + 2.0) * d - (a + 3.0)) * d * d + 1.0,
+                            _ if d < 2.0 => ((a * d - 5.0 * a) * d + 8.0 * a) * d - 4.0 * a,
+                            _ => 0.0,
+                        }
+                    };
+                    let taps: Vec<(i64, f64)> = (start..1 - start + 1).map(|o| (base as i64 + o, filter((o as f64 - r) * scale))).collect();
+                    let taps: Vec<(i64, f64)> =
+                        if exclude { taps.into_iter().filter(|&(j, _)| j >= 0 && j < inp as i64).collect() } else { taps };
+                    let total: f64 = taps.iter().map(|t| t.1).sum();
+                    taps.into_iter().map(|(j, w)| (clamp(j), w / total)).collect()
                 }
                 "linear" => {
                     let x = x.clamp(0.0, fi - 1.0);
@@ -492,9 +514,6 @@ fn resize_taps(n: &Node, inp: usize, out: usize, scale: f64, roi: (f64, f64)) ->
 pub(super) fn resize(n: &Node, a: &[Option<Tensor>]) -> Outputs {
     let x = arg(a, 0)?;
     let nd = x.ndim();
-    if n.int("antialias", 0) != 0 {
-        return Err("antialias is not supported yet".into());
-    }
     let (roi_i, scales_i, sizes_i) = if n.opset >= 11 && n.proto.op_type() == "Resize" { (1, 2, 3) } else { (9, 1, 9) };
     let axes: Vec<usize> = n.ints("axes").map_or((0..nd).collect(), |v| v.iter().map(|&d| axis_of(d, nd) as usize).collect());
     let scales = match opt(a, scales_i).filter(|t| t.numel() > 0) {
