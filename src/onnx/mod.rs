@@ -470,7 +470,8 @@ pub fn tensor_from_proto(t: &TensorProto, dir: &Path, model: &Path) -> Result<Te
     n.checked_mul(8).ok_or_else(|| bad(format!("shape {shape:?} has too many bytes")))?;
     // (narrow types are stored packed: `bits` per element, rounded up to whole bytes)
     let stored = packed.map_or(n * dt.itemsize(), |k| (n * narrow::bits(k)).div_ceil(8));
-    let bytes: Vec<u8> = if t.data_location() == DataLocation::External {
+    // (raw and external data stay slices of the mapped file until the tensor's buffer copies them once)
+    let bytes: Bytes = if t.data_location() == DataLocation::External {
         let entry = |k: &str| t.external_data.iter().find(|e| e.key() == k).map(|e| e.value().to_string());
         let location = PathBuf::from(entry("location").ok_or_else(|| bad("external data without a location".into()))?);
         // (as onnx's checker: the data lies beside the model, never outside its directory)
@@ -487,20 +488,20 @@ pub fn tensor_from_proto(t: &TensorProto, dir: &Path, model: &Path) -> Result<Te
         let end = end.ok_or_else(|| {
             bad(format!("external data {offset}..{offset}+{length} passes the end of {} ({} bytes)", file.display(), data.len()))
         })?;
-        data[offset..end].to_vec()
+        data.slice(offset..end)
     } else if let Some(raw) = &t.raw_data {
-        raw.to_vec()
+        raw.clone()
     } else if packed.is_some() {
         // (one code per int32 value, or the packed bytes one per value)
-        t.int32_data.iter().map(|&v| v as u8).collect()
+        t.int32_data.iter().map(|&v| v as u8).collect::<Vec<u8>>().into()
     } else {
-        typed_bytes(t, dt)
+        typed_bytes(t, dt).into()
     };
     if let Some(k) = packed {
         if bytes.len() != stored && !(t.raw_data.is_none() && t.data_location() != DataLocation::External && bytes.len() == n) {
             return Err(bad(format!("{} bytes of data for shape {shape:?} of {} ({stored} bytes)", bytes.len(), k.as_str_name())));
         }
-        let bytes = if bytes.len() == n && stored != n { unpacked(&bytes, narrow::bits(k)) } else { bytes };
+        let bytes = if bytes.len() == n && stored != n { unpacked(&bytes, narrow::bits(k)) } else { bytes.to_vec() };
         return Ok(Tensor::from_bytes(&narrow::decode(k, &bytes, n), dt, shape));
     }
     if bytes.len() != n * dt.itemsize() {
