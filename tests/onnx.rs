@@ -205,18 +205,25 @@ fn narrow_types_decode_to_their_values() {
     assert_eq!(w, vec![0, 0, 7, 2]);
 }
 
+/// `$TINYGRAD_ONNX_SUITE/rel` when it exists; else `None` after printing that `what` skipped (under CI a failure:
+/// `.ci/run` makes the suite, the light models and the MiniLM reference).
+fn suite_path(rel: &str, what: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("TINYGRAD_ONNX_SUITE").map(|d| PathBuf::from(d).join(rel)).filter(|p| p.exists());
+    if found.is_none() {
+        assert!(std::env::var_os("CI").is_none(), "under CI {what} is required: set TINYGRAD_ONNX_SUITE (.ci/run does)");
+        println!("skipped: no {what} ($TINYGRAD_ONNX_SUITE/{rel}; tests/onnx/gen_node_suite.py and minilm_reference.py write it)");
+    }
+    found
+}
+
 #[test]
 fn the_node_suite_fails_only_the_expected_cases() {
-    let Some(suite) = std::env::var_os("TINYGRAD_ONNX_SUITE").map(PathBuf::from).filter(|d| d.join("node").is_dir()) else {
-        assert!(std::env::var_os("CI").is_none(), "under CI the ONNX node suite is required: set TINYGRAD_ONNX_SUITE (.ci/run does)");
-        println!("skipped: no ONNX node suite (TINYGRAD_ONNX_SUITE; tests/onnx/gen_node_suite.py writes it)");
-        return;
-    };
+    let Some(node) = suite_path("node", "the ONNX node suite") else { return };
     // the example binary cargo test builds beside this one (target/<profile>/examples/)
     let exe = std::env::current_exe().unwrap();
     let runner = exe.parent().and_then(Path::parent).unwrap().join("examples").join("onnx_test");
     let expected = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/onnx/expected_failures.txt");
-    let out = std::process::Command::new(&runner).arg(suite.join("node")).arg("--expected").arg(&expected).output().unwrap();
+    let out = std::process::Command::new(&runner).arg(&node).arg("--expected").arg(&expected).output().unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     let summary = stdout.lines().last().unwrap_or("");
     assert!(out.status.success(), "{summary}\n{stderr}");
@@ -284,11 +291,7 @@ fn inputs_are_checked_against_their_declared_types() {
 #[test]
 fn light_resnet50_matches_onnx_shipped_output() {
     // onnx's light ResNet-50 (opset 9, weights as ConstantOfShape nodes, computed once at load) on arange(n)/n
-    let Some(light) = std::env::var_os("TINYGRAD_ONNX_SUITE").map(|d| PathBuf::from(d).join("light")).filter(|d| d.is_dir()) else {
-        assert!(std::env::var_os("CI").is_none(), "under CI the light models are required: set TINYGRAD_ONNX_SUITE (.ci/run does)");
-        println!("skipped: no light models (TINYGRAD_ONNX_SUITE; tests/onnx/gen_node_suite.py copies them)");
-        return;
-    };
+    let Some(light) = suite_path("light", "the light models") else { return };
     let runner = OnnxRunner::load(light.join("light_resnet50.onnx")).unwrap();
     let spec = &runner.inputs()[0];
     let shape: Vec<usize> = spec.dims.iter().flatten().map(|d| if let tinygrad::onnx::Dim::Fixed(n) = d { *n } else { 1 }).collect();
@@ -348,11 +351,7 @@ fn the_onnx_cli_runs_a_model_on_npy_inputs_and_writes_npy_outputs() {
 fn minilm_embeddings_equal_onnxruntimes() {
     // all-MiniLM-L6-v2 int8 on sentences with accents, digits and CJK, against onnxruntime's embeddings
     // (tests/onnx/minilm_reference.py writes them with the model's and tokenizer's paths; .ci/run does)
-    let Some(file) = std::env::var_os("TINYGRAD_ONNX_SUITE").map(|d| PathBuf::from(d).join("minilm.json")).filter(|f| f.exists()) else {
-        assert!(std::env::var_os("CI").is_none(), "under CI the MiniLM reference is required: set TINYGRAD_ONNX_SUITE (.ci/run does)");
-        println!("skipped: no MiniLM reference (tests/onnx/minilm_reference.py writes it)");
-        return;
-    };
+    let Some(file) = suite_path("minilm.json", "the MiniLM reference") else { return };
     let reference: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     let text = |k: &str| reference[k].as_str().unwrap().to_string();
     let sentences: Vec<String> = reference["sentences"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();

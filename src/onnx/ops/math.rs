@@ -226,9 +226,9 @@ pub(super) fn dynamic_quantize_linear(_: &Node, a: &[Option<Tensor>]) -> Outputs
 }
 
 /// Input `i` as int32 less its zero point (input `zp`, absent is 0), for the integer ops.
-pub(super) fn integer(a: &[Option<Tensor>], i: usize, zp: usize) -> Tensor {
-    let x = a[i].as_ref().expect("the integer ops take their inputs").cast(dtypes::INT32);
-    opt(a, zp).map_or(x.clone(), |z| {
+pub(super) fn integer(a: &[Option<Tensor>], i: usize, zp: usize) -> Result<Tensor, String> {
+    let x = arg(a, i)?.cast(dtypes::INT32);
+    Ok(opt(a, zp).map_or(x.clone(), |z| {
         let z = z.cast(dtypes::INT32);
         // (a per-row zero point of A lies along A's rows; a per-column one of B along B's columns)
         if z.numel() > 1 && i == 0 && x.ndim() >= 2 {
@@ -236,12 +236,12 @@ pub(super) fn integer(a: &[Option<Tensor>], i: usize, zp: usize) -> Tensor {
         } else {
             x.sub(z)
         }
-    })
+    }))
 }
 
 /// `QLinearMatMul`: the integer product of the dequantized operands requantized to the output's scale and zero point.
 pub(super) fn qlinear_matmul(_: &Node, a: &[Option<Tensor>]) -> Outputs {
-    let (xa, xb) = (integer(a, 0, 2), integer(a, 3, 5));
+    let (xa, xb) = (integer(a, 0, 2)?, integer(a, 3, 5)?);
     let prod = xa.matmul(&xb).cast(dtypes::FLOAT32).mul(arg(a, 1)?.cast(dtypes::FLOAT32)).mul(arg(a, 4)?.cast(dtypes::FLOAT32));
     requantize(&prod, arg(a, 6)?, arg(a, 7)?)
 }

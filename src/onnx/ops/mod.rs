@@ -333,7 +333,7 @@ pub fn handler(domain: &str, op: &str) -> Option<Handler> {
         "QuantizeLinear" => math::quantize_linear,
         "DequantizeLinear" => math::dequantize_linear,
         "DynamicQuantizeLinear" => math::dynamic_quantize_linear,
-        "MatMulInteger" => |_, a| one(math::integer(a, 0, 2).matmul(&math::integer(a, 1, 3))),
+        "MatMulInteger" => |_, a| one(math::integer(a, 0, 2)?.matmul(&math::integer(a, 1, 3)?)),
         "QLinearMatMul" => math::qlinear_matmul,
         // reductions
         "ReduceSum" => |n, a| math::reduce(n, a, |x| x.clone(), |x, ax, k| if k { x.sum_keepdim(ax) } else { x.sum(ax) }),
