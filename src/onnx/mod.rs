@@ -22,6 +22,7 @@ use proto::tensor_proto::{DataLocation, DataType};
 use proto::{ModelProto, NodeProto, TensorProto};
 use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// A loaded ONNX model, ready to run (tinygrad `OnnxRunner`).
 pub struct OnnxRunner {
@@ -33,6 +34,8 @@ pub struct OnnxRunner {
     opsets: FxHashMap<String, i64>,
     /// The main graph's nodes computed at load (they read only initializers and constants): skipped by `run`.
     folded: Vec<bool>,
+    /// Weights copied once into the layout a handler's kernels read best (see [`ops::Node::prepacked`]), by name.
+    prepacked: Mutex<FxHashMap<String, Tensor>>,
 }
 
 /// A value in a graph: a tensor, a sequence of tensors (`SequenceConstruct`, `SplitToSequence`), or an optional
@@ -158,7 +161,7 @@ impl OnnxRunner {
         let weights =
             graph.initializer.iter().map(|t| Ok((t.name().to_string(), tensor_from_proto(t, dir, &path)?))).collect::<Result<_>>()?;
         let opsets = model.opset_import.iter().map(|o| (o.domain().to_string(), o.version())).collect();
-        let mut runner = OnnxRunner { path, model, weights, opsets, folded: Vec::new() };
+        let mut runner = OnnxRunner { path, model, weights, opsets, folded: Vec::new(), prepacked: Mutex::default() };
         runner.fold_constants()?;
         Ok(runner)
     }
@@ -368,7 +371,8 @@ impl OnnxRunner {
         };
         let opset = self.opsets.get(domain).copied().unwrap_or(0);
         let subgraph = |g: &proto::GraphProto, inputs: &[Value]| self.run_subgraph(g, scope, inputs);
-        let n = ops::Node { proto: node, opset, path: &self.path, narrow, subgraph: &subgraph };
+        let prepack = |i: usize, given: &Tensor, layout: &dyn Fn(&Tensor) -> Tensor| self.prepack(node, i, given, layout);
+        let n = ops::Node { proto: node, opset, path: &self.path, narrow, subgraph: &subgraph, prepack: &prepack };
         let context = |e: String| format!("node {:?} ({}): {e}", node.name(), node.op_type());
         if let Some(handler) = ops::value_handler(domain, node.op_type()) {
             return handler(&n, args).map_err(context);
@@ -400,6 +404,21 @@ impl OnnxRunner {
 }
 
 impl OnnxRunner {
+    /// Input `i` of `node` (`given`, as the handler holds it) laid out by `layout` and realized, once per weight:
+    /// `None` unless `given` is the weight the input names (not a value computed in the run, nor a subgraph's own).
+    fn prepack(&self, node: &NodeProto, i: usize, given: &Tensor, layout: &dyn Fn(&Tensor) -> Tensor) -> Option<Tensor> {
+        let name = node.input.get(i)?;
+        let w = self.weights.get(name).filter(|w| w.uop() == given.uop())?;
+        let mut cache = self.prepacked.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = cache.get(name) {
+            return Some(t.clone());
+        }
+        let t = layout(w).contiguous();
+        t.realize().ok()?;
+        cache.insert(name.clone(), t.clone());
+        Some(t)
+    }
+
     /// Runs a call of model-local function `f` (a `FunctionProto`, as exporters write repeated blocks): its body in
     /// a scope of its own holding the call's inputs, each body attribute that refers to one of the call's
     /// (`ref_attr_name`) replaced by it (or the function's default); the call's outputs.

@@ -221,6 +221,12 @@ fn schedule_uncached(roots: &[UOp], ren: &Renderer) -> Schedule {
                     work.push(u);
                     continue;
                 }
+                // a reduction is not padded in its kernel (it would compute the border, each load gated): its value
+                // is realized and the padding read from it
+                if u.op == Ops::PAD && !realized.contains(&u.src[0]) && reduces(&u.src[0], &realized) {
+                    realized.insert(u.src[0].clone());
+                    work.push(u.src[0].clone());
+                }
                 if let Some(small) = (u.op == Ops::EXPAND).then(|| costly_broadcast(&u, &realized)).flatten() {
                     realized.insert(small.clone());
                     work.push(small);
@@ -336,6 +342,20 @@ fn order_reads_before_assigns(order: &[UOp], mut items: Vec<ScheduleItem>, bufs:
     }
     let mut slots: Vec<Option<ScheduleItem>> = items.into_iter().map(Some).collect();
     copies.into_iter().chain(out.into_iter().map(|i| slots[i].take().expect("each kernel once"))).collect()
+}
+
+/// Whether `u` computes a reduction in its kernel (one not behind a buffer or a realized node).
+fn reduces(u: &UOp, realized: &FxHashSet<UOp>) -> bool {
+    let (mut stack, mut seen) = (vec![u], FxHashSet::default());
+    while let Some(u) = stack.pop() {
+        if u.op == Ops::REDUCE_AXIS {
+            return true;
+        }
+        if !matches!(u.op, Ops::BUFFER | Ops::CONTIGUOUS | Ops::ASSIGN) && !realized.contains(u) && seen.insert(u) {
+            stack.extend(u.src.iter());
+        }
+    }
+    false
 }
 
 /// The most ALU ops on one path through a fused kernel. C compilers slow down superlinearly on long expression

@@ -227,7 +227,8 @@ fn tile(k: &mut Kernel, a: &Analysis, skip: Option<&UOp>, vregs: usize) {
         let opts = [6, 4, 3, 2].into_iter().flat_map(|m| [6, 4, 3, 2].into_iter().map(move |n| (m, n)));
         opts.filter(|&(m, n)| nx.is_multiple_of(m) && ny.is_multiple_of(n) && m * n * vregs <= a.budget).max_by_key(|&(m, n)| (m * n, m))
     };
-    let cands = || a.outs.iter().filter(|r| Some(*r) != skip && a.reuse(r));
+    // (beside vector lanes, rows alone: a second row axis would re-load the vectors)
+    let cands = || a.outs.iter().filter(|r| skip.is_none() && a.reuse(r));
     let pair = cands().flat_map(|x| cands().map(move |y| (x, y))).find_map(|(x, y)| {
         let complementary =
             x != y && a.loads.iter().any(|l| ignores(l, x) && !ignores(l, y)) && a.loads.iter().any(|l| ignores(l, y) && !ignores(l, x));
@@ -247,11 +248,15 @@ fn tile(k: &mut Kernel, a: &Analysis, skip: Option<&UOp>, vregs: usize) {
 /// `vregs` registers each; an axis no tile height divides (a prime) is padded to 4.
 fn rows(k: &mut Kernel, a: &Analysis, skip: Option<&UOp>, vregs: usize) {
     let cheap = |r: &UOp| a.loads.iter().filter(|l| along(l, r) != Some(0)).all(|l| l.dtype.is_float());
-    let Some(row) = a.outs.iter().filter(|r| Some(*r) != skip && a.reuse(r)).max_by_key(|r| (cheap(r), range_size(r))) else {
+    // (rows whose moving loads are consecutive share their cache lines)
+    let near = |r: &UOp| a.loads.iter().filter(|l| along(l, r) != Some(0)).all(|l| along(l, r) == Some(1));
+    // (the vector axis by id: padding it made a new range)
+    let other = |r: &&UOp| skip.is_none_or(|s| s.axis().0 != r.axis().0);
+    let Some(row) = a.outs.iter().filter(other).filter(|r| a.reuse(r)).max_by_key(|r| (cheap(r), near(r), range_size(r))) else {
         return;
     };
     let m = range_size(row);
-    match [12, 8, 6, 5, 4, 3, 2].into_iter().find(|&x| m.is_multiple_of(x) && x * vregs <= a.budget) {
+    match [16, 12, 8, 7, 6, 5, 4, 3, 2].into_iter().find(|&x| m.is_multiple_of(x) && x * vregs <= a.budget) {
         Some(rows) => try_apply(k, OptOps::Upcast, row.axis().0, rows),
         None if m >= 8 => {
             if let Some(i) = axis_of(k, row.axis().0) {

@@ -35,12 +35,23 @@ pub struct Node<'a> {
     pub narrow: &'a [Option<DataType>],
     /// Runs a subgraph attribute of the node in the node's scope, its inputs bound in order.
     pub subgraph: &'a Subgraph<'a>,
+    /// Lays out input `i` (given as the handler holds it) once, when it is a weight (see [`Node::prepacked`]).
+    pub prepack: &'a Prepack<'a>,
 }
+
+/// How a handler has a weight laid out once: the input's index, the tensor given, the layout (a view of it).
+pub type Prepack<'a> = dyn Fn(usize, &Tensor, &dyn Fn(&Tensor) -> Tensor) -> Option<Tensor> + 'a;
 
 /// How a handler runs a subgraph: the graph and its inputs in order, to its outputs in order.
 pub type Subgraph<'a> = dyn Fn(&GraphProto, &[Value]) -> Result<Vec<Value>, String> + 'a;
 
 impl Node<'_> {
+    /// Input `i` (`given`) copied once into the memory order of view `layout(given)` and realized, as the runtimes
+    /// prepack weights (onnxruntime's MLAS packs convolution filters): later runs read the copy. `None` when the
+    /// input is not a weight of the model (computed in the run, or a subgraph's), so the handler uses `given`.
+    pub fn prepacked(&self, i: usize, given: &Tensor, layout: impl Fn(&Tensor) -> Tensor) -> Option<Tensor> {
+        (self.prepack)(i, given, &layout)
+    }
     fn attr(&self, name: &str) -> Option<&super::proto::AttributeProto> {
         self.proto.attribute.iter().find(|a| a.name() == name)
     }

@@ -43,7 +43,21 @@ fn per_dim(n: &Node, name: &str, nd: usize) -> Vec<usize> {
 
 /// `Conv(X, W, B)`: N-d, grouped, strided, dilated, padded by `pads` or `auto_pad`.
 pub(super) fn conv(n: &Node, a: &[Option<Tensor>]) -> Outputs {
-    conv_with(n, arg(a, 0)?, arg(a, 1)?, opt(a, 2))
+    let (x, w) = (arg(a, 0)?, arg(a, 1)?);
+    // (a 2-D filter over outputs too narrow for a row of vectors, or strided through its input, is read as vectors
+    // of output channels, as is a 1x1 one (which a strided one's sum may share a kernel with): its weight is copied
+    // once, output channels innermost)
+    let narrow = |w: &Tensor| {
+        let (s, d) = (per_dim(n, "strides", 2), per_dim(n, "dilations", 2));
+        let (Some(&sw), Some(&dw), Some(&kw)) = (s.get(1), d.get(1), w.shape().last()) else { return false };
+        let (l, r) = spatial_pads(n, &x.shape()[2..], &w.shape()[2..], &s, &d).get(1).copied().unwrap_or_default();
+        w.shape()[2..] == [1, 1] || sw > 1 || (x.shape()[3] as i64 + l + r - (dw * (kw - 1)) as i64 - 1) / (sw as i64) < 15
+    };
+    let packed = (w.ndim() == 4 && x.ndim() == 4 && n.int("group", 1) == 1 && narrow(w))
+        .then(|| n.prepacked(1, w, |w| w.permute([1, 2, 3, 0])))
+        .flatten()
+        .map(|t| t.permute([3, 0, 1, 2]));
+    conv_with(n, x, packed.as_ref().unwrap_or(w), opt(a, 2))
 }
 
 /// `Conv` of `x` with `w` (and bias `b`) under the node's attributes (also `ConvInteger`'s and `QLinearConv`'s).
