@@ -1,10 +1,11 @@
 //! Hand-coded optimizations for CPU targets (tinygrad `codegen/opt/heuristic.py` `hand_coded_optimizations`,
 //! rewritten for CPUs). In: a [`Kernel`] with no opts. Out: the opts to apply, in order. Reductions get a 2-D
 //! register tile: the output axis the store and the reduction's loads walk with unit stride becomes vector lanes
-//! (one or two registers wide), and an output axis that one operand does not depend on (so each of its loads is
-//! reused across the tile's rows) is unrolled into rows, as many as the vector registers allow. Reductions with no
-//! such output axis accumulate vectors along their unit-stride reduce axis. Elementwise kernels get vector loads
-//! and stores. Then the outermost output loop with enough iterations is split over the cores, or, on a target with
+//! (one or two registers wide), an output axis that the vectors' operand does not depend on (so each vector load is
+//! reused across the tile's rows) is unrolled into rows, and, where that does more multiply-adds per load, one the
+//! broadcast operand does not depend on into columns (an image's next rows), as many as the registers allow.
+//! Reductions with no such output axis accumulate vectors along their unit-stride reduce axis. Elementwise kernels
+//! get vector loads and stores. Then the outermost output loop with enough iterations is split over the cores, or, on a target with
 //! workgroups, the grid's axes into workgroups.
 
 use super::{range_size, stride, Kernel, Opt, OptOps};
@@ -218,17 +219,19 @@ fn vector_outer_product(a: &Analysis, red: Option<&(UOp, usize)>) -> Option<(UOp
     })
 }
 
-/// UPCAST into a register tile around the vector axis `skip` (if any), `vregs` vector registers a row: an outer
-/// product, rows along an output axis one operand ignores and columns along one the other ignores, so each load
-/// feeds a row or a column of multiply-adds; else [`rows`] only.
+/// UPCAST into a register tile around the vector axis `skip` (if any), `vregs` vector registers a row: with one,
+/// [`vector_tile`]; without, an outer product of scalars, rows along an output axis one operand ignores and columns
+/// along one the other ignores, so each load feeds a row or a column of multiply-adds; else [`rows`] only.
 fn tile(k: &mut Kernel, a: &Analysis, skip: Option<&UOp>, vregs: usize) {
+    if let Some(v) = skip {
+        return vector_tile(k, a, v, vregs);
+    }
     let splits = |x: &UOp, y: &UOp| {
         let (nx, ny) = (range_size(x), range_size(y));
         let opts = [6, 4, 3, 2].into_iter().flat_map(|m| [6, 4, 3, 2].into_iter().map(move |n| (m, n)));
         opts.filter(|&(m, n)| nx.is_multiple_of(m) && ny.is_multiple_of(n) && m * n * vregs <= a.budget).max_by_key(|&(m, n)| (m * n, m))
     };
-    // (beside vector lanes, rows alone: a second row axis would re-load the vectors)
-    let cands = || a.outs.iter().filter(|r| skip.is_none() && a.reuse(r));
+    let cands = || a.outs.iter().filter(|r| a.reuse(r));
     let pair = cands().flat_map(|x| cands().map(move |y| (x, y))).find_map(|(x, y)| {
         let complementary =
             x != y && a.loads.iter().any(|l| ignores(l, x) && !ignores(l, y)) && a.loads.iter().any(|l| ignores(l, y) && !ignores(l, x));
@@ -239,22 +242,52 @@ fn tile(k: &mut Kernel, a: &Analysis, skip: Option<&UOp>, vregs: usize) {
             try_apply(k, OptOps::Upcast, x.axis().0, m);
             try_apply(k, OptOps::Upcast, y.axis().0, n);
         }
-        _ => rows(k, a, skip, vregs),
+        _ => rows(k, a, None, vregs),
     }
 }
 
-/// UPCAST into the rows of a register tile: the largest output axis other than `skip` that one operand does not
-/// move along (rows that re-load a narrow integer, which loads lane by lane, come last), as many rows as fit
-/// `vregs` registers each; an axis no tile height divides (a prime) is padded to 4.
-fn rows(k: &mut Kernel, a: &Analysis, skip: Option<&UOp>, vregs: usize) {
+/// UPCAST around vector axis `v`, `vregs` registers a row: rows along an axis the vectors' operand ignores (each
+/// vector load feeds a row of multiply-adds: [`row_axis`]) and columns along one the broadcast operand ignores and
+/// the vectors' operand walks in the shortest steps (an image's next row, not the next image: each broadcast feeds
+/// a column), split to do the most multiply-adds per load; without columns, [`rows`].
+fn vector_tile(k: &mut Kernel, a: &Analysis, v: &UOp, vregs: usize) {
+    // (the analysis's own range of the vector axis: padding it made a new one)
+    let (Some(v), Some(row)) = (a.outs.iter().find(|r| r.axis().0 == v.axis().0), row_axis(a, Some(v))) else { return };
+    let (vecs, bcast): (Vec<&UOp>, Vec<&UOp>) = a.loads.iter().partition(|l| along(l, v) == Some(1));
+    let step = |c: &UOp| vecs.iter().filter_map(|l| along(l, c)).map(i128::abs).max().unwrap_or(i128::MAX);
+    let cols = a.outs.iter().filter(|c| c.axis().0 != v.axis().0 && *c != row);
+    let col = cols.filter(|c| bcast.iter().all(|l| ignores(l, c)) && vecs.iter().any(|l| !ignores(l, c))).min_by_key(|c| step(c));
+    let (nr, nc) = (range_size(row), col.map_or(1, range_size));
+    let splits = [1, 2, 3, 4, 6, 7, 8].into_iter().flat_map(|m| [1, 2, 3, 4, 5, 6, 7, 8, 12, 16].into_iter().map(move |n| (m, n)));
+    let lanes = k.lanes();
+    let fits = splits
+        .filter(|&(m, n)| nc.is_multiple_of(m) && nr.is_multiple_of(n) && m * n * vregs <= a.budget && lanes * m * n <= super::MAX_LANES);
+    // (multiply-adds per load, in thousandths: m*n*vregs of them for m*vregs vector loads and n broadcasts)
+    let best = fits.max_by_key(|&(m, n)| (m * n * vregs * 1000 / (m * vregs + n), n));
+    match (best, col) {
+        (Some((m, n)), Some(c)) if m > 1 => {
+            try_apply(k, OptOps::Upcast, row.axis().0, n);
+            try_apply(k, OptOps::Upcast, c.axis().0, m);
+        }
+        _ => rows(k, a, Some(v), vregs),
+    }
+}
+
+/// The row axis of a register tile beside vector axis `skip`: the largest output axis that one operand does not
+/// move along and another does, rows whose moving loads are consecutive (sharing cache lines) first, rows that
+/// re-load a narrow integer (which loads lane by lane) last.
+fn row_axis<'a>(a: &'a Analysis, skip: Option<&UOp>) -> Option<&'a UOp> {
     let cheap = |r: &UOp| a.loads.iter().filter(|l| along(l, r) != Some(0)).all(|l| l.dtype.is_float());
-    // (rows whose moving loads are consecutive share their cache lines)
-    let near = |r: &UOp| a.loads.iter().filter(|l| along(l, r) != Some(0)).all(|l| along(l, r) == Some(1));
+    let near = |r: &UOp| a.loads.iter().filter(|l| along(l, r) != Some(0)).all(|l| along(l, r).is_some_and(|s| s.abs() <= 2));
     // (the vector axis by id: padding it made a new range)
     let other = |r: &&UOp| skip.is_none_or(|s| s.axis().0 != r.axis().0);
-    let Some(row) = a.outs.iter().filter(other).filter(|r| a.reuse(r)).max_by_key(|r| (cheap(r), near(r), range_size(r))) else {
-        return;
-    };
+    a.outs.iter().filter(other).filter(|r| a.reuse(r)).max_by_key(|r| (cheap(r), near(r), range_size(r)))
+}
+
+/// UPCAST into the rows of a register tile along [`row_axis`], as many rows as fit `vregs` registers each; an axis
+/// no tile height divides (a prime) is padded to 4.
+fn rows(k: &mut Kernel, a: &Analysis, skip: Option<&UOp>, vregs: usize) {
+    let Some(row) = row_axis(a, skip) else { return };
     let m = range_size(row);
     match [16, 12, 8, 7, 6, 5, 4, 3, 2].into_iter().find(|&x| m.is_multiple_of(x) && x * vregs <= a.budget) {
         Some(rows) => try_apply(k, OptOps::Upcast, row.axis().0, rows),
