@@ -27,8 +27,9 @@ impl From<KernelOptError> for crate::error::Error {
     }
 }
 
-/// Most lanes (product of UPCAST and UNROLL amounts) one kernel iteration may compute.
-pub const MAX_LANES: usize = 256;
+/// Most lanes (product of UPCAST and UNROLL amounts) one kernel iteration may compute (a 16-lane vector in a 4x7
+/// register tile of a convolution over 14x14 images is 448).
+pub const MAX_LANES: usize = 512;
 
 /// A kernel being optimized (tinygrad `Scheduler` in `codegen/opt/postrange.py`): the AST with typed axes and
 /// the opts applied so far.
