@@ -500,3 +500,60 @@ fn microsoft_attention_with_packed_qkv_and_causality() {
         close(&out(&r, &[("x", xs.clone())], "y"), &attend(causal), &format!("Attention, causal {causal}"));
     }
 }
+
+/// A direct 2-D convolution in f64: `x` (n, c, h, w), `w` (o, c, kh, kw), square stride and zero padding.
+fn conv_ref(x: &[f64], xs: [usize; 4], w: &[f64], ws: [usize; 4], stride: usize, pad: usize) -> Vec<f64> {
+    let ([n, c, h, wd], [o, _, kh, kw]) = (xs, ws);
+    let (oh, ow) = ((h + 2 * pad - kh) / stride + 1, (wd + 2 * pad - kw) / stride + 1);
+    let mut out = vec![0.0; n * o * oh * ow];
+    for (e, y) in out.iter_mut().enumerate() {
+        let (b, f, i, j) = (e / (o * oh * ow), e / (oh * ow) % o, e / ow % oh, e % ow);
+        for (ci, p, q) in (0..c).flat_map(|ci| (0..kh).flat_map(move |p| (0..kw).map(move |q| (ci, p, q)))) {
+            let (yy, xx) = ((i * stride + p) as i64 - pad as i64, (j * stride + q) as i64 - pad as i64);
+            if (0..h as i64).contains(&yy) && (0..wd as i64).contains(&xx) {
+                *y += x[((b * c + ci) * h + yy as usize) * wd + xx as usize] * w[((f * c + ci) * kh + p) * kw + q];
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn conv_weights_prepacked_at_the_first_run_give_the_direct_convolution() {
+    // (each Conv here is one whose constant filter the runner copies output-channels innermost: outputs narrower than
+    // a row of vectors, a 1x1 filter, a stride of 2; distinct weights, so a wrong layout shows)
+    let d = dir("prepack");
+    let vals = |n: usize, s: usize| (0..n).map(|i| ((i * 37 + s * 11) % 23) as f32 / 11.0 - 1.0).collect::<Vec<f32>>();
+    let (xs, wa, wb, wc) = ([2, 5, 9, 9], [6, 5, 3, 3], [4, 5, 1, 1], [3, 5, 3, 3]);
+    let (x, a, b, c, bias) = (vals(810, 1), vals(270, 2), vals(20, 3), vals(135, 4), vals(6, 5));
+    let ints = |name: &str, v: &[i64]| AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Ints as i32),
+        ints: v.to_vec(),
+        ..Default::default()
+    };
+    let nodes = vec![
+        node("Conv", &["x", "wa", "bias"], &["ya"], vec![ints("pads", &[1, 1, 1, 1])]),
+        node("Conv", &["x", "wb"], &["yb"], vec![]),
+        node("Conv", &["x", "wc"], &["yc"], vec![ints("pads", &[1, 1, 1, 1]), ints("strides", &[2, 2])]),
+    ];
+    let dims = |s: [usize; 4]| s.map(|v| v as i64);
+    let inits = vec![
+        floats("wa", &dims(wa), &a, true),
+        floats("wb", &dims(wb), &b, false),
+        floats("wc", &dims(wc), &c, true),
+        floats("bias", &[6], &bias, false),
+    ];
+    write(&d.join("m.onnx"), nodes, inits, &["x"], &["ya", "yb", "yc"]);
+    let runner = OnnxRunner::load(d.join("m.onnx")).unwrap();
+    let f = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
+    let ya: Vec<f64> = conv_ref(&f(&x), xs, &f(&a), wa, 1, 1).iter().enumerate().map(|(e, v)| v + bias[e / 81 % 6] as f64).collect();
+    let (yb, yc) = (conv_ref(&f(&x), xs, &f(&b), wb, 1, 0), conv_ref(&f(&x), xs, &f(&c), wc, 2, 1));
+    let xt = Tensor::from_slice(&x, xs.to_vec());
+    // (twice: the first run makes the copies, the second reads them)
+    for run in ["first", "second"] {
+        close(&out(&runner, &[("x", xt.clone())], "ya"), &ya, &format!("{run} run: 3x3 over 9x9"));
+        close(&out(&runner, &[("x", xt.clone())], "yb"), &yb, &format!("{run} run: 1x1"));
+        close(&out(&runner, &[("x", xt.clone())], "yc"), &yc, &format!("{run} run: 3x3 stride 2"));
+    }
+}
