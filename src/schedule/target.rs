@@ -88,11 +88,11 @@ fn reaches_arange(u: &UOp) -> bool {
 }
 
 /// On a target of loops, the windows (`e`, an EXPAND of a view `v` of PAD `p`: how pooling and convolution read
-/// their input) of a padded input of at least 2^16 elements read it from a buffer of its own: the kernel that reads
+/// their input) of a padded input of at least 2^14 elements read it from a buffer of its own: the kernel that reads
 /// the windows then loads without a bounds check per element, so its loads along a row are vector loads (tinygrad
 /// pads lazily inside the kernel).
 fn pad_first(ren: &Renderer, e: &UOp, v: &UOp, p: &UOp) -> Option<UOp> {
-    let big = p.src[0].shape().is_some_and(|s| s.iter().product::<usize>() >= 1 << 16);
+    let big = p.src[0].shape().is_some_and(|s| s.iter().product::<usize>() >= 1 << 14);
     (!ren.has_local && big).then(|| e.with_src([v.with_src([contiguous(p.clone())])]))
 }
 
