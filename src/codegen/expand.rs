@@ -177,11 +177,11 @@ fn vector_axis(sink: &UOp, topo: &[UOp], lanes: &[UOp], max_bytes: usize) -> Opt
     let store = sink.src.iter().find(|s| s.op == Ops::STORE)?;
     let loads: Vec<&UOp> = topo.iter().filter(|u| u.op == Ops::LOAD).collect();
     let loaded = |r: &&UOp| loads.iter().any(|l| unit(&l.src[0], r));
-    // (a reduction's loads, where it has any: an epilogue's per-channel scale is not worth turning its lanes for)
-    let reduced: FxHashSet<UOp> = topo.iter().filter(|u| u.op == Ops::REDUCE).flat_map(|u| u.src[0].toposort()).collect();
-    let unit_loads = |r: &UOp| loads.iter().filter(|l| (reduced.is_empty() || reduced.contains(*l)) && unit(&l.src[0], r)).count();
     // (a store may be masked per lane, as in a padded axis: it is then written lane by lane, once per tile)
     if let Some(r) = lanes.iter().filter(fits).find(|r| r.axis().1 == AxisType::Upcast && stride(&store.src[0].src[1], r) == Some(1)) {
+        // (a reduction's loads, where it has any: an epilogue's per-channel scale is not worth turning the lanes for)
+        let reduced: FxHashSet<UOp> = topo.iter().filter(|u| u.op == Ops::REDUCE).flat_map(|u| u.src[0].toposort()).collect();
+        let unit_loads = |r: &UOp| loads.iter().filter(|l| (reduced.is_empty() || reduced.contains(*l)) && unit(&l.src[0], r)).count();
         // unless another lane axis has more unit-stride loads, where this axis would gather them (a matrix-vector
         // product over rows of a weight: its lanes are the rows, the weight's bytes run along the reduction; a strided
         // convolution over output channels: its weight's bytes run along them)

@@ -5,8 +5,8 @@
 //! reused across the tile's rows) is unrolled into rows, and, where that does more multiply-adds per load, one the
 //! broadcast operand does not depend on into columns (an image's next rows), as many as the registers allow.
 //! Reductions with no such output axis accumulate vectors along their unit-stride reduce axis. Elementwise kernels
-//! get vector loads and stores. Then the outermost output loop with enough iterations is split over the cores, or, on a target with
-//! workgroups, the grid's axes into workgroups.
+//! get vector loads and stores. Then the outermost output loop with enough iterations is split over the cores, or,
+//! on a target with workgroups, the grid's axes into workgroups.
 
 use super::{range_size, stride, Kernel, Opt, OptOps};
 use crate::uop::{AxisType, Ops, UOp};
