@@ -161,3 +161,41 @@ fn assign_writes_in_place_after_old_reads() {
         assert_eq!(t.to_vec::<f32>().unwrap(), want);
     }
 }
+
+/// `Tensor::from_blob` over bytes placed at `at` bytes into a fresh 3-page allocation's first whole page: the
+/// tensor (its Bytes slice keeps the allocation alive).
+fn blob_at(at: usize, vals: &[f32]) -> Tensor {
+    let mut v = vec![0u8; 3 * 4096];
+    let page = v.as_ptr().align_offset(4096);
+    for (i, x) in vals.iter().enumerate() {
+        v[page + at + 4 * i..][..4].copy_from_slice(&x.to_ne_bytes());
+    }
+    let bytes = bytes::Bytes::from(v).slice(page + at..page + at + 4 * vals.len());
+    Tensor::from_blob(bytes, tinygrad::dtypes::FLOAT32, [vals.len()])
+}
+
+#[test]
+fn from_blob_borrows_aligned_host_bytes_and_copies_the_rest() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let host = ["CPU", "PYTHON"].contains(&tinygrad::runtime::default_device().as_str());
+    let vals = seq(256, 4.0);
+    let want: Vec<f64> = vals.iter().map(|&v| v as f64 * 2.0 + 1.0).collect();
+    // (at 0: aligned, its overread inside the page; at 2: misaligned for f32; at 4096-1024: the overread past
+    // its end would cross into the next page)
+    for (at, borrowed) in [(0, host), (2, false), (4096 - 1024, false)] {
+        let t = blob_at(at, &vals);
+        assert!(!t.is_borrowed(), "nothing is borrowed before the first realize");
+        close(&run(&t.mul(2.0).add(1.0)).1, &want, 0.0);
+        assert_eq!(t.is_borrowed(), borrowed, "bytes at offset {at}");
+        assert_eq!(t.to_vec::<f32>().unwrap(), vals, "bytes at offset {at}");
+    }
+}
+
+#[test]
+#[should_panic(expected = "Tensor::from_blob")]
+fn writing_a_borrowed_blob_panics() {
+    let t = blob_at(0, &seq(64, 1.0));
+    t.to_vec::<f32>().unwrap();
+    assert!(t.is_borrowed());
+    t.assign(t.add(1.0)).realize().unwrap();
+}

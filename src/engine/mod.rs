@@ -52,9 +52,18 @@ struct Mem {
 impl Drop for Mem {
     fn drop(&mut self) {
         if let Some(raw) = self.raw.take() {
-            GLOBAL_COUNTERS.add_mem_used(-(raw.size() as i64));
+            GLOBAL_COUNTERS.add_mem_used(-(allocated(&raw) as i64));
             self.dev.rt.allocator().free(raw);
         }
+    }
+}
+
+/// The bytes `raw` holds of the device's memory: its size, or 0 for borrowed host memory.
+fn allocated(raw: &RawBuffer) -> usize {
+    if raw.is_borrowed() {
+        0
+    } else {
+        raw.size()
     }
 }
 
@@ -65,23 +74,42 @@ fn info(buf: &UOp) -> &Arc<BufferInfo> {
     }
 }
 
-/// The memory of BUFFER node `buf`, allocated (and filled with its [`BufferInfo::init`] bytes) on first use.
-fn mem(buf: &UOp) -> Result<*mut u8> {
+/// The memory of BUFFER node `buf`, made on first use: its [`BufferInfo::init`] bytes themselves where the device
+/// borrows them ([`runtime::Allocator::borrow`]), else an allocation they are copied into.
+fn mem_of(buf: &UOp) -> Result<&Mem> {
     let b = info(buf);
     if b.mem.get().is_none() {
         let mut init = b.init.lock();
         if b.mem.get().is_none() {
             let dev = device(&b.device)?;
-            let raw = dev.rt.allocator().alloc(b.size * buf.dtype.itemsize())?;
-            GLOBAL_COUNTERS.add_mem_used(raw.size() as i64);
-            if let Some(bytes) = init.take() {
-                dev.rt.allocator().copyin(&raw, &bytes)?;
-            }
+            let alloc = dev.rt.allocator();
+            let size = b.size * buf.dtype.itemsize();
+            let borrowed = init.as_ref().filter(|_| b.borrow).and_then(|bytes| alloc.borrow(bytes, size, buf.dtype.itemsize()));
+            let raw = match (borrowed, init.take()) {
+                (Some(raw), _) => raw,
+                (None, Some(bytes)) => {
+                    let raw = alloc.alloc(size)?;
+                    alloc.copyin(&raw, &bytes[..size])?;
+                    raw
+                }
+                (None, None) => alloc.alloc(size)?,
+            };
+            GLOBAL_COUNTERS.add_mem_used(allocated(&raw) as i64);
             let _ = b.mem.set(Box::new(Mem { raw: Some(raw), dev, lock: Default::default() }));
         }
     }
-    let m = b.mem.get().and_then(|m| m.downcast_ref::<Mem>()).expect("BUFFER memory of this engine");
-    Ok(m.raw.as_ref().expect("memory is held until drop").as_ptr())
+    Ok(b.mem.get().and_then(|m| m.downcast_ref::<Mem>()).expect("BUFFER memory of this engine"))
+}
+
+/// The address of BUFFER node `buf`'s memory, made on first use ([`mem_of`]).
+fn mem(buf: &UOp) -> Result<*mut u8> {
+    Ok(mem_of(buf)?.raw.as_ref().expect("memory is held until drop").as_ptr())
+}
+
+/// Whether realized tensor graph `u`'s buffer is host memory borrowed from the bytes it was made from
+/// ([`buffer_from_blob`]) rather than a copy. False for a graph that is not a realized contiguous buffer.
+pub fn is_borrowed(u: &UOp) -> bool {
+    contiguous_buffer(u).and_then(|b| info(b).mem.get()?.downcast_ref::<Mem>()?.raw.as_ref().map(RawBuffer::is_borrowed)).unwrap_or(false)
 }
 
 /// A new BUFFER node of `size` elements of `dtype` on `device`; memory comes on first use.
@@ -97,7 +125,20 @@ pub fn new_buffer(dtype: DType, size: usize, device: &str) -> UOp {
 /// If `bytes` is not `size` elements of `dtype`.
 pub fn buffer_from_bytes(bytes: &[u8], dtype: DType, size: usize, device: &str) -> UOp {
     assert_eq!(bytes.len(), size * dtype.itemsize(), "buffer_from_bytes: {} bytes for {size} x {dtype}", bytes.len());
-    UOp::new(Ops::BUFFER, dtype, [], Arg::Buffer(BufferInfo::with_init(size, device, Some(bytes.into()))))
+    UOp::new(Ops::BUFFER, dtype, [], Arg::Buffer(BufferInfo::with_init(size, device, Some(bytes::Bytes::copy_from_slice(bytes)), false)))
+}
+
+/// As [`buffer_from_bytes`], without copying `bytes` now (tinygrad `Tensor.from_blob`): on a device whose kernels
+/// read host memory (CPU, PYTHON) the buffer is `bytes` itself, read-only (a kernel writing it panics), where they
+/// are aligned to `dtype` and the renderer's overread past the elements is readable ([`RawBuffer::borrow_host`]:
+/// `bytes` may run past the elements to say so); else the elements are copied once, on first use. A slice of a
+/// memory-mapped file thus loads nothing until a kernel reads it.
+///
+/// # Panics
+/// If `bytes` holds fewer than `size` elements of `dtype`.
+pub fn buffer_from_blob(bytes: bytes::Bytes, dtype: DType, size: usize, device: &str) -> UOp {
+    assert!(bytes.len() >= size * dtype.itemsize(), "buffer_from_blob: {} bytes for {size} x {dtype}", bytes.len());
+    UOp::new(Ops::BUFFER, dtype, [], Arg::Buffer(BufferInfo::with_init(size, device, Some(bytes), true)))
 }
 
 /// Whether `u` is a realized buffer in row-major order (a BUFFER, or a RESHAPE of one).
@@ -114,8 +155,7 @@ pub fn is_contiguous_buffer(u: &UOp) -> bool {
 /// If `u` is not a contiguous buffer view (realize it first).
 pub fn copyout(u: &UOp) -> Result<Vec<u8>> {
     let buf = contiguous_buffer(u).unwrap_or_else(|| panic!("copyout: {} is not a realized buffer", u.op));
-    mem(buf)?;
-    let m = info(buf).mem.get().and_then(|m| m.downcast_ref::<Mem>()).expect("BUFFER memory of this engine");
+    let m = mem_of(buf)?;
     let raw = m.raw.as_ref().expect("memory is held until drop");
     let _read = m.lock.read();
     let mut out = vec![0u8; raw.size()];
@@ -176,6 +216,11 @@ impl ExecItem {
             assert!(holds >= bytes, "kernel {}: argument {slot} holds {holds} bytes, the kernel indexes {bytes}", self.runner.kernel.name);
         }
         let ptrs = self.bufs.iter().map(mem).collect::<Result<Vec<_>>>()?;
+        assert!(
+            !is_borrowed(&self.bufs[0]),
+            "kernel {}: writes a tensor made by Tensor::from_blob, whose memory is read-only host bytes; write a .contiguous() copy",
+            self.runner.kernel.name
+        );
         // each buffer locked once (written: exclusive), in address order so concurrent launches can't deadlock
         let mut order: Vec<usize> = (0..ptrs.len()).filter(|&i| !ptrs[..i].contains(&ptrs[i])).collect();
         order.sort_by_key(|&i| ptrs[i]);

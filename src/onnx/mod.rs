@@ -155,11 +155,14 @@ impl OnnxRunner {
     pub fn from_bytes(bytes: Bytes, path: &Path) -> Result<OnnxRunner> {
         let path = path.to_path_buf();
         let bad = |msg: String| Error::Format { path: path.clone(), msg };
-        let model = ModelProto::decode(bytes).map_err(|e| bad(format!("not an ONNX model ({e}); is the file truncated?")))?;
+        let model = ModelProto::decode(bytes.clone()).map_err(|e| bad(format!("not an ONNX model ({e}); is the file truncated?")))?;
         let graph = model.graph.as_ref().ok_or_else(|| bad("the model has no graph".into()))?;
         let dir = path.parent().unwrap_or(Path::new("."));
-        let weights =
-            graph.initializer.iter().map(|t| Ok((t.name().to_string(), tensor_from_proto(t, dir, &path)?))).collect::<Result<_>>()?;
+        let weights = graph
+            .initializer
+            .iter()
+            .map(|t| Ok((t.name().to_string(), tensor_in_file(t, dir, &path, Some(&bytes))?)))
+            .collect::<Result<_>>()?;
         let opsets = model.opset_import.iter().map(|o| (o.domain().to_string(), o.version())).collect();
         let mut runner = OnnxRunner { path, model, weights, opsets, folded: Vec::new(), prepacked: Mutex::default() };
         runner.fold_constants()?;
@@ -204,6 +207,12 @@ impl OnnxRunner {
         self.weights.extend(made);
         self.folded = folded;
         Ok(())
+    }
+
+    /// The initializer (or weight computed at load from initializers alone) named `name`. On the CPU an
+    /// initializer's data stays in the mapped file, not copied, where it is aligned ([`Tensor::is_borrowed`]).
+    pub fn weight(&self, name: &str) -> Option<&Tensor> {
+        self.weights.get(name)
     }
 
     /// The graph's inputs that are not initializers, as declared (kind, dtype and dims).
@@ -478,6 +487,22 @@ pub fn dtype_of(t: DataType) -> Option<DType> {
 /// [`Error::Format`] for an unsupported dtype, data that does not fit the shape, or external data past the end of
 /// its file (or a missing one, as [`Error::Io`]).
 pub fn tensor_from_proto(t: &TensorProto, dir: &Path, model: &Path) -> Result<Tensor> {
+    tensor_in_file(t, dir, model, None)
+}
+
+/// `part` and what of `whole` follows it, up to [`crate::runtime::OVERREAD`] bytes, which a kernel reading `part`
+/// in place may overread ([`Tensor::from_blob`]); `part` alone where it is not a slice of `whole`.
+fn with_overread(part: Bytes, whole: Option<&Bytes>) -> Bytes {
+    let Some(w) = whole else { return part };
+    match (part.as_ptr() as usize).checked_sub(w.as_ptr() as usize) {
+        Some(at) if at + part.len() <= w.len() => w.slice(at..(at + part.len() + crate::runtime::OVERREAD).min(w.len())),
+        _ => part,
+    }
+}
+
+/// [`tensor_from_proto`] for a tensor of the model whose bytes are `file`: its raw data, slices of `file`, and its
+/// external data become the tensor's memory without a copy where the device allows ([`Tensor::from_blob`]).
+fn tensor_in_file(t: &TensorProto, dir: &Path, model: &Path, file: Option<&Bytes>) -> Result<Tensor> {
     let bad = |msg: String| Error::Format { path: model.into(), msg: format!("tensor {:?}: {msg}", t.name()) };
     let kind = DataType::try_from(t.data_type()).map_err(|_| bad(format!("unknown data type {}", t.data_type())))?;
     let packed = narrow::storage(kind).map(|_| kind);
@@ -490,7 +515,7 @@ pub fn tensor_from_proto(t: &TensorProto, dir: &Path, model: &Path) -> Result<Te
     // (narrow types are stored packed: `bits` per element, rounded up to whole bytes)
     let stored = packed.map_or(n * dt.itemsize(), |k| (n * narrow::bits(k)).div_ceil(8));
     // (raw and external data stay slices of the mapped file until the tensor's buffer copies them once)
-    let bytes: Bytes = if t.data_location() == DataLocation::External {
+    let (bytes, whole): (Bytes, Option<Bytes>) = if t.data_location() == DataLocation::External {
         let entry = |k: &str| t.external_data.iter().find(|e| e.key() == k).map(|e| e.value().to_string());
         let location = PathBuf::from(entry("location").ok_or_else(|| bad("external data without a location".into()))?);
         // (as onnx's checker: the data lies beside the model, never outside its directory)
@@ -507,14 +532,14 @@ pub fn tensor_from_proto(t: &TensorProto, dir: &Path, model: &Path) -> Result<Te
         let end = end.ok_or_else(|| {
             bad(format!("external data {offset}..{offset}+{length} passes the end of {} ({} bytes)", file.display(), data.len()))
         })?;
-        data.slice(offset..end)
+        (data.slice(offset..end), Some(data))
     } else if let Some(raw) = &t.raw_data {
-        raw.clone()
+        (raw.clone(), file.cloned())
     } else if packed.is_some() {
         // (one code per int32 value, or the packed bytes one per value)
-        t.int32_data.iter().map(|&v| v as u8).collect::<Vec<u8>>().into()
+        (t.int32_data.iter().map(|&v| v as u8).collect::<Vec<u8>>().into(), None)
     } else {
-        typed_bytes(t, dt).into()
+        (typed_bytes(t, dt).into(), None)
     };
     if let Some(k) = packed {
         if bytes.len() != stored && !(t.raw_data.is_none() && t.data_location() != DataLocation::External && bytes.len() == n) {
@@ -526,7 +551,7 @@ pub fn tensor_from_proto(t: &TensorProto, dir: &Path, model: &Path) -> Result<Te
     if bytes.len() != n * dt.itemsize() {
         return Err(bad(format!("{} bytes of data for shape {shape:?} of {dt} ({} bytes)", bytes.len(), n * dt.itemsize())));
     }
-    Ok(Tensor::from_bytes(&bytes, dt, shape))
+    Ok(Tensor::from_blob(with_overread(bytes, whole.as_ref()), dt, shape))
 }
 
 /// The value a `TensorProto` holds: a tensor as [`tensor_from_proto`] reads it, or a string tensor.

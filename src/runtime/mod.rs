@@ -142,6 +142,9 @@ pub struct RawBuffer {
     release: unsafe fn(NonNull<u8>, usize),
     /// The kind of memory, which only its own allocator may touch: `host`, `CL`, `CUDA`.
     owner: &'static str,
+    /// For host memory borrowed from bytes the buffer was made from ([`RawBuffer::borrow_host`]): what keeps them
+    /// alive. Such a buffer is read-only and never cached for reuse.
+    keep: Option<bytes::Bytes>,
 }
 
 /// Bytes past the end of every host [`RawBuffer`] that a kernel may read (never write): what the CPU renderer's
@@ -180,7 +183,30 @@ impl RawBuffer {
             // SAFETY: the function's contract.
             unsafe { std::alloc::dealloc(ptr.as_ptr(), RawBuffer::layout(size).expect("layout was valid at allocation")) }
         }
-        Ok(RawBuffer { ptr: NonNull::new(ptr).ok_or_else(oom)?, size, release: free, owner: "host" })
+        Ok(RawBuffer { ptr: NonNull::new(ptr).ok_or_else(oom)?, size, release: free, owner: "host", keep: None })
+    }
+
+    /// The first `size` of host memory `bytes` as a read-only host buffer, without copying (tinygrad
+    /// `Tensor.from_blob`'s external memory): where their start is `align`-aligned (a kernel's element type) and
+    /// the [`OVERREAD`] bytes past `size` are readable: within `bytes`, or in the same 4 KiB page as the last byte
+    /// (memory is readable page by page). None otherwise: the caller copies.
+    pub fn borrow_host(bytes: &bytes::Bytes, size: usize, align: usize) -> Option<Self> {
+        const PAGE: usize = 4096;
+        let start = bytes.as_ptr() as usize;
+        let last = start + size.max(1) - 1;
+        let overread_ok = bytes.len() >= size + OVERREAD || last / PAGE == (last + OVERREAD) / PAGE;
+        if bytes.len() < size || !start.is_multiple_of(align.max(1)) || !overread_ok {
+            return None;
+        }
+        /// Releases nothing: `keep` holds the memory.
+        unsafe fn keep_alive(_: NonNull<u8>, _: usize) {}
+        let ptr = NonNull::new(bytes.as_ptr().cast_mut())?;
+        Some(RawBuffer { ptr, size, release: keep_alive, owner: "host", keep: Some(bytes.clone()) })
+    }
+
+    /// Whether this buffer borrows host memory ([`RawBuffer::borrow_host`]): read-only, never reused.
+    pub fn is_borrowed(&self) -> bool {
+        self.keep.is_some()
     }
 
     /// A buffer of `size` bytes from a device handle of memory kind `owner`, which `release` frees when the
@@ -194,7 +220,7 @@ impl RawBuffer {
         release: unsafe fn(NonNull<u8>, usize),
         owner: &'static str,
     ) -> Self {
-        RawBuffer { ptr: handle, size, release, owner }
+        RawBuffer { ptr: handle, size, release, owner, keep: None }
     }
 
     /// Panics unless this buffer is memory of kind `owner` (an allocator handed another's buffer would treat a host
@@ -260,10 +286,10 @@ impl FreeCache {
             }),
         }
     }
-    /// Keeps `buf` for reuse, or releases it when the cache is full.
+    /// Keeps `buf` for reuse, or releases it when the cache is full or it is borrowed memory.
     pub fn free(&self, buf: RawBuffer) {
         let mut c = self.0.lock();
-        if c.1 + buf.size() <= CACHE_CAP {
+        if !buf.is_borrowed() && c.1 + buf.size() <= CACHE_CAP {
             c.1 += buf.size();
             c.0.entry(buf.size()).or_default().push(buf);
         }
@@ -301,6 +327,12 @@ pub trait Allocator: Send + Sync {
     /// A buffer of `size` bytes, uninitialized (a reused one holds stale data). On failure the cache is released and
     /// the allocation retried once; then errors with [`Error::Device`].
     fn alloc(&self, size: usize) -> Result<RawBuffer>;
+    /// The first `size` of host bytes `bytes` as a buffer of this device without a copy, where its kernels read
+    /// host memory and the bytes allow it ([`RawBuffer::borrow_host`], `align` the element size); None (the
+    /// default) to copy them.
+    fn borrow(&self, _bytes: &bytes::Bytes, _size: usize, _align: usize) -> Option<RawBuffer> {
+        None
+    }
     /// Returns `buf` to the cache, or releases it when the cache is full.
     fn free(&self, buf: RawBuffer);
     /// Releases every cached buffer (tinygrad `LRUAllocator.free_cache`).

@@ -378,6 +378,27 @@ impl Tensor {
         assert_eq!(bytes.len(), n * dtype.itemsize(), "Tensor::from_bytes: {} bytes for {n} x {dtype}", bytes.len());
         Tensor::from_uop(engine::buffer_from_bytes(bytes, dtype, n, &default_device())).reshape(shape)
     }
+    /// A tensor of `dtype` and `shape` whose elements are the first bytes of `bytes` (native endian, row-major), not
+    /// copied now (tinygrad `Tensor.from_blob`): on the CPU and PYTHON devices the tensor's buffer is that memory
+    /// itself, read-only, where it is aligned to `dtype` and the 64 bytes past the elements are readable (in
+    /// `bytes`, which may run on past the elements, or in the last element's page); else the elements are copied
+    /// once, on first use ([`engine::buffer_from_blob`]). A slice of a memory-mapped file thus costs no memory until
+    /// read. [`Tensor::is_borrowed`] says which happened.
+    ///
+    /// # Panics
+    /// If `bytes` holds fewer than `shape`'s elements of `dtype`. A kernel writing a borrowed buffer (an `assign`)
+    /// panics naming `Tensor::from_blob`.
+    pub fn from_blob(bytes: bytes::Bytes, dtype: DType, shape: impl IntoShape) -> Tensor {
+        let shape = shape.into_shape();
+        let n: usize = shape.iter().product();
+        assert!(bytes.len() >= n * dtype.itemsize(), "Tensor::from_blob: {} bytes for {n} x {dtype}", bytes.len());
+        Tensor::from_uop(engine::buffer_from_blob(bytes, dtype, n, &default_device())).reshape(shape)
+    }
+    /// Whether this tensor is a realized buffer that is the host bytes it was made from by [`Tensor::from_blob`]
+    /// (no copy was made). False before its first realize.
+    pub fn is_borrowed(&self) -> bool {
+        engine::is_borrowed(&self.uop())
+    }
     /// The elements' bytes (native endian, row-major), after realizing.
     ///
     /// # Errors

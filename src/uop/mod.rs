@@ -113,18 +113,22 @@ pub struct BufferInfo {
     /// Host bytes the memory starts with (a tensor made from host data), taken when the memory is allocated:
     /// creating a tensor allocates nothing on the device, so allocation errors surface at realize. The lock
     /// also makes first use happen once when several threads reach it together.
-    pub init: parking_lot::Mutex<Option<Box<[u8]>>>,
+    /// The bytes may be shared (a slice of a memory-mapped file): on a device whose kernels read host memory the
+    /// buffer may be those bytes themselves, read-only ([`crate::runtime::Allocator::borrow`]).
+    pub init: parking_lot::Mutex<Option<bytes::Bytes>>,
+    /// Whether `init` may become the memory itself, read-only (a tensor made by `Tensor::from_blob`).
+    pub borrow: bool,
 }
 
 impl BufferInfo {
     /// A new buffer identity of `size` elements on `device`, without memory yet.
     pub fn new(size: usize, device: &str) -> Arc<BufferInfo> {
-        BufferInfo::with_init(size, device, None)
+        BufferInfo::with_init(size, device, None, false)
     }
 
     /// A new buffer identity of `size` elements on `device` whose memory, when allocated, starts as `init`
-    /// (which the runtime checks holds exactly the buffer's bytes).
-    pub fn with_init(size: usize, device: &str, init: Option<Box<[u8]>>) -> Arc<BufferInfo> {
+    /// (which the runtime checks holds exactly the buffer's bytes), or, where `borrow` and the device allows, is.
+    pub fn with_init(size: usize, device: &str, init: Option<bytes::Bytes>, borrow: bool) -> Arc<BufferInfo> {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Arc::new(BufferInfo {
             id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -132,6 +136,7 @@ impl BufferInfo {
             device: device.into(),
             mem: OnceLock::new(),
             init: parking_lot::Mutex::new(init),
+            borrow,
         })
     }
 }

@@ -116,6 +116,10 @@ impl Allocator for CpuAllocator {
         self.cache.alloc(size, RawBuffer::host)
     }
 
+    fn borrow(&self, bytes: &bytes::Bytes, size: usize, align: usize) -> Option<RawBuffer> {
+        RawBuffer::borrow_host(bytes, size, align)
+    }
+
     fn free(&self, buf: RawBuffer) {
         buf.check_owner("host");
         self.cache.free(buf);
