@@ -199,3 +199,19 @@ fn writing_a_borrowed_blob_panics() {
     assert!(t.is_borrowed());
     t.assign(t.add(1.0)).realize().unwrap();
 }
+
+#[test]
+fn big_reductions_side_by_side_get_kernels_of_their_own() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // (a @ b + c @ d: two reductions joined elementwise, as a residual join of two convolutions)
+    for (n, apart) in [(32, false), (256, true)] {
+        let (a, b, c, d) = (seq(n * n, 1.0), seq(n * n, 2.0), seq(n * n, 0.5), seq(n * n, 3.0));
+        let t = |v: &[f32]| Tensor::from_slice(v, [n, n]);
+        let mm = |x: &[f32], y: &[f32], i: usize, j: usize| (0..n).map(|q| x[i * n + q] as f64 * y[q * n + j] as f64).sum::<f64>();
+        let want: Vec<f64> = (0..n * n).map(|e| mm(&a, &b, e / n, e % n) + mm(&c, &d, e / n, e % n)).collect();
+        let (one, _) = run(&t(&a).matmul(&t(&b)));
+        let (got_kernels, got) = run(&t(&a).matmul(&t(&b)).add(t(&c).matmul(&t(&d))));
+        assert_eq!(got_kernels, if apart { 2 * one } else { one }, "{n}x{n}: one matmul takes {one} kernels");
+        close(&got, &want, 1e-4);
+    }
+}

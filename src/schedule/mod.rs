@@ -235,22 +235,30 @@ fn schedule_uncached(roots: &[UOp], ren: &Renderer) -> Schedule {
                 stack.extend(u.src.iter().map(|s| (s.clone(), dirty)));
             }
         }
-        // a reduction fused into several kernels would run once per kernel: realize it once instead
+        // a reduction fused into several kernels would run once per kernel: realize it once instead. And big
+        // reductions side by side in one kernel (a residual join of two convolutions) would share its loops and
+        // opts, which suit one of them: all but the biggest are realized, each tiled for itself
         let mut users: FxHashMap<UOp, usize> = FxHashMap::default();
+        let mut beside: Vec<UOp> = Vec::new();
         for k in &realized {
             let mut visited: FxHashSet<&UOp> = FxHashSet::default();
             let mut stack: Vec<&UOp> = k.src.iter().collect();
+            let mut big: Vec<&UOp> = Vec::new();
             while let Some(u) = stack.pop() {
                 if u.op == Ops::BUFFER || realized.contains(u) || !visited.insert(u) {
                     continue;
                 }
                 if u.op == Ops::REDUCE_AXIS {
                     *users.entry(u.clone()).or_default() += 1;
+                    big.extend(Some(u).filter(|u| reduce_work(u) >= BIG_REDUCE));
                 }
                 stack.extend(u.src.iter());
             }
+            big.sort_by_key(|u| reduce_work(u));
+            beside.extend(big.iter().rev().skip(1).map(|u| (*u).clone()));
         }
-        let shared: Vec<UOp> = users.into_iter().filter(|(_, n)| *n > 1).map(|(u, _)| u).collect();
+        beside.retain(|u| users[u] == 1);
+        let shared: Vec<UOp> = users.into_iter().filter(|(_, n)| *n > 1).map(|(u, _)| u).chain(beside).collect();
         if shared.is_empty() {
             break;
         }
@@ -342,6 +350,14 @@ fn order_reads_before_assigns(order: &[UOp], mut items: Vec<ScheduleItem>, bufs:
     }
     let mut slots: Vec<Option<ScheduleItem>> = items.into_iter().map(Some).collect();
     copies.into_iter().chain(out.into_iter().map(|i| slots[i].take().expect("each kernel once"))).collect()
+}
+
+/// Elements a reduction reads (its source's), from which two side by side in one kernel get kernels of their own.
+const BIG_REDUCE: usize = 1 << 24;
+
+/// Elements reduction `u` reads: its source's.
+fn reduce_work(u: &UOp) -> usize {
+    u.src[0].shape().map_or(0, |s| s.iter().product())
 }
 
 /// Whether `u` computes a reduction in its kernel (one not behind a buffer or a realized node).

