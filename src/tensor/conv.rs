@@ -210,6 +210,10 @@ impl Tensor {
         let (stride, dilation) =
             (per_dim(&opts.stride, hw.len(), "stride", "conv2d"), per_dim(&opts.dilation, hw.len(), "dilation", "conv2d"));
         let x = pool(&self.pad(&[vec![(0, 0); 2], pads.to_vec()].concat()), &hw, &stride, &dilation);
+        // (a strided 1x1 convolution reads every s-th pixel: copied out once, the pixels it reads are a dense image
+        // a plain 1x1 convolution runs over at full speed, shared by the convolutions reading it (a ResNet stage's
+        // first block and its shortcut); read in place, each would stride across the whole input)
+        let x = if hw.iter().all(|&k| k == 1) && stride.iter().any(|&s| s > 1) { x.contiguous() } else { x };
         let (rcout, oyx) = (cout / g, x.shape()[2..2 + hw.len()].to_vec());
         let n = oyx.len();
         let x = x
