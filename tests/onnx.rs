@@ -192,6 +192,33 @@ fn initializers_are_read_in_place_from_the_mapped_file() {
 }
 
 #[test]
+fn repeated_runs_replay_the_captured_kernels_with_new_inputs() {
+    let d = dir("replay");
+    let w: Vec<f32> = (0..12).map(|i| i as f32 * 0.25 - 1.0).collect();
+    let nodes = vec![node("MatMul", &["x", "w"], &["xw"], vec![]), node("Relu", &["xw"], &["y"], vec![])];
+    write(&d.join("m.onnx"), nodes, vec![floats("w", &[4, 3], &w, true)], &["x"], &["y"]);
+    // (NonZero's output shape depends on the values: the graph reads data, so it keeps running without the TinyJit)
+    write(&d.join("nz.onnx"), vec![node("NonZero", &["x"], &["y"], vec![])], vec![], &["x"], &["y"]);
+    let (runner, nz) = (OnnxRunner::load(d.join("m.onnx")).unwrap(), OnnxRunner::load(d.join("nz.onnx")).unwrap());
+    let mut kept = Vec::new();
+    // (run 1 runs the graph, run 2 captures its kernels, runs 3-5 replay them on new inputs)
+    for k in 0..5 {
+        let x: Vec<f32> = (0..8).map(|i| ((i * 3 + k * 5) % 7) as f32 - 3.0).collect();
+        let mm = |e: usize| (0..4).map(|q| x[e / 3 * 4 + q] as f64 * w[q * 3 + e % 3] as f64).sum::<f64>();
+        let want: Vec<f64> = (0..6).map(|e| mm(e).max(0.0)).collect();
+        let y = runner.run(&[("x", Tensor::from_slice(&x, [2, 4]))]).unwrap().remove(0).1;
+        close(&y.to_vec::<f32>().unwrap(), &want, &format!("run {k}"));
+        kept.push((y, want));
+        let nonzero = nz.run(&[("x", Tensor::from_slice(&x, [2, 4]))]).unwrap().remove(0).1;
+        assert_eq!(nonzero.shape(), [2, x.iter().filter(|v| **v != 0.0).count()], "run {k}");
+    }
+    // (each run's output is its own: later replays wrote new buffers)
+    for (k, (y, want)) in kept.iter().enumerate() {
+        close(&y.to_vec::<f32>().unwrap(), want, &format!("run {k}'s output after the last run"));
+    }
+}
+
+#[test]
 fn bad_files_and_unsupported_ops_are_errors_naming_them() {
     let d = dir("bad");
     write(&d.join("m.onnx"), vec![node("Frobnicate", &["x"], &["y"], vec![])], vec![floats("w", &[2], &[1.0, 2.0], true)], &["x"], &["y"]);

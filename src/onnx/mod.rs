@@ -36,7 +36,13 @@ pub struct OnnxRunner {
     folded: Vec<bool>,
     /// Weights copied once into the layout a handler's kernels read best (see [`ops::Node::prepacked`]), by name.
     prepacked: Mutex<FxHashMap<String, Tensor>>,
+    /// A TinyJit per set of input names, shapes, dtypes and devices; `None` where the graph cannot be replayed (it
+    /// reads tensor data or draws random numbers while running, or takes or makes values other than tensors).
+    jits: Mutex<FxHashMap<Vec<InputSpec>, Option<crate::tensor::JitState>>>,
 }
+
+/// What a run's TinyJit is chosen by, per input: name, shape, dtype, device.
+type InputSpec = (String, Vec<usize>, DType, String);
 
 /// A value in a graph: a tensor, a sequence of tensors (`SequenceConstruct`, `SplitToSequence`), or an optional
 /// holding nothing (an optional holding a value is that value).
@@ -164,7 +170,8 @@ impl OnnxRunner {
             .map(|t| Ok((t.name().to_string(), tensor_in_file(t, dir, &path, Some(&bytes))?)))
             .collect::<Result<_>>()?;
         let opsets = model.opset_import.iter().map(|o| (o.domain().to_string(), o.version())).collect();
-        let mut runner = OnnxRunner { path, model, weights, opsets, folded: Vec::new(), prepacked: Mutex::default() };
+        let mut runner =
+            OnnxRunner { path, model, weights, opsets, folded: Vec::new(), prepacked: Mutex::default(), jits: Mutex::default() };
         runner.fold_constants()?;
         Ok(runner)
     }
@@ -288,6 +295,45 @@ impl OnnxRunner {
     /// # Errors
     /// As [`OnnxRunner::run`], and when a value's kind is not the declared one.
     pub fn run_values(&self, inputs: &[(&str, Value)]) -> Result<Vec<(String, Value)>> {
+        match self.run_jit(inputs)? {
+            Some(outs) => Ok(outs),
+            None => self.run_graph(inputs),
+        }
+    }
+
+    /// The run through this input signature's TinyJit (the second run captures the kernels, later ones replay them,
+    /// skipping graph building, scheduling and codegen), or `None` where the graph is not replayable (then marked so
+    /// for its signature) or `JIT=0`. Concurrent runs wait for each other.
+    fn run_jit(&self, inputs: &[(&str, Value)]) -> Result<Option<Vec<(String, Value)>>> {
+        let Some(given) = inputs.iter().map(|(n, v)| Some((*n, v.tensor()?.clone()))).collect::<Option<Vec<_>>>() else { return Ok(None) };
+        if crate::helpers::JIT.value() == 0 {
+            return Ok(None);
+        }
+        let sig: Vec<InputSpec> = given.iter().map(|(n, t)| (n.to_string(), t.shape(), t.dtype(), t.device())).collect();
+        let mut jits = self.jits.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(jit) = jits.entry(sig.clone()).or_insert_with(|| Some(Default::default())) else { return Ok(None) };
+        let names: Vec<&str> = given.iter().map(|(n, _)| *n).collect();
+        let tensors: Vec<Tensor> = given.iter().map(|(_, t)| t.clone()).collect();
+        let outputs = self.output_names();
+        let mut run = |xs: &[Tensor]| -> Result<Vec<Tensor>> {
+            let values: Vec<(&str, Value)> = names.iter().zip(xs).map(|(n, t)| (*n, Value::Tensor(t.clone()))).collect();
+            let outs = self.run_graph(&values)?;
+            let not_tensor = |n: &str| Error::Jit(format!("output {n:?} is not a tensor"));
+            outs.into_iter().map(|(n, v)| v.tensor().cloned().ok_or_else(|| not_tensor(&n))).collect()
+        };
+        match jit.call(&tensors, &mut run) {
+            Ok(outs) => Ok(Some(outputs.iter().map(|n| n.to_string()).zip(outs.into_iter().map(Value::Tensor)).collect())),
+            // (a graph that reads data or draws random numbers fails its capture, however its handler words the
+            // error: it runs as it is from now on; a real error comes back from that run)
+            Err(_) => {
+                jits.insert(sig, None);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Builds and realizes the graph on `inputs` (what a TinyJit's first and capturing calls run).
+    fn run_graph(&self, inputs: &[(&str, Value)]) -> Result<Vec<(String, Value)>> {
         let bad = |msg: String| Error::Format { path: self.path.clone(), msg };
         let graph = self.graph();
         let mut scope = Scope {

@@ -40,17 +40,30 @@ struct Captured {
     vars: Vec<UOp>,
 }
 
+/// One TinyJit's progress: calls so far and, from the second, the captured kernels. What [`TinyJit`] keeps per
+/// argument value; a caller holding its function elsewhere (the ONNX runner, whose graph is `self`) keeps one
+/// directly and passes the function to [`JitState::call`].
 #[derive(Default)]
-struct State {
+pub struct JitState {
     calls: usize,
     captured: Option<Captured>,
+}
+
+impl JitState {
+    /// Runs (first call), captures (second) or replays (later) `f` on `inputs`, as [`TinyJit::call`].
+    ///
+    /// # Errors
+    /// As [`TinyJit::call`].
+    pub fn call(&mut self, inputs: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>>) -> Result<Vec<Tensor>> {
+        step(self, inputs, f)
+    }
 }
 
 /// A function of tensors compiled into a replayable list of kernels (tinygrad `TinyJit`). `A` holds the
 /// function's non-tensor arguments ([`TinyJit::with_args`]); each distinct value gets its own capture.
 pub struct TinyJit<F, A = ()> {
     f: F,
-    states: Vec<(A, State)>,
+    states: Vec<(A, JitState)>,
 }
 
 fn buffer_of(t: &Tensor) -> Result<UOp> {
@@ -76,7 +89,7 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F, ()> {
     pub fn call(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let f = &mut self.f;
         if self.states.is_empty() {
-            self.states.push(((), State::default()));
+            self.states.push(((), JitState::default()));
         }
         step(&mut self.states[0].1, inputs, &mut |x: &[Tensor]| f(x))
     }
@@ -97,7 +110,7 @@ impl<A: PartialEq + Clone, F: FnMut(&[Tensor], &A) -> Result<Vec<Tensor>>> TinyJ
         let i = match self.states.iter().position(|(a, _)| *a == args) {
             Some(i) => i,
             None => {
-                self.states.push((args, State::default()));
+                self.states.push((args, JitState::default()));
                 self.states.len() - 1
             }
         };
@@ -120,7 +133,7 @@ fn input_vars(inputs: &[Tensor]) -> Vec<(std::sync::Arc<str>, i64)> {
     binds.map(|b| (b.var_name().into(), b.src[1].const_int().expect("BIND of a constant") as i64)).collect()
 }
 
-fn step(state: &mut State, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>>) -> Result<Vec<Tensor>> {
+fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>>) -> Result<Vec<Tensor>> {
     state.calls += 1;
     if JIT.value() == 0 || state.calls == 1 {
         return run_f(f, all);

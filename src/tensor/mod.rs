@@ -15,7 +15,7 @@ pub(crate) use random::DRAWS as RANDOM_DRAWS;
 
 pub use conv::{Conv2dOpts, InterpolateMode, Pool2dOpts};
 pub use functional::{Reduction, SdpaOpts};
-pub use jit::TinyJit;
+pub use jit::{JitState, TinyJit};
 pub use movement::Index;
 pub use ops::{IntoAxes, IntoDims, IntoOperand};
 pub use random::RandOpts;
