@@ -41,6 +41,9 @@ pub struct OnnxRunner {
     jits: Mutex<FxHashMap<Vec<InputSpec>, Option<crate::tensor::JitState>>>,
 }
 
+/// Input signatures an [`OnnxRunner`] keeps a TinyJit for (a model run at many batch sizes).
+const MAX_JITS: usize = 8;
+
 /// What a run's TinyJit is chosen by, per input: name, shape, dtype, device.
 type InputSpec = (String, Vec<usize>, DType, String);
 
@@ -311,6 +314,10 @@ impl OnnxRunner {
         }
         let sig: Vec<InputSpec> = given.iter().map(|(n, t)| (n.to_string(), t.shape(), t.dtype(), t.device())).collect();
         let mut jits = self.jits.lock().unwrap_or_else(|e| e.into_inner());
+        // (each capture holds its kernels' buffers: past MAX_JITS input signatures, the old ones are dropped)
+        if jits.len() >= MAX_JITS && !jits.contains_key(&sig) {
+            jits.clear();
+        }
         let Some(jit) = jits.entry(sig.clone()).or_insert_with(|| Some(Default::default())) else { return Ok(None) };
         let names: Vec<&str> = given.iter().map(|(n, _)| *n).collect();
         let tensors: Vec<Tensor> = given.iter().map(|(_, t)| t.clone()).collect();
