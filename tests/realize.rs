@@ -194,6 +194,7 @@ fn from_blob_borrows_aligned_host_bytes_and_copies_the_rest() {
 #[test]
 #[should_panic(expected = "Tensor::from_blob")]
 fn writing_a_borrowed_blob_panics() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let t = blob_at(0, &seq(64, 1.0));
     t.to_vec::<f32>().unwrap();
     assert!(t.is_borrowed());

@@ -25,9 +25,18 @@ pub struct Kernels {
 /// Runs `f`, recording every kernel launched on this thread meanwhile (a capture open inside `f` records its
 /// kernels in both).
 pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Kernels) {
+    /// Closes this thread's innermost capture when dropped, so a panic in `f` leaves no capture open.
+    struct Open;
+    impl Drop for Open {
+        fn drop(&mut self) {
+            CAPTURING.with(|c| c.borrow_mut().pop());
+        }
+    }
     CAPTURING.with(|c| c.borrow_mut().push(Vec::new()));
+    let open = Open;
     let out = f();
-    let items = CAPTURING.with(|c| c.borrow_mut().pop()).unwrap_or_default();
+    let items = CAPTURING.with(|c| c.borrow_mut().last_mut().map(std::mem::take)).unwrap_or_default();
+    drop(open);
     let created = items.iter().filter(|(_, new)| *new).map(|(ei, _)| ei.bufs[0].clone()).collect();
     (out, Kernels { items: items.into_iter().map(|(ei, _)| ei).collect(), created })
 }

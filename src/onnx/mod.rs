@@ -306,10 +306,11 @@ impl OnnxRunner {
 
     /// The run through this input signature's TinyJit (the second run captures the kernels, later ones replay them,
     /// skipping graph building, scheduling and codegen), or `None` where the graph is not replayable (then marked so
-    /// for its signature) or `JIT=0`. Concurrent runs wait for each other.
+    /// for its signature), under `JIT=0`, or where the graph draws random numbers. Concurrent runs wait for each other.
     fn run_jit(&self, inputs: &[(&str, Value)]) -> Result<Option<Vec<(String, Value)>>> {
         let Some(given) = inputs.iter().map(|(n, v)| Some((*n, v.tensor()?.clone()))).collect::<Option<Vec<_>>>() else { return Ok(None) };
-        if crate::helpers::JIT.value() == 0 {
+        // (a graph drawing random numbers would draw them twice: in its failed capture and in the run after it)
+        if crate::helpers::JIT.value() == 0 || self.graph().node.iter().any(|n| RANDOM_OPS.contains(&n.op_type())) {
             return Ok(None);
         }
         let sig: Vec<InputSpec> = given.iter().map(|(n, t)| (n.to_string(), t.shape(), t.dtype(), t.device())).collect();
@@ -328,10 +329,13 @@ impl OnnxRunner {
             let not_tensor = |n: &str| Error::Jit(format!("output {n:?} is not a tensor"));
             outs.into_iter().map(|(n, v)| v.tensor().cloned().ok_or_else(|| not_tensor(&n))).collect()
         };
+        let first = jit.calls() == 0;
         match jit.call(&tensors, &mut run) {
             Ok(outs) => Ok(Some(outputs.iter().map(|n| n.to_string()).zip(outs.into_iter().map(Value::Tensor)).collect())),
-            // (a graph that reads data or draws random numbers fails its capture, however its handler words the
-            // error: it runs as it is from now on; a real error comes back from that run)
+            // (the first call runs the graph as built: its errors are the graph's)
+            Err(e) if first => Err(e),
+            // (a graph that reads data fails its capture, however its handler words the error: it runs as it is
+            // from now on; a real error comes back from that run)
             Err(_) => {
                 jits.insert(sig, None);
                 Ok(None)
@@ -567,7 +571,7 @@ fn tensor_in_file(t: &TensorProto, dir: &Path, model: &Path, file: Option<&Bytes
     n.checked_mul(8).ok_or_else(|| bad(format!("shape {shape:?} has too many bytes")))?;
     // (narrow types are stored packed: `bits` per element, rounded up to whole bytes)
     let stored = packed.map_or(n * dt.itemsize(), |k| (n * narrow::bits(k)).div_ceil(8));
-    // (raw and external data stay slices of the mapped file until the tensor's buffer copies them once)
+    // (raw and external data stay slices of the mapped file: the tensor's buffer on the CPU, else copied once)
     let (bytes, whole): (Bytes, Option<Bytes>) = if t.data_location() == DataLocation::External {
         let entry = |k: &str| t.external_data.iter().find(|e| e.key() == k).map(|e| e.value().to_string());
         let location = PathBuf::from(entry("location").ok_or_else(|| bad("external data without a location".into()))?);

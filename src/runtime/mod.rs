@@ -133,8 +133,8 @@ pub fn run_main(body: impl FnOnce() -> Result<()>) -> std::process::ExitCode {
 
 /// Device memory of [`size`](Self::size) bytes (tinygrad's allocator "opaque"): a handle and the function that
 /// releases it, both chosen by the allocator that made it. On the CPU and the interpreter the handle is a host
-/// allocation aligned to 64 bytes (a cache line, and an AVX-512 vector); on OpenCL it is a `cl_mem`. Released
-/// when dropped.
+/// allocation aligned to 64 bytes (a cache line, and an AVX-512 vector), or host bytes borrowed read-only and
+/// aligned to their elements ([`RawBuffer::borrow_host`]); on OpenCL it is a `cl_mem`. Released when dropped.
 #[derive(Debug)]
 pub struct RawBuffer {
     ptr: NonNull<u8>,
@@ -151,7 +151,8 @@ pub struct RawBuffer {
 /// [`crate::renderer::Renderer::overread`] promises codegen.
 pub const OVERREAD: usize = crate::renderer::CPU_OVERREAD;
 
-// SAFETY: a RawBuffer exclusively owns its allocation and hands out only raw pointers; synchronizing accesses
+// SAFETY: a RawBuffer exclusively owns its allocation (a borrowed one shares read-only `Bytes`, which are Send and
+// Sync) and hands out only raw pointers; synchronizing accesses
 // through them (e.g. not copying in while a kernel writes) is the caller's job, as with any device memory.
 unsafe impl Send for RawBuffer {}
 // SAFETY: as for Send: no method reads or writes the memory through `&self` except the allocator copies, whose
@@ -189,13 +190,13 @@ impl RawBuffer {
     /// The first `size` of host memory `bytes` as a read-only host buffer, without copying (tinygrad
     /// `Tensor.from_blob`'s external memory): where their start is `align`-aligned (a kernel's element type) and
     /// the [`OVERREAD`] bytes past `size` are readable: within `bytes`, or in the same 4 KiB page as the last byte
-    /// (memory is readable page by page). None otherwise: the caller copies.
+    /// (memory is readable page by page). None otherwise, and for `size` 0: the caller copies.
     pub fn borrow_host(bytes: &bytes::Bytes, size: usize, align: usize) -> Option<Self> {
         const PAGE: usize = 4096;
         let start = bytes.as_ptr() as usize;
         let last = start + size.max(1) - 1;
         let overread_ok = bytes.len() >= size + OVERREAD || last / PAGE == (last + OVERREAD) / PAGE;
-        if bytes.len() < size || !start.is_multiple_of(align.max(1)) || !overread_ok {
+        if size == 0 || bytes.len() < size || !start.is_multiple_of(align.max(1)) || !overread_ok {
             return None;
         }
         /// Releases nothing: `keep` holds the memory.
@@ -232,6 +233,7 @@ impl RawBuffer {
     /// Panics unless `copyin` may fill this buffer from `src`: memory of kind `owner`, of `src`'s size.
     pub fn check_copyin(&self, owner: &str, src: &[u8]) {
         self.check_owner(owner);
+        assert!(!self.is_borrowed(), "copyin: the buffer is borrowed read-only host memory (RawBuffer::borrow_host)");
         assert_eq!(self.size, src.len(), "copyin: buffer is {} bytes, source {}", self.size, src.len());
     }
 
@@ -246,7 +248,7 @@ impl RawBuffer {
         self.size
     }
 
-    /// The handle: for host buffers the start of the memory, 64-byte aligned, valid for [`size`](Self::size)
+    /// The handle: for host buffers the start of the memory (64-byte aligned unless borrowed), valid for [`size`](Self::size)
     /// bytes while `self` lives.
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()

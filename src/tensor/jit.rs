@@ -57,6 +57,10 @@ impl JitState {
     pub fn call(&mut self, inputs: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>>) -> Result<Vec<Tensor>> {
         step(self, inputs, f)
     }
+    /// Calls so far (the next is the first: 0, the capture: 1, a replay: 2 or more).
+    pub fn calls(&self) -> usize {
+        self.calls
+    }
 }
 
 /// A function of tensors compiled into a replayable list of kernels (tinygrad `TinyJit`). `A` holds the

@@ -127,7 +127,7 @@ impl BufferInfo {
     }
 
     /// A new buffer identity of `size` elements on `device` whose memory, when allocated, starts as `init`
-    /// (which the runtime checks holds exactly the buffer's bytes), or, where `borrow` and the device allows, is.
+    /// (which the runtime checks holds at least the buffer's bytes), or, where `borrow` and the device allows, is.
     pub fn with_init(size: usize, device: &str, init: Option<bytes::Bytes>, borrow: bool) -> Arc<BufferInfo> {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Arc::new(BufferInfo {

@@ -282,8 +282,8 @@ fn vector_tile(k: &mut Kernel, a: &Analysis, v: &UOp, vregs: usize) {
 }
 
 /// SWAP: the row and column loops of a register tile ([`vector_tile`]: `(row axis, its tile size, the vectors'
-/// loads)` and `(column axis, its tile size, the broadcast loads)`) ordered for the fewest bytes re-read. The loads moving along the inner of the two loops are
-/// read again at each step of the outer one (rows outside: the whole image once per row group; columns outside:
+/// loads)` and `(column axis, its tile size, the broadcast loads)`) ordered for the fewest bytes re-read. The loads
+/// moving along the inner of the two loops are read again at each step of the outer one (rows outside: the whole image once per row group; columns outside:
 /// the whole filter once per group of an image's rows), so the loop whose steps cost less goes outside. A 1x1
 /// convolution over a 56x56 image with 256 channels re-reads 3 MB per row group in output-channel order, 128 KB
 /// per image-row group swapped: 50 -> 90 GFLOP/s.
