@@ -323,14 +323,26 @@ impl OnnxRunner {
         let names: Vec<&str> = given.iter().map(|(n, _)| *n).collect();
         let tensors: Vec<Tensor> = given.iter().map(|(_, t)| t.clone()).collect();
         let outputs = self.output_names();
+        // (a graph whose outputs are not all tensors is not replayable: its first run's values come back as they are)
+        let mut plain = None;
         let mut run = |xs: &[Tensor]| -> Result<Vec<Tensor>> {
             let values: Vec<(&str, Value)> = names.iter().zip(xs).map(|(n, t)| (*n, Value::Tensor(t.clone()))).collect();
             let outs = self.run_graph(&values)?;
-            let not_tensor = |n: &str| Error::Jit(format!("output {n:?} is not a tensor"));
-            outs.into_iter().map(|(n, v)| v.tensor().cloned().ok_or_else(|| not_tensor(&n))).collect()
+            match outs.iter().map(|(_, v)| v.tensor().cloned()).collect::<Option<Vec<_>>>() {
+                Some(ts) => Ok(ts),
+                None => Err(Error::Jit(format!(
+                    "outputs {:?} are not all tensors",
+                    plain.insert(outs).iter().map(|o| &o.0).collect::<Vec<_>>()
+                ))),
+            }
         };
         let first = jit.calls() == 0;
-        match jit.call(&tensors, &mut run) {
+        let called = jit.call(&tensors, &mut run);
+        if let Some(outs) = plain {
+            jits.insert(sig, None);
+            return Ok(Some(outs));
+        }
+        match called {
             Ok(outs) => Ok(Some(outputs.iter().map(|n| n.to_string()).zip(outs.into_iter().map(Value::Tensor)).collect())),
             // (the first call runs the graph as built: its errors are the graph's)
             Err(e) if first => Err(e),
