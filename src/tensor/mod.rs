@@ -235,6 +235,15 @@ impl Tensor {
     pub(crate) fn set_uop(&self, u: UOp) {
         *self.0.uop.write() = u;
     }
+    /// Makes this tensor `other`'s graph (tinygrad `replace`): handles to `self` see `other`'s values.
+    ///
+    /// # Panics
+    /// If the shapes differ.
+    pub fn replace(&self, other: &Tensor) -> &Tensor {
+        assert_eq!(self.shape(), other.shape(), "replace: shape {:?} with shape {:?}", self.shape(), other.shape());
+        self.set_uop(other.uop());
+        self
+    }
     /// Whether `backward` computes this tensor's gradient.
     pub fn requires_grad(&self) -> bool {
         self.0.requires_grad.load(std::sync::atomic::Ordering::Relaxed)
@@ -289,10 +298,17 @@ impl Tensor {
     /// # Panics
     /// If `self` is not a scalar.
     pub fn backward(&self) -> &Tensor {
+        self.backward_with(None)
+    }
+    /// [`Tensor::backward`] weighted by `gradient` (shaped as `self`; default ones, for a scalar `self`).
+    ///
+    /// # Panics
+    /// If `gradient` is `None` and `self` is not a scalar.
+    pub fn backward_with(&self, gradient: Option<&Tensor>) -> &Tensor {
         let topo: rustc_hash::FxHashSet<UOp> = self.uop().toposort().into_iter().collect();
         let live: Vec<Tensor> = GRAD_TENSORS.lock().iter().filter_map(|w| w.upgrade()).map(Tensor).collect();
         let need: Vec<&Tensor> = live.iter().filter(|t| t.requires_grad() && topo.contains(&t.uop())).collect();
-        for (t, g) in need.iter().zip(self.gradient(&need, None)) {
+        for (t, g) in need.iter().zip(self.gradient(&need, gradient)) {
             let g = match t.grad() {
                 Some(old) => old.add(g),
                 None => g,
