@@ -6,6 +6,9 @@
 use std::cell::Cell;
 use tinygrad::{dtypes, engine, Error, Tensor, TinyJit};
 
+/// Tests that draw random numbers: the RNG is process-wide, and one compares a seeded sequence.
+static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn t(v: &[f32]) -> Tensor {
     Tensor::from(v.to_vec())
 }
@@ -118,6 +121,7 @@ fn slice_assign_works_without_realize() {
 // shapes: inputs of another width are another shape: error naming the input.
 #[test]
 fn symbolic_pad_view_frozen() {
+    let _g = RNG.lock().unwrap_or_else(|e| e.into_inner());
     let a = Tensor::rand([3, 10]);
     a.realize().unwrap();
     let mut f = TinyJit::new(|x: &[Tensor]| Ok(vec![(&x[0] + 1.0).pad(&[(0, 0), (0, 10 - x[0].shape()[1] as i64)])]));
@@ -212,6 +216,7 @@ fn views_with_different_offsets_fail() {
 // for another dtype, another device and another input count.
 #[test]
 fn shape_change_after_capture_fails() {
+    let _g = RNG.lock().unwrap_or_else(|e| e.into_inner());
     let mut f = TinyJit::new(|x: &[Tensor]| Ok(vec![&x[0] + &x[1]]));
     f.call(&[Tensor::randn([10, 10]), Tensor::randn([10, 10])]).unwrap();
     f.call(&[Tensor::randn([10, 10]), Tensor::randn([10, 10])]).unwrap();
@@ -354,15 +359,18 @@ fn tolist_bakes_in_values() {
     jit_err(f.call(&[t(&[1.0, 2.0, 3.0])]), "read while capturing");
 }
 
-// tinygrad (correct behavior): random tensors regenerate each call. Ours keeps the RNG counter on the host,
-// so a capture would repeat the numbers: drawing while capturing is an error; draws passed as inputs vary.
+// tinygrad (correct behavior): random tensors regenerate each call. Ours too: a replay gives each draw the RNG's
+// next counter, so the numbers continue the sequence the draws would make run as built.
 #[test]
 fn random_regenerates() {
+    let _g = RNG.lock().unwrap_or_else(|e| e.into_inner());
     let mut f = TinyJit::new(|x: &[Tensor]| Ok(vec![&x[0] + Tensor::rand([3])]));
-    f.call(&[t(&[0.0; 3])]).unwrap();
-    jit_err(f.call(&[t(&[0.0; 3])]), "drew random numbers");
-    let mut g = TinyJit::new(|x: &[Tensor]| Ok(vec![&x[0] + &x[1]]));
-    let mut seen: Vec<Vec<f32>> = (0..5).map(|_| vals(&g.call(&[t(&[0.0; 3]), Tensor::rand([3])]).unwrap()[0])).collect();
+    Tensor::manual_seed(7);
+    let jitted: Vec<Vec<f32>> = (0..5).map(|_| vals(&f.call(&[t(&[0.0; 3])]).unwrap()[0])).collect();
+    Tensor::manual_seed(7);
+    let plain: Vec<Vec<f32>> = (0..5).map(|_| vals(&Tensor::rand([3]))).collect();
+    assert_eq!(jitted, plain);
+    let mut seen = plain.clone();
     seen.sort_by(|a, b| a.partial_cmp(b).unwrap());
     seen.dedup();
     assert_eq!(seen.len(), 5);

@@ -24,15 +24,13 @@ struct RT(Tensor);
 type Res<T> = PyResult<T>;
 
 /// Runs `f`, turning a panic into a Python exception: `IndexError` where the message says an index is out of
-/// range, `ValueError` for negative or bad sizes, else `RuntimeError` (tinygrad raises these three).
+/// range or there are too many, else `RuntimeError` (the Python layer raises tinygrad's `ValueError`s itself).
 fn guard<R>(f: impl FnOnce() -> R) -> Res<R> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|e| {
         let msg = e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()));
         let msg = msg.unwrap_or_else(|| "panic in tinygrad-rs".into());
-        if msg.contains("out of range") || msg.contains("out of bounds") {
+        if ["out of range", "out of bounds", "too many indices", "ellipsis"].iter().any(|m| msg.contains(m)) {
             PyIndexError::new_err(msg)
-        } else if msg.contains("negative") || msg.contains("must be positive") {
-            PyValueError::new_err(msg)
         } else {
             PyRuntimeError::new_err(msg)
         }
@@ -69,7 +67,7 @@ fn constant(o: &Bound<PyAny>) -> Res<ConstValue> {
     Ok(if o.is_instance_of::<PyBool>() {
         ConstValue::Bool(o.extract()?)
     } else if o.is_instance_of::<PyInt>() && !o.is_instance_of::<PyFloat>() {
-        ConstValue::Int(o.extract::<i64>()? as i128)
+        ConstValue::Int(o.extract::<i128>()?)
     } else {
         ConstValue::Float(o.extract()?)
     })
@@ -120,7 +118,7 @@ type Binary = fn(&Tensor, Tensor) -> Tensor;
 #[rustfmt::skip]
 const BINARY: &[(&str, Binary)] = &[
     ("add", |a, b| a.add(b)), ("sub", |a, b| a.sub(b)), ("mul", |a, b| a.mul(b)), ("div", |a, b| a.div(b)),
-    ("idiv", |a, b| a.div_floor(b)), ("div_trunc", |a, b| a.div_trunc(b)), ("mod", |a, b| a.mod_(b)),
+    ("floordiv", |a, b| a.div_floor(b)), ("div_trunc", |a, b| a.div_trunc(b)), ("mod", |a, b| a.mod_(b)),
     ("fmod", |a, b| a.fmod(b)), ("pow", |a, b| a.pow(b)), ("maximum", |a, b| a.maximum(b)),
     ("minimum", |a, b| a.minimum(b)), ("lt", |a, b| a.lt(b)), ("gt", |a, b| a.gt(b)), ("le", |a, b| a.le(b)),
     ("ge", |a, b| a.ge(b)), ("eq", |a, b| a.eq(b)), ("ne", |a, b| a.ne(b)), ("bitwise_and", |a, b| a.bitwise_and(b)),
@@ -439,14 +437,14 @@ impl RT {
     }
     /// Pads with (before, after) per dim; `mode` is constant (with `value`), reflect, replicate or circular.
     fn pad(&self, pads: Vec<(i64, i64)>, value: f64, mode: &str) -> Res<RT> {
-        guard(|| match mode {
-            "constant" => Ok(RT(self.0.pad_value(&pads, value))),
-            "reflect" => Ok(RT(self.0.pad_reflect(&pads))),
-            "replicate" => Ok(RT(self.0.pad_replicate(&pads))),
-            "circular" => Ok(RT(self.0.pad_circular(&pads))),
-            _ => Err(PyNotImplementedError(format!("mode={mode} is not supported"))),
-        })?
-        .map_err(|PyNotImplementedError(m)| pyo3::exceptions::PyNotImplementedError::new_err(m))
+        let f: fn(&Tensor, &[(i64, i64)], f64) -> Tensor = match mode {
+            "constant" => |t, p, v| t.pad_value(p, v),
+            "reflect" => |t, p, _| t.pad_reflect(p),
+            "replicate" => |t, p, _| t.pad_replicate(p),
+            "circular" => |t, p, _| t.pad_circular(p),
+            _ => return Err(pyo3::exceptions::PyNotImplementedError::new_err(format!("mode={mode} is not supported"))),
+        };
+        guard(|| RT(f(&self.0, &pads, value)))
     }
     fn shrink(&self, bounds: Vec<(usize, usize)>) -> Res<RT> {
         guard(|| RT(self.0.shrink(&bounds)))
@@ -661,9 +659,6 @@ impl RT {
         })
     }
 }
-
-/// A Rust string message that is not yet a Python error (built inside [`guard`]).
-struct PyNotImplementedError(String);
 
 /// The settings tinygrad's `Context` and `getenv` reach, by name.
 fn context_var(name: &str) -> Option<&'static ContextVar> {

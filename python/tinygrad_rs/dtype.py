@@ -96,7 +96,9 @@ DTYPES_DICT = {k: v for k, v in dtypes.fields().items() if k not in ("default_fl
 def to_dtype(x) -> DType:
   """A DType from a DType or a name (``"float32"``, ``"int"``)."""
   if isinstance(x, DType): return x
-  if isinstance(x, str) and x in DTYPES_DICT: return DTYPES_DICT[x]
+  if isinstance(x, str):
+    if x in DTYPES_DICT: return DTYPES_DICT[x]
+    raise AttributeError(f"type object 'dtypes' has no attribute {x!r}")
   raise TypeError(f"not a dtype: {x!r}")
 
 # tinygrad's promotion lattice: the dtypes each one promotes to

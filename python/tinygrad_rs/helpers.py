@@ -92,17 +92,29 @@ def colored(st, color: str | None = None, background=False) -> str:
 def ansilen(s: str) -> int:
   import re
   return len(re.sub('\x1b\\[(K|.*?m)', '', s))
-def trange(n: int, **kwargs):
-  """``range(n)`` with a progress bar (tqdm where installed)."""
-  try:
-    from tqdm import trange as _t
-    return _t(n, **kwargs)
-  except ImportError: return range(n)
-def tqdm(it, **kwargs):
-  try:
-    from tqdm import tqdm as _t
-    return _t(it, **kwargs)
-  except ImportError: return it
+class tqdm:
+  """A progress bar on stderr (tinygrad's own ``tqdm``): iterate it, ``set_description`` names what it shows."""
+  def __init__(self, iterable=None, desc: str = "", disable: bool = False, total: int | None = None, **kwargs):
+    self.iterable, self.desc, self.disable, self.n = iterable, desc, disable, 0
+    self.total = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
+    self.st = time.perf_counter()
+  def set_description(self, desc: str): self.desc = desc; self._show()
+  def _show(self):
+    if self.disable: return
+    el = time.perf_counter() - self.st
+    rate = f"{self.n/el:.2f} it/s" if el > 0 and self.n else "?"
+    print(f"\r{self.desc}{': ' if self.desc else ''}{self.n}/{self.total if self.total is not None else '?'} [{el:.1f}s, {rate}]",
+          end="", file=sys.stderr, flush=True)
+  def update(self, n: int = 1): self.n += n; self._show()
+  def __iter__(self):
+    for x in self.iterable:
+      yield x
+      self.update()
+    if not self.disable: print(file=sys.stderr)
+
+def trange(n: int, **kwargs) -> tqdm:
+  """``tqdm(range(n))``."""
+  return tqdm(range(n), **kwargs)
 
 class Timing(contextlib.ContextDecorator):
   def __init__(self, prefix="", on_exit=None, enabled=True): self.prefix, self.on_exit, self.enabled = prefix, on_exit, enabled

@@ -2,12 +2,12 @@
 arguments (varargs shapes, keywords, defaults, torch-style padding) and calls one op of the engine's ``RTensor``.
 No math happens here: graphs, gradients, scheduling and kernels are the engine's."""
 from __future__ import annotations
-import math, struct, contextlib
-from typing import Any, Callable, Iterable, Sequence
+import math, contextlib
+from typing import Any, Callable
 import numpy as np
 from . import _tinygrad_rs as _rs
-from .dtype import DType, dtypes, to_dtype, ENGINE_NAME, FROM_ENGINE, least_upper_float
-from .helpers import argfix, prod, make_tuple, TRAINING, all_int
+from .dtype import DType, dtypes, to_dtype, ENGINE_NAME, FROM_ENGINE
+from .helpers import argfix, prod, make_tuple, TRAINING
 
 _R = _rs.RTensor
 _NP = {dtypes.bool: np.bool_, dtypes.int8: np.int8, dtypes.uint8: np.uint8, dtypes.int16: np.int16, dtypes.uint16: np.uint16,
@@ -26,9 +26,18 @@ def _shape(shape) -> tuple[int, ...]:
   if any(x < 0 for x in s): raise ValueError(f"cannot create a tensor with negative dimension in {s=}")
   return s
 
+def _axis(a: int, ndim: int) -> int:
+  """``a`` checked against ``ndim`` dims (a 0-d tensor takes 0 and -1): IndexError where out of range."""
+  if not -max(ndim, 1) <= a < max(ndim, 1): raise IndexError(f"Dimension out of range (expected to be in range of [{-max(ndim, 1)}, {max(ndim, 1)-1}], but got {a})")
+  return a
+
 def _axes(axis, ndim: int) -> list[int] | None:
   if axis is None: return None
   return [int(a) for a in (axis if isinstance(axis, (tuple, list)) else (axis,))]
+
+def _rg(rt, requires_grad) -> Tensor:
+  if requires_grad is not None: rt.set_requires_grad(requires_grad)
+  return _w(rt)
 
 def _w(rt) -> Tensor:
   t = Tensor.__new__(Tensor)
@@ -84,8 +93,8 @@ class Tensor:
     elif isinstance(data, (list, tuple)):
       pdt = dt or dtypes.from_py(data)
       npdt = _NP.get(pdt, np.float32)
-      try: arr = np.array(_flat_py(data), dtype=npdt) if pdt != dtypes.bool or True else None
-      except OverflowError: arr = np.array(data).astype(npdt)
+      try: arr = np.array(_flat_py(data), dtype=npdt)
+      except OverflowError: arr = np.array(_flat_py(data)).astype(npdt)
       rt = _from_np(arr, pdt, device)
     elif isinstance(data, np.ndarray):
       if data.dtype not in _FROM_NP: raise RuntimeError(f"can't create Tensor from numpy dtype {data.dtype}")
@@ -132,8 +141,7 @@ class Tensor:
   @property
   def uop(self): return self._t
   lazydata = uop
-  def __repr__(self): return f"<Tensor {self.shape} on {self.device} with grad {self.grad!r}>" if False else \
-    f"<Tensor shape={self.shape} dtype={self.dtype} device={self.device!r}>"
+  def __repr__(self): return f"<Tensor shape={self.shape} dtype={self.dtype} device={self.device!r}>"
   def __hash__(self): return id(self)
   def __bool__(self): raise TypeError("__bool__ on Tensor is not defined")
   def __len__(self):
@@ -182,13 +190,13 @@ class Tensor:
 
   # ---- creation
   @staticmethod
-  def empty(*shape, device=None, dtype=None, **kwargs) -> Tensor:
-    return _w(_R.empty(list(_shape(shape)), ENGINE_NAME[to_dtype(dtype) if dtype else dtypes.default_float]))
+  def empty(*shape, device=None, dtype=None, requires_grad=None, **kwargs) -> Tensor:
+    return _rg(_R.empty(list(_shape(shape)), ENGINE_NAME[to_dtype(dtype) if dtype else dtypes.default_float]), requires_grad)
   @staticmethod
-  def full(shape, fill_value, device=None, dtype=None, **kwargs) -> Tensor:
+  def full(shape, fill_value, device=None, dtype=None, requires_grad=None, **kwargs) -> Tensor:
     s = _shape((shape,) if isinstance(shape, int) else (tuple(shape),))
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
-    return _w(_R.full(list(s), _pyconst(fill_value, dt), ENGINE_NAME[dt]))
+    return _rg(_R.full(list(s), _pyconst(fill_value, dt), ENGINE_NAME[dt]), requires_grad)
   @staticmethod
   def zeros(*shape, **kwargs) -> Tensor: return Tensor.full(_shape(shape), 0.0, **{"dtype": dtypes.default_float, **kwargs})
   @staticmethod
@@ -210,9 +218,9 @@ class Tensor:
     if dt == dtypes.bool: raise ValueError("linspace with bool dtype is not supported")
     return _w(_R.linspace(float(start), float(stop), steps, ENGINE_NAME[dt]))
   @staticmethod
-  def eye(n: int, m: int | None = None, **kwargs) -> Tensor:
+  def eye(n: int, m: int | None = None, requires_grad=None, **kwargs) -> Tensor:
     if n < 0 or (m is not None and m < 0): raise ValueError(f"cannot have negative {n=}, {m=}")
-    return _w(_R.eye(n, n if m is None else m, ENGINE_NAME[to_dtype(kwargs.get("dtype") or dtypes.default_float)]))
+    return _rg(_R.eye(n, n if m is None else m, ENGINE_NAME[to_dtype(kwargs.get("dtype") or dtypes.default_float)]), requires_grad)
   def full_like(self, fill_value, **kwargs) -> Tensor:
     return Tensor.full(self.shape, fill_value, dtype=kwargs.get("dtype", self.dtype))
   def zeros_like(self, **kwargs) -> Tensor: return self.full_like(0, **kwargs)
@@ -220,12 +228,13 @@ class Tensor:
   @staticmethod
   def manual_seed(seed=0) -> None: _R.manual_seed(seed)
   @staticmethod
-  def _random(kind, shape, dtype=None, a=0.0, b=1.0) -> Tensor:
-    return _w(_R.random(kind, list(_shape(shape)), ENGINE_NAME[to_dtype(dtype)] if dtype is not None else None, float(a), float(b)))
+  def _random(kind, shape, dtype=None, a=0.0, b=1.0, requires_grad=None) -> Tensor:
+    return _rg(_R.random(kind, list(_shape(shape)), ENGINE_NAME[to_dtype(dtype)] if dtype is not None else None, float(a), float(b)), requires_grad)
   @staticmethod
-  def rand(*shape, device=None, dtype=None, contiguous=True, **kwargs) -> Tensor: return Tensor._random("rand", shape, dtype)
+  def rand(*shape, device=None, dtype=None, contiguous=True, requires_grad=None, **kwargs) -> Tensor:
+    return Tensor._random("rand", shape, dtype, requires_grad=requires_grad)
   @staticmethod
-  def randn(*shape, dtype=None, requires_grad=None, **kwargs) -> Tensor: return Tensor._random("randn", shape, dtype)
+  def randn(*shape, dtype=None, requires_grad=None, **kwargs) -> Tensor: return Tensor._random("randn", shape, dtype, requires_grad=requires_grad)
   @staticmethod
   def randint(*shape, low=0, high=10, dtype=dtypes.int32, **kwargs) -> Tensor:
     if not isinstance(low, int) or not isinstance(high, int): raise TypeError(f"{low=} and {high=} must be integers")
@@ -234,10 +243,10 @@ class Tensor:
     return Tensor._random("randint", shape, dt, low, high)
   @staticmethod
   def normal(*shape, mean=0.0, std=1.0, requires_grad=None, **kwargs) -> Tensor:
-    return Tensor._random("normal", shape, kwargs.get("dtype"), mean, std)
+    return Tensor._random("normal", shape, kwargs.get("dtype"), mean, std, requires_grad)
   @staticmethod
   def uniform(*shape, low=0.0, high=1.0, dtype=None, requires_grad=None, **kwargs) -> Tensor:
-    return Tensor._random("uniform", shape, dtype, low, high)
+    return Tensor._random("uniform", shape, dtype, low, high, requires_grad)
   @staticmethod
   def scaled_uniform(*shape, **kwargs) -> Tensor: return Tensor._random("scaled_uniform", shape, kwargs.get("dtype"))
   @staticmethod
@@ -290,8 +299,10 @@ class Tensor:
   def mul(self, x, reverse=False) -> Tensor: return self._b("mul", x, reverse)
   def div(self, x, reverse=False, rounding_mode=None) -> Tensor:
     if rounding_mode not in (None, "trunc", "floor"): raise RuntimeError(f"{rounding_mode=} is not supported")
-    return self._b({None: "div", "trunc": "div_trunc", "floor": "idiv"}[rounding_mode], x, reverse)
-  def idiv(self, x, reverse=False) -> Tensor: return self._b("idiv", x, reverse)
+    return self._b({None: "div", "trunc": "div_trunc", "floor": "floordiv"}[rounding_mode], x, reverse)
+  def idiv(self, x, reverse=False) -> Tensor:
+    """Division rounding toward zero (tinygrad 0.12's ``idiv``)."""
+    return self._b("div_trunc", x, reverse)
   def mod(self, x, reverse=False) -> Tensor: return self._b("mod", x, reverse)
   def fmod(self, x) -> Tensor: return self._b("fmod", x)
   def pow(self, x, reverse=False) -> Tensor: return self._b("pow", x, reverse)
@@ -331,8 +342,8 @@ class Tensor:
   def __rmul__(self, x): return self.mul(x, True)
   def __truediv__(self, x): return self.div(x)
   def __rtruediv__(self, x): return self.div(x, True)
-  def __floordiv__(self, x): return self.idiv(x)
-  def __rfloordiv__(self, x): return self.idiv(x, True)
+  def __floordiv__(self, x): return self.div(x, rounding_mode="floor")
+  def __rfloordiv__(self, x): return self.div(x, True, rounding_mode="floor")
   def __mod__(self, x): return self.mod(x)
   def __rmod__(self, x): return self.mod(x, True)
   def __pow__(self, x): return self.pow(x)
@@ -379,7 +390,11 @@ class Tensor:
   def __irshift__(self, x): return self._inplace(self >> x)
 
   # ---- reductions
-  def _r(self, name, axis, keepdim) -> Tensor: return _w(self._t.reduce(name, _axes(axis, self.ndim), keepdim))
+  def _r(self, name, axis, keepdim) -> Tensor:
+    axes = _axes(axis, self.ndim)
+    if axes is not None: axes = [_axis(a, self.ndim) for a in axes]
+    if self.ndim == 0: return self if axes == [] else self.reshape(1)._r(name, 0, False)
+    return _w(self._t.reduce(name, axes, keepdim))
   def sum(self, axis=None, keepdim=False, dtype=None) -> Tensor:
     return (self.cast(dtype) if dtype is not None else self)._r("sum", axis, keepdim)
   def prod(self, axis=None, keepdim=False, dtype=None) -> Tensor:
@@ -398,7 +413,11 @@ class Tensor:
     return tuple(_w(t) for t in self._t.var(_axes(axis, self.ndim), keepdim, correction, True, True))
   def argmax(self, axis=None, keepdim=False) -> Tensor: return _w(self._t.argmax(axis, keepdim, False))
   def argmin(self, axis=None, keepdim=False) -> Tensor: return _w(self._t.argmax(axis, keepdim, True))
-  def _along(self, name, axis) -> Tensor: return _w(self._t.along(name, axis))
+  def _along(self, name, axis) -> Tensor:
+    if self.ndim == 0 and name != "unsqueeze":
+      _axis(axis, 0)
+      return self.reshape(1)._along(name, 0).reshape(()) if name not in ("squeeze", "flatten") else self
+    return _w(self._t.along(name, _axis(axis, self.ndim + (name == "unsqueeze"))))
   def softmax(self, axis=-1, dtype=None) -> Tensor: return (self.cast(dtype) if dtype else self)._along("softmax", axis)
   def log_softmax(self, axis=-1, dtype=None) -> Tensor: return (self.cast(dtype) if dtype else self)._along("log_softmax", axis)
   def softmin(self, axis=-1) -> Tensor: return self._along("softmin", axis)
@@ -409,7 +428,9 @@ class Tensor:
   def cummin(self, axis: int = 0) -> tuple[Tensor, Tensor]: return tuple(map(_w, self._t.cummax(axis, True)))
   def sort(self, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]: return tuple(map(_w, self._t.sort(dim, descending)))
   def argsort(self, dim: int = -1, descending: bool = False) -> Tensor: return _w(self._t.argsort(dim, descending))
-  def topk(self, k: int, dim: int = -1, largest=True, sorted_=True) -> tuple[Tensor, Tensor]: return tuple(map(_w, self._t.topk(k, dim, largest)))
+  def topk(self, k: int, dim: int = -1, largest=True, sorted_=True) -> tuple[Tensor, Tensor]:
+    if not 0 <= k <= (self.shape[_axis(dim, self.ndim)] if self.ndim else 1): raise RuntimeError(f"selected index {k=} is out of range")
+    return tuple(map(_w, self._t.topk(k, dim, largest)))
   def matmul(self, x: Tensor, reverse=False, dtype=None) -> Tensor:
     a, b = (x, self) if reverse else (self, x)
     if not isinstance(a, Tensor): a = Tensor(a)
@@ -427,17 +448,23 @@ class Tensor:
 
   # ---- movement
   def reshape(self, shape, *args) -> Tensor:
-    s = argfix(shape, *args)
-    return _w(self._t.reshape([int(self.shape[i]) if x is None else int(x) for i, x in enumerate(s)]))
+    s = [int(self.shape[i]) if x is None else int(x) for i, x in enumerate(argfix(shape, *args))]
+    if (c := s.count(-1)) > 1: raise RuntimeError(f"only one dimension can be inferred using -1, getting {s}")
+    if c == 0 and prod(s) != self.numel(): raise ValueError(f"size mismatch, can't reshape ({self.shape}) -> ({tuple(s)})")
+    return _w(self._t.reshape(s))
   def view(self, shape, *args) -> Tensor: return self.reshape(shape, *args)
   def permute(self, order, *args) -> Tensor: return _w(self._t.permute(list(argfix(order, *args))))
   def expand(self, shape, *args) -> Tensor: return _w(self._t.expand([int(x) for x in argfix(shape, *args)]))
   def transpose(self, dim0=1, dim1=0) -> Tensor: return _w(self._t.transpose(dim0, dim1))
-  def flatten(self, start_dim=0, end_dim=-1) -> Tensor: return _w(self._t.flatten_range(start_dim, end_dim))
+  def flatten(self, start_dim=0, end_dim=-1) -> Tensor:
+    return self.reshape(1) if self.ndim == 0 else _w(self._t.flatten_range(start_dim, end_dim))
   def unflatten(self, dim: int, sizes) -> Tensor: return _w(self._t.unflatten(dim, list(sizes)))
   def squeeze(self, dim: int | None = None) -> Tensor: return _w(self._t.unary("squeeze_all") if dim is None else self._t.along("squeeze", dim))
   def unsqueeze(self, dim: int) -> Tensor: return self._along("unsqueeze", dim)
-  def flip(self, axis, *args) -> Tensor: return _w(self._t.flip(list(argfix(axis, *args))))
+  def flip(self, axis, *args) -> Tensor:
+    axes = [_axis(a, self.ndim) % max(self.ndim, 1) for a in argfix(axis, *args)]
+    if len(axes) != len(set(axes)): raise RuntimeError(f"dim can appear at most once, getting {axes}")
+    return self if self.ndim == 0 else _w(self._t.flip(axes))
   def pad(self, padding, mode: str = "constant", value=0.0) -> Tensor:
     if mode not in ("constant", "reflect", "replicate", "circular"): raise NotImplementedError(f"{mode=} is not supported")
     if (flat := all(isinstance(p, int) for p in padding)) and len(padding) % 2 != 0: raise ValueError("Flat padding must have even number of pads")
@@ -445,7 +472,12 @@ class Tensor:
       [(0, 0) if p is None else tuple(p) for p in padding]
     if len(pads) != self.ndim: raise ValueError(f"padding length is improper, {padding=} {self.ndim=}")
     if mode != "constant" and value != 0: raise NotImplementedError("value is only used in constant mode")
-    return _w(self._t.pad([(int(a), int(b)) for a, b in pads], float(value), mode))
+    pads = [(int(a), int(b)) for a, b in pads]
+    if mode == "constant" or all(a >= 0 and b >= 0 for a, b in pads): return _w(self._t.pad(pads, float(value), mode))
+    if mode == "circular": raise NotImplementedError("negative pads with circular pads is not supported")
+    # (the other modes pad the positive parts, then cut the negative ones off)
+    x = _w(self._t.pad([(max(a, 0), max(b, 0)) for a, b in pads], 0.0, mode))
+    return x.shrink(tuple((-min(a, 0), s + min(b, 0)) for (a, b), s in zip(pads, x.shape)))
   def shrink(self, arg) -> Tensor:
     return _w(self._t.shrink([(0, s) if a is None else (int(a[0]), int(a[1])) for a, s in zip(arg, self.shape)]))
   def pad_to(self, shape, *args) -> Tensor:
@@ -453,8 +485,12 @@ class Tensor:
     return self.pad(tuple((0, 0) if n is None else (0, n - c) for c, n in zip(self.shape, s)))
   def shrink_to(self, shape, *args) -> Tensor:
     return self.shrink(tuple(None if n is None else (0, n) for n in argfix(shape, *args)))
-  def cat(self, *args: Tensor, dim: int = 0) -> Tensor: return _w(self._t.cat([t._t for t in args], dim))
-  def stack(self, *args: Tensor, dim: int = 0) -> Tensor: return _w(self._t.stack([t._t for t in args], dim))
+  def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+    ts = _seq(self, args)
+    return _w(ts[0]._t.cat([t._t for t in ts[1:]], dim))
+  def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
+    ts = _seq(self, args)
+    return _w(ts[0]._t.stack([t._t for t in ts[1:]], dim))
   def split(self, sizes, dim: int = 0) -> tuple[Tensor, ...]:
     d = dim % self.ndim if self.ndim else 0
     if isinstance(sizes, int):
@@ -466,12 +502,21 @@ class Tensor:
     if chunks <= 0: raise RuntimeError(f"expect chunks to be greater than 0, got: {chunks}")
     d = self.shape[dim]
     return list(self.split(math.ceil(d / chunks) if d else [0] * chunks, dim=dim))
-  def repeat(self, repeats, *args) -> Tensor: return _w(self._t.repeat(list(argfix(repeats, *args))))
+  def repeat(self, repeats, *args) -> Tensor:
+    r = list(argfix(repeats, *args))
+    if len(r) < self.ndim: raise ValueError(f"{len(r)} repeats for {self.ndim} dims: give at least one per dim")
+    return _w(self._t.repeat(r))
   def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor: return _w(self._t.repeat_interleave(repeats, dim))
   def roll(self, shifts, dims=None) -> Tensor:
-    if dims is None: return _w(self._t.roll_flat(shifts))
+    if dims is None:
+      if len(sh := make_tuple(shifts, 1)) != 1: raise RuntimeError(f"{shifts=} must be one shift when dims is None")
+      return _w(self._t.roll_flat(sh[0]))
     return _w(self._t.roll(list(make_tuple(shifts, 1)), list(make_tuple(dims, 1))))
-  def unfold(self, dim: int, size: int, step: int) -> Tensor: return _w(self._t.unfold(dim, size, step))
+  def unfold(self, dim: int, size: int, step: int) -> Tensor:
+    d = _axis(dim, self.ndim)
+    if size < 0 or step <= 0: raise RuntimeError(f"{size=} must be non-negative and {step=} positive")
+    if size > self.shape[d]: raise RuntimeError(f"{size=} is bigger than dim {d} of size {self.shape[d]}")
+    return _w(self._t.unfold(d, size, step))
   def diagonal(self, offset=0, dim1=0, dim2=1) -> Tensor: return _w(self._t.diagonal(offset, dim1, dim2))
   def diag(self) -> Tensor: return self._u("diag")
   def meshgrid(self, *args: Tensor, indexing="ij") -> tuple[Tensor, ...]:
@@ -483,6 +528,7 @@ class Tensor:
   def gather(self, dim: int, index: Tensor) -> Tensor: return _w(self._t.gather(dim, index._t))
   def scatter(self, dim: int, index: Tensor, src, reduce=None) -> Tensor:
     if reduce not in (None, "add", "multiply"): raise TypeError(f"{reduce=} must be one of None, 'multiply', or 'add'")
+    if reduce is not None and isinstance(src, Tensor): raise TypeError("Tensor src is not supported with reduce arg. see scatter_reduce")
     return _w(self._t.scatter(dim, index._t, _op(src), reduce))
   def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
     if reduce not in ("sum", "prod", "mean", "amax", "amin"): raise RuntimeError(f"{reduce=} must be one of 'sum', 'prod', 'mean', 'amax', 'amin'")
@@ -491,7 +537,15 @@ class Tensor:
   def one_hot(self, num_classes: int = -1) -> Tensor:
     if num_classes == -1: num_classes = int(self.max().item()) + 1
     return _w(self._t.one_hot(num_classes))
-  def __getitem__(self, indices) -> Tensor: return _w(self._t.getitem(_indices(indices)))
+  def __getitem__(self, indices) -> Tensor:
+    idx = _indices(indices)
+    if sum(i is Ellipsis for i in idx) > 1: raise IndexError("an index can only have a single ellipsis ('...')")
+    if self.ndim == 0 and any(isinstance(i, slice) for i in idx): raise IndexError("slice cannot be applied to a 0-dim tensor.")
+    if (n := sum(1 for i in idx if i is not None and i is not Ellipsis)) > self.ndim: raise IndexError(f"too many {n} for {self.ndim}")
+    for i in idx:
+      if isinstance(i, _R) and not dtypes.is_int(FROM_ENGINE[i.dtype]): raise IndexError(f"index dtype {FROM_ENGINE[i.dtype]} is not supported")
+    try: return _w(self._t.getitem(idx))
+    except RuntimeError as e: raise IndexError(str(e)) from None
   def __setitem__(self, indices, v) -> None:
     if isinstance(v, (list, tuple, np.ndarray)): v = Tensor(v, dtype=self.dtype)
     self._t.setitem(_indices(indices), _op(v))
@@ -506,9 +560,11 @@ class Tensor:
     return _w(self._t.conv2d(weight._t, None if bias is None else bias._t, groups, list(make_tuple(stride, 1)), list(make_tuple(dilation, 1)),
                              list(make_tuple(padding, 1)), list(make_tuple(output_padding, 1)), True))
   def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False, count_include_pad=True) -> Tensor:
+    _pool_padding(kernel_size, padding)
     return _w(self._t.pool(True, list(make_tuple(kernel_size, 2)), None if stride is None else list(make_tuple(stride, 1)),
                            list(make_tuple(dilation, 1)), list(make_tuple(padding, 1)), ceil_mode, count_include_pad, False)[0])
   def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False, return_indices=False):
+    _pool_padding(kernel_size, padding)
     out = self._t.pool(False, list(make_tuple(kernel_size, 2)), None if stride is None else list(make_tuple(stride, 1)),
                        list(make_tuple(dilation, 1)), list(make_tuple(padding, 1)), ceil_mode, True, return_indices)
     return (_w(out[0]), _w(out[1])) if return_indices else _w(out[0])
@@ -555,6 +611,17 @@ for _n in ("neg", "reciprocal", "sqrt", "rsqrt", "exp", "exp2", "log", "log2", "
            "mish", "softsign", "logsigmoid"):
   setattr(Tensor, _n, _unary(_n))
 
+def _pool_padding(kernel_size, padding):
+  k = len(make_tuple(kernel_size, 2))
+  if not isinstance(padding, int) and len(padding) not in (1, k, 2*k): raise ValueError(f"Padding must be an int or a sequence of length {k} or {2*k}, but got {padding=}")
+
+def _seq(first, rest) -> list[Tensor]:
+  """The tensors of ``cat``/``stack``'s arguments: ``(a, b, c)`` or ``((a, b, c),)``."""
+  if isinstance(first, (list, tuple)):
+    if rest: raise ValueError("pass the tensors either as one sequence or as arguments, not both")
+    return list(first)
+  return [first, *rest]
+
 def _canon(device: str) -> str:
   d = device.upper() if isinstance(device, str) else device
   return {"CLANG": "CPU", "LLVM": "CPU", "GPU": "CL", "OPENCL": "CL"}.get(d, d)
@@ -571,9 +638,9 @@ def _flat_py(data):
   return data
 
 def _from_np(a: np.ndarray, dt: DType | None, device):
-  src = _from_np_dtype(a.dtype)
-  a = np.ascontiguousarray(a)
-  rt = _R.from_bytes(a.reshape(-1).view(np.uint8) if a.size else np.zeros(0, np.uint8), ENGINE_NAME[src], list(a.shape), None)
+  src, shape = _from_np_dtype(a.dtype), list(a.shape)
+  flat = np.ascontiguousarray(a).reshape(-1)
+  rt = _R.from_bytes(flat.view(np.uint8) if flat.size else np.zeros(0, np.uint8), ENGINE_NAME[src], shape, None)
   return rt if dt is None or dt == src else rt.cast(ENGINE_NAME[dt])
 
 def _indices(indices) -> tuple:
@@ -582,8 +649,11 @@ def _indices(indices) -> tuple:
   out = []
   for i in indices:
     if isinstance(i, Tensor): out.append(i._t)
-    elif isinstance(i, (list, np.ndarray)): out.append(Tensor(i, dtype=dtypes.int32 if not isinstance(i, np.ndarray) or i.dtype != np.bool_ else None)._t)
-    elif isinstance(i, slice): out.append(slice(*(None if x is None else int(x) for x in (i.start, i.stop, i.step))))
+    elif isinstance(i, (list, tuple, np.ndarray)): out.append(Tensor(list(i) if isinstance(i, tuple) else i)._t)
+    elif isinstance(i, slice):
+      if any(isinstance(x, Tensor) for x in (i.start, i.stop, i.step)): raise TypeError("a Tensor can't be a slice parameter")
+      if i.step == 0: raise ValueError("slice step cannot be 0")
+      out.append(slice(*(None if x is None else int(x) for x in (i.start, i.stop, i.step))))
     elif isinstance(i, (Variable, np.integer)): out.append(int(i))
     elif isinstance(i, float): raise IndexError(f"{type(i).__name__} indexing is not supported")
     else: out.append(i)

@@ -163,6 +163,21 @@ pub fn copyout(u: &UOp) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Writes `bytes` (all of its elements) into the realized contiguous buffer `u`, allocating it on first use.
+///
+/// # Errors
+/// If the device fails.
+///
+/// # Panics
+/// If `u` is not a contiguous buffer or `bytes` is not its size.
+pub fn copyin(u: &UOp, bytes: &[u8]) -> Result<()> {
+    let buf = contiguous_buffer(u).unwrap_or_else(|| panic!("copyin: {} is not a buffer", u.op));
+    let m = mem_of(buf)?;
+    let raw = m.raw.as_ref().expect("memory is held until drop");
+    let _write = m.lock.write();
+    m.dev.rt.allocator().copyin(raw, bytes)
+}
+
 /// A kernel ready to launch on its buffers (tinygrad `ExecItem`): what realize runs and TinyJit replays.
 #[derive(Clone)]
 pub(crate) struct ExecItem {

@@ -8,8 +8,9 @@
 //! writes its outputs to new buffers (an earlier call's outputs stay valid), pending assigns to any buffer the
 //! kernels touch run first, non-tensor arguments select their own capture ([`TinyJit::call_with`]), nested
 //! TinyJits are captured by the outer one, bound variables among the inputs ([`Tensor::bind_var`]) take their new
-//! values at each replay (a KV-cache decoder's position: one capture serves every token), and reading tensor data or drawing random numbers while capturing
-//! (values that would be baked in) is an error.
+//! values at each replay (a KV-cache decoder's position: one capture serves every token), random draws take the
+//! RNG's next counters at each replay (written into the counter buffers the captured kernels read), and reading
+//! tensor data while capturing (values that would be baked in) is an error.
 
 use super::Tensor;
 use crate::dtype::DType;
@@ -38,6 +39,8 @@ struct Captured {
     outputs: Vec<(UOp, Vec<usize>)>,
     /// The variables (DEFINE_VAR) the inputs bound, in order: a replay must bind the same ones.
     vars: Vec<UOp>,
+    /// The random draws made while capturing: each replay gives them the next counters.
+    draws: Vec<super::random::Draw>,
 }
 
 /// One TinyJit's progress: calls so far and, from the second, the captured kernels. What [`TinyJit`] keeps per
@@ -88,8 +91,8 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F, ()> {
     ///
     /// # Errors
     /// [`Error::Jit`] naming the input if an input's shape, dtype or device differs from the captured call's,
-    /// or inputs share a buffer at capture and not now (or the other way); if the function captured no kernel,
-    /// read tensor data or drew random numbers while capturing; the function's errors; realize errors.
+    /// or inputs share a buffer at capture and not now (or the other way); if the function captured no kernel or
+    /// read tensor data while capturing; the function's errors; realize errors.
     pub fn call(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let f = &mut self.f;
         if self.states.is_empty() {
@@ -150,19 +153,15 @@ fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Re
     let specs: Vec<Spec> = inputs.iter().map(|t| Spec { shape: t.shape(), dtype: t.dtype(), device: t.device() }).collect();
     let aliases: Vec<usize> = bufs.iter().map(|b| bufs.iter().position(|x| x == b).unwrap()).collect();
     let Some(cap) = &state.captured else {
-        let draws = super::RANDOM_DRAWS.with(|d| d.get());
+        let outer = super::random::start_recording();
         let (out, kernels) = engine::capture(|| run_f(f, all));
+        let draws = super::random::stop_recording(outer);
         let out = out?;
-        if super::RANDOM_DRAWS.with(|d| d.get()) != draws {
-            return Err(Error::Jit(
-                "the function drew random numbers while capturing: every replay would repeat them; draw them outside and pass them as inputs".into(),
-            ));
-        }
         if kernels.is_empty() {
             return Err(Error::Jit("the function ran no kernel while capturing: there is nothing to replay".into()));
         }
         let outputs = out.iter().map(|t| Ok((buffer_of(t)?, t.shape()))).collect::<Result<Vec<_>>>()?;
-        state.captured = Some(Captured { kernels, inputs: bufs, specs, aliases, outputs, vars: var_specs });
+        state.captured = Some(Captured { kernels, inputs: bufs, specs, aliases, outputs, vars: var_specs, draws });
         return Ok(out);
     };
     // the same variables (name and bounds: the kernels were simplified with those bounds) in the same places
@@ -198,6 +197,9 @@ fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Re
         if cap.kernels.created(o) && !swap.contains_key(o) {
             swap.insert(o, engine::new_buffer_like(o));
         }
+    }
+    for d in &cap.draws {
+        super::random::redraw(d)?;
     }
     cap.kernels.replay(&swap, &vars)?;
     Ok(cap.outputs.iter().map(|(b, shape)| Tensor::from_uop(buffer_view(swap.get(b).unwrap_or(b), shape))).collect())

@@ -11,7 +11,6 @@ mod movement;
 mod ops;
 mod random;
 mod reduce;
-pub(crate) use random::DRAWS as RANDOM_DRAWS;
 
 pub use conv::{Conv2dOpts, InterpolateMode, Pool2dOpts};
 pub use functional::{Reduction, SdpaOpts};

@@ -485,7 +485,8 @@ impl Tensor {
     fn mean_impl(&self, axes: Vec<usize>, keepdim: bool) -> Tensor {
         let n: usize = axes.iter().map(|&a| self.shape()[a]).product();
         let x = self.float_if_int();
-        x.sum_impl(axes, keepdim).div(n.max(1) as f64).cast(x.dtype())
+        // (over no elements: 0/0, NaN, as tinygrad and torch)
+        x.sum_impl(axes, keepdim).div(n as f64).cast(x.dtype())
     }
     /// `log(softmax(self))` over `axis`, computed stably (tinygrad `log_softmax`). The max is detached, as tinygrad's
     /// `_softmax`: its gradient cancels, and an equality mask taken through it would only add rounding.

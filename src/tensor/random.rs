@@ -5,7 +5,7 @@
 use super::{Index, IntoShape, Tensor};
 use crate::dtype::{dtypes, DType};
 use crate::engine;
-use crate::uop::Ops;
+use crate::uop::{Ops, UOp};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
@@ -84,12 +84,14 @@ fn threefry_random_bits(key: &Tensor, counts0: &Tensor, counts1: &Tensor) -> Ten
 /// `num` random uint32 words for the draw at `counter` under `key` (tinygrad `random_bits`): each chunk of up to
 /// `u32::MAX` words derives a key from its counter, then hashes `arange` under it.
 fn random_bits(key: &Tensor, counter: u64, num: usize, device: &str) -> Tensor {
+    let mut counters = Vec::new();
     let chunks: Vec<Tensor> = (0..num)
         .step_by(u32::MAX as usize)
         .map(|i| {
             let n = (num - i).min(u32::MAX as usize);
             let c = counter.wrapping_add(i as u64);
             let c = u32_buffer(&[c as u32, (c >> 32) as u32], device);
+            counters.push((c.uop(), i as u64));
             let new_key = threefry_random_bits(key, &c.shrink(&[(0, 1)]), &c.shrink(&[(1, 2)]));
             let half = n.div_ceil(2);
             let counts0 = Tensor::arange(0.0, half as f64, 1.0).cast(dtypes::UINT32);
@@ -97,21 +99,68 @@ fn random_bits(key: &Tensor, counter: u64, num: usize, device: &str) -> Tensor {
             threefry_random_bits(&new_key, &counts0, &counts1).shrink(&[(0, n)])
         })
         .collect();
+    record(Draw { device: device.to_string(), num, counters });
     match chunks.split_first() {
         Some((first, rest)) => first.cat(&rest.iter().collect::<Vec<_>>(), 0),
         None => Tensor::full_dtype([0], 0, dtypes::UINT32),
     }
 }
 
+/// One draw's counters: the buffers holding each chunk's counter (the draw's counter plus the chunk's first word),
+/// and the draw's device and size, so a TinyJit replay can give the draw the next counter.
+#[derive(Clone)]
+pub(crate) struct Draw {
+    device: String,
+    num: usize,
+    counters: Vec<(UOp, u64)>,
+}
+
 thread_local! {
-    /// How many random draws this thread made (TinyJit refuses to capture one: its counter would be baked in).
-    pub(crate) static DRAWS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// The draws made while a TinyJit captures on this thread (`None` when none captures).
+    static RECORDED: std::cell::RefCell<Option<Vec<Draw>>> = const { std::cell::RefCell::new(None) };
+}
+
+fn record(d: Draw) {
+    RECORDED.with(|r| r.borrow_mut().as_mut().map(|v| v.push(d)));
+}
+
+/// Starts recording the draws this thread makes (a TinyJit capture); returns the enclosing capture's record.
+pub(crate) fn start_recording() -> Option<Vec<Draw>> {
+    RECORDED.with(|r| r.borrow_mut().replace(Vec::new()))
+}
+
+/// Ends the recording [`start_recording`] began and returns its draws; they also go to the enclosing capture's
+/// record (`outer`), whose replays must refresh them too.
+pub(crate) fn stop_recording(outer: Option<Vec<Draw>>) -> Vec<Draw> {
+    RECORDED.with(|r| {
+        let mut r = r.borrow_mut();
+        let mine = r.take().unwrap_or_default();
+        *r = outer.map(|mut o| {
+            o.extend(mine.iter().cloned());
+            o
+        });
+        mine
+    })
+}
+
+/// Gives a captured draw the next counter of its device (as drawing it again would), written into its counter
+/// buffers before a replay; recorded again if a capture is open (a replay inside an outer capture).
+///
+/// # Errors
+/// If the device fails to write the buffers.
+pub(crate) fn redraw(d: &Draw) -> crate::Result<()> {
+    let counter = next_counter(&d.device, d.num).1;
+    for (buf, i) in &d.counters {
+        let c = counter.wrapping_add(*i);
+        engine::copyin(buf, &[(c as u32).to_le_bytes(), ((c >> 32) as u32).to_le_bytes()].concat())?;
+    }
+    record(d.clone());
+    Ok(())
 }
 
 /// The key of `device` and the counter before a draw of `num` words, advancing the counter (tinygrad
 /// `_next_counter`). A device's key is `[low word of sha256(index of the device), seed]`.
 fn next_counter(device: &str, num: usize) -> (Tensor, u64) {
-    DRAWS.with(|d| d.set(d.get() + 1));
     let mut rng = RNG.lock();
     let seed =
         *rng.seed.get_or_insert_with(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()));

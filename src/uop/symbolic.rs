@@ -528,6 +528,10 @@ static SYMBOLIC_EXTRA: LazyLock<PatternMatcher> = LazyLock::new(|| {
         (y() + x()) + x() => |x, y| y + &(x * 2),
         -1 * (x() + cvar("c")) => |x, c| &(-x) + &(-c),                                      // -(x+c) -> -x + -c
         cvar("y") * (wx() + cvar("c")) => |x, y, c| &(y * x) + &(y * c),                     // y*(x+c) -> y*x + y*c
+        // x * 1/(1+x) -> 1 - 1/(1+x): a sigmoid's gradient stays finite where exp2 overflows (tinygrad `sym`)
+        x() * (x() + 1).alu(RECIPROCAL, []).named("d") => |x, d| 1 - d,
+        x() * ((x() + 1).alu(RECIPROCAL, []).named("d") * y()) => |x, y, d| y * (1 - d),
+        x() * ((x() + 1).alu(RECIPROCAL, []).named("d") + y()) => |x, y, d| &(1 - d) + &(x * y),
         // where
         var("c").dtype(BOOL).logical_not().where_(var("t"), var("f")) => |c, t, f| c.where_(f, t),   // !c?t:f -> c?f:t
         UPat::ops(GroupOp::BINARY).src([var("c").where_(var("t"), var("f")), var("c").where_(var("tt"), var("ff"))]).named("a") =>

@@ -55,7 +55,7 @@ class TinyJit:
       return ts
     try: out = self._jit.call([t._t for _, t in tensors], run)
     except RuntimeError as e:
-      if not any(m in str(e) for m in ("random numbers", "read tensor data", "no kernel")): raise
+      if not any(m in str(e) for m in ("read tensor data", "read while capturing", "no kernel")): raise
       # (the capture ran the function: its result stands, and it runs as it is from now on)
       warnings.warn(f"TinyJit: {getattr(self.fxn, '__name__', 'function')} runs without capture: {e}")
       self._plain = True

@@ -14,7 +14,7 @@ class BatchNorm:
     self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
     self.weight: Tensor | None = Tensor.ones(sz) if affine else None
     self.bias: Tensor | None = Tensor.zeros(sz) if affine else None
-    self.num_batches_tracked = Tensor.zeros(1, dtype=dtypes.int32 if False else dtypes.long, requires_grad=False)
+    self.num_batches_tracked = Tensor.zeros(1, dtype=dtypes.long, requires_grad=False)
     if track_running_stats: self.running_mean, self.running_var = Tensor.zeros(sz, requires_grad=False), Tensor.ones(sz, requires_grad=False)
     for t in (self.num_batches_tracked, *((self.running_mean, self.running_var) if track_running_stats else ())): t.is_param = False
   def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
