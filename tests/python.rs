@@ -60,6 +60,8 @@ fn tinygrads_beautiful_mnist_trains_to_97_5_percent() {
         .current_dir(&dir)
         .env("TINYGRAD_DATA_DIR", data)
         .env("STEPS", "70")
+        // (a fixed seed: the run is the same each time; unseeded 70-step runs land at 97.7-98.2%)
+        .env("SEED", "1")
         .env("TARGET_EVAL_ACC_PCT", "97.5")
         .output()
         .unwrap();

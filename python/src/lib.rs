@@ -718,6 +718,62 @@ fn safe_save(py: Python, tensors: Vec<(String, PyRef<RT>)>, path: &str) -> Res<(
     py.detach(|| tinygrad::nn::state::safe_save(&m, path)).map_err(err)
 }
 
+/// A GGUF value as Python: ints, floats, bools, strings and lists of them.
+fn gguf_value<'py>(py: Python<'py>, v: &tinygrad::nn::gguf::GgufValue) -> Res<Bound<'py, PyAny>> {
+    use tinygrad::nn::gguf::GgufValue::*;
+    Ok(match v {
+        U8(x) => x.into_pyobject(py)?.into_any(),
+        I8(x) => x.into_pyobject(py)?.into_any(),
+        U16(x) => x.into_pyobject(py)?.into_any(),
+        I16(x) => x.into_pyobject(py)?.into_any(),
+        U32(x) => x.into_pyobject(py)?.into_any(),
+        I32(x) => x.into_pyobject(py)?.into_any(),
+        U64(x) => x.into_pyobject(py)?.into_any(),
+        I64(x) => x.into_pyobject(py)?.into_any(),
+        F32(x) => x.into_pyobject(py)?.into_any(),
+        F64(x) => x.into_pyobject(py)?.into_any(),
+        Bool(x) => PyBool::new(py, *x).to_owned().into_any(),
+        Str(x) => x.into_pyobject(py)?.into_any(),
+        Array(xs) => PyList::new(py, xs.iter().map(|x| gguf_value(py, x)).collect::<Res<Vec<_>>>()?)?.into_any(),
+    })
+}
+
+/// Values by name.
+type Named<T> = Vec<(String, T)>;
+
+/// A GGUF file's metadata (key, value) and tensors (dequantized lazily, as the engine reads them).
+#[pyfunction]
+fn gguf_load<'py>(py: Python<'py>, path: &str) -> Res<(Named<Bound<'py, PyAny>>, Named<RT>)> {
+    let (kv, ts) = tinygrad::nn::gguf::gguf_load(path).map_err(err)?;
+    let kv = kv.iter().map(|(k, v)| Ok((k.clone(), gguf_value(py, v)?))).collect::<Res<Vec<_>>>()?;
+    Ok((kv, ts.into_iter().map(|(k, v)| (k, RT(v))).collect()))
+}
+
+/// An ONNX model (tinygrad `nn/onnx.py`'s `OnnxRunner` on the engine's).
+#[pyclass(name = "ROnnxRunner", module = "tinygrad_rs._tinygrad_rs", frozen)]
+struct ROnnxRunner(tinygrad::onnx::OnnxRunner);
+
+#[pymethods]
+impl ROnnxRunner {
+    #[new]
+    fn new(path: &str) -> Res<Self> {
+        tinygrad::onnx::OnnxRunner::load(path).map(ROnnxRunner).map_err(err)
+    }
+    /// The outputs, by name, of a run on `inputs` (name, tensor).
+    fn run(&self, py: Python, inputs: Vec<(String, PyRef<RT>)>) -> Res<Vec<(String, RT)>> {
+        let ins: Vec<(String, Tensor)> = inputs.iter().map(|(n, t)| (n.clone(), t.0.clone())).collect();
+        let outs = py.detach(|| {
+            let named: Vec<(&str, Tensor)> = ins.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+            guard(|| self.0.run(&named))
+        })?;
+        Ok(outs.map_err(err)?.into_iter().map(|(n, t)| (n, RT(t))).collect())
+    }
+    /// The names of the graph's inputs (those that are not initializers).
+    fn input_names(&self) -> Vec<String> {
+        self.0.inputs().into_iter().map(|s| s.name).collect()
+    }
+}
+
 /// MNIST from the data dir (`TINYGRAD_DATA_DIR`, else downloaded): (X_train, Y_train, X_test, Y_test).
 #[pyfunction]
 fn mnist(py: Python) -> Res<(RT, RT, RT, RT)> {
@@ -725,14 +781,14 @@ fn mnist(py: Python) -> Res<(RT, RT, RT, RT)> {
     Ok((RT(a), RT(b), RT(c), RT(d)))
 }
 
-/// An optimizer over parameters (tinygrad `nn/optim.py`): `kind` is sgd, adam, adamw or lamb.
+/// An optimizer over parameters (tinygrad `nn/optim.py`): `kind` is sgd, lars, muon, adam, adamw or lamb.
 #[pyclass(name = "ROptimizer", module = "tinygrad_rs._tinygrad_rs", frozen)]
 struct ROptimizer(tinygrad::nn::optim::Optimizer);
 
 #[pymethods]
 impl ROptimizer {
     #[new]
-    #[pyo3(signature = (kind, params, lr, momentum=0.0, weight_decay=0.0, nesterov=false, classic=false, b1=0.9, b2=0.999, eps=1e-8))]
+    #[pyo3(signature = (kind, params, lr, momentum=0.0, weight_decay=0.0, nesterov=false, classic=false, b1=0.9, b2=0.999, eps=1e-8, tcoef=0.001, ns_steps=5, ns_coefficients=vec![3.4445, -4.775, 2.0315]))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         kind: &str,
@@ -745,11 +801,16 @@ impl ROptimizer {
         b1: f64,
         b2: f64,
         eps: f64,
+        tcoef: f64,
+        ns_steps: usize,
+        ns_coefficients: Vec<f64>,
     ) -> Res<Self> {
         use tinygrad::nn::optim;
         let p = tensors(&params);
         guard(|| match kind {
             "sgd" => Some(optim::sgd(&p, lr, momentum, weight_decay, nesterov, classic)),
+            "lars" => Some(optim::lars(&p, lr, momentum, weight_decay, nesterov, classic, tcoef)),
+            "muon" => Some(optim::muon(&p, lr, momentum, weight_decay, ns_steps, &ns_coefficients, nesterov)),
             "adam" => Some(optim::adam(&p, lr, b1, b2, eps)),
             "adamw" => Some(optim::adamw(&p, lr, b1, b2, eps, weight_decay)),
             "lamb" => Some(optim::lamb(&p, lr, b1, b2, eps, weight_decay)),
@@ -831,6 +892,8 @@ fn _tinygrad_rs(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_class::<RT>()?;
     m.add_class::<ROptimizer>()?;
     m.add_class::<RJit>()?;
+    m.add_class::<ROnnxRunner>()?;
+    m.add_function(wrap_pyfunction!(gguf_load, m)?)?;
     m.add_function(wrap_pyfunction!(context_get, m)?)?;
     m.add_function(wrap_pyfunction!(context_set, m)?)?;
     m.add_function(wrap_pyfunction!(default_device, m)?)?;

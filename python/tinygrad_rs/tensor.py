@@ -36,7 +36,9 @@ def _axes(axis, ndim: int) -> list[int] | None:
   return [int(a) for a in (axis if isinstance(axis, (tuple, list)) else (axis,))]
 
 def _rg(rt, requires_grad) -> Tensor:
+  """``rt`` with tinygrad's ``requires_grad``: False also makes it no parameter (an optimizer's buffer)."""
   if requires_grad is not None: rt.set_requires_grad(requires_grad)
+  if requires_grad is False: rt.set_is_param(False)
   return _w(rt)
 
 def _w(rt) -> Tensor:
@@ -102,8 +104,7 @@ class Tensor:
     else: raise RuntimeError(f"can't create Tensor from {data!r} with type {type(data)}")
     if dt is not None and FROM_ENGINE[rt.dtype] != dt: rt = rt.cast(ENGINE_NAME[dt])
     if device is not None and rt.device != _canon(device): rt = rt.to(_canon(device))
-    self._t = rt
-    if requires_grad is not None: rt.set_requires_grad(requires_grad)
+    self._t = _rg(rt, requires_grad)._t
 
   # ---- properties
   @property

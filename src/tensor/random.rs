@@ -162,8 +162,10 @@ pub(crate) fn redraw(d: &Draw) -> crate::Result<()> {
 /// `_next_counter`). A device's key is `[low word of sha256(index of the device), seed]`.
 fn next_counter(device: &str, num: usize) -> (Tensor, u64) {
     let mut rng = RNG.lock();
-    let seed =
-        *rng.seed.get_or_insert_with(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()));
+    let seed = *rng.seed.get_or_insert_with(|| match crate::helpers::getenv("SEED", -1) {
+        s if s >= 0 => s as u64,
+        _ => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+    });
     let i = match rng.devices.iter().position(|(d, ..)| d == device) {
         Some(i) => i,
         None => {
@@ -209,7 +211,8 @@ fn words_as(bits: &Tensor, udt: DType, n: usize) -> Tensor {
 
 impl Tensor {
     /// Sets the seed of all random ops and restarts their counters (tinygrad `Tensor.manual_seed`). Only the low
-    /// 32 bits of `seed` are used, as in tinygrad. Without a call the seed is the time at first use.
+    /// 32 bits of `seed` are used, as in tinygrad. Without a call the seed is `SEED` from the environment where
+    /// set, else the time at first use.
     pub fn manual_seed(seed: u64) {
         *RNG.lock() = Rng { seed: Some(seed), devices: Vec::new() };
     }

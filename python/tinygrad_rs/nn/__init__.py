@@ -5,7 +5,7 @@ import math
 from ..tensor import Tensor
 from ..dtype import dtypes
 from ..helpers import prod, make_tuple
-from . import optim, state, datasets  # noqa: F401
+from . import optim, state, datasets, onnx  # noqa: F401
 
 class BatchNorm:
   """Batch normalization over dim 1 (tinygrad ``nn.BatchNorm``): batch statistics while ``Tensor.training``, updating
@@ -16,7 +16,6 @@ class BatchNorm:
     self.bias: Tensor | None = Tensor.zeros(sz) if affine else None
     self.num_batches_tracked = Tensor.zeros(1, dtype=dtypes.long, requires_grad=False)
     if track_running_stats: self.running_mean, self.running_var = Tensor.zeros(sz, requires_grad=False), Tensor.ones(sz, requires_grad=False)
-    for t in (self.num_batches_tracked, *((self.running_mean, self.running_var) if track_running_stats else ())): t.is_param = False
   def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
     shape_mask: list[int] = [1, -1, *([1]*(x.ndim-2))]
     if self.track_running_stats and not Tensor.training: return self.running_mean, self.running_var

@@ -52,4 +52,7 @@ def safe_save(tensors: dict[str, Tensor], fn, metadata=None):
 
 def tar_extract(fn): raise NotImplementedError("tar_extract is not supported yet")
 def torch_load(fn): raise NotImplementedError("torch_load is not supported yet")
-def gguf_load(fn): raise NotImplementedError("gguf_load from Python is not supported yet: use the llm binary")
+def gguf_load(fn) -> tuple[dict, dict[str, Tensor]]:
+  """A GGUF file's metadata and tensors by name (quantized ones dequantized lazily by the engine)."""
+  kv, ts = _rs.gguf_load(str(fn))
+  return dict(kv), {k: _w(v) for k, v in ts}
