@@ -44,6 +44,7 @@ def fill_tinygrad_cache(py: str):
   code = ("import hashlib, gzip, sys, os; from tinygrad.helpers import _ensure_downloads_dir\n"
           "for f in ['train-images-idx3-ubyte.gz','train-labels-idx1-ubyte.gz','t10k-images-idx3-ubyte.gz','t10k-labels-idx1-ubyte.gz']:\n"
           "  p = _ensure_downloads_dir() / (hashlib.md5(('https://storage.googleapis.com/cvdf-datasets/mnist/' + f).encode()).hexdigest() + '.gunzip')\n"
+          "  p.parent.mkdir(parents=True, exist_ok=True)\n"
           "  p.exists() or p.write_bytes(gzip.open(os.path.join(sys.argv[1], 'mnist', f)).read())\n")
   subprocess.run([py, "-c", code, bench_python.DATA_DIR], check=True)
 
