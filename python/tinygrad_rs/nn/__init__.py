@@ -86,16 +86,11 @@ class GroupNorm:
     if self.weight is None or self.bias is None: return x
     return x * self.weight.reshape(1, -1, *[1]*(x.ndim-2)) + self.bias.reshape(1, -1, *[1]*(x.ndim-2))
 
-class InstanceNorm:
-  """Instance normalization (tinygrad ``nn.InstanceNorm``)."""
+class InstanceNorm(GroupNorm):
+  """Instance normalization (tinygrad ``nn.InstanceNorm``): group normalization with one channel per group."""
   def __init__(self, num_features: int, eps=1e-5, affine=True):
-    self.num_features, self.eps = num_features, eps
-    self.weight: Tensor | None = Tensor.ones(num_features) if affine else None
-    self.bias: Tensor | None = Tensor.zeros(num_features) if affine else None
-  def __call__(self, x: Tensor) -> Tensor:
-    x = x.reshape(x.shape[0], self.num_features, -1).layernorm(eps=self.eps).reshape(x.shape)
-    if self.weight is None or self.bias is None: return x
-    return x * self.weight.reshape(1, -1, *[1]*(x.ndim-2)) + self.bias.reshape(1, -1, *[1]*(x.ndim-2))
+    super().__init__(num_features, num_features, eps, affine)
+    self.num_features = num_features
 
 class LayerNorm:
   """Layer normalization over the last ``len(normalized_shape)`` dims (tinygrad ``nn.LayerNorm``)."""
