@@ -163,7 +163,8 @@ pub fn copyout(u: &UOp) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Writes `bytes` (all of its elements) into the realized contiguous buffer `u`, allocating it on first use.
+/// Writes `bytes` (all of its elements) into the realized contiguous buffer `u`, allocating it on first use
+/// (tinygrad `Buffer.copyin`).
 ///
 /// # Errors
 /// If the device fails.

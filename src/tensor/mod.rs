@@ -299,7 +299,8 @@ impl Tensor {
     pub fn backward(&self) -> &Tensor {
         self.backward_with(None)
     }
-    /// [`Tensor::backward`] weighted by `gradient` (shaped as `self`; default ones, for a scalar `self`).
+    /// [`Tensor::backward`] weighted by `gradient` (shaped as `self`; default ones, for a scalar `self`): tinygrad
+    /// `backward(gradient)`.
     ///
     /// # Panics
     /// If `gradient` is `None` and `self` is not a scalar.
