@@ -2,7 +2,8 @@
 //! `test/test_tiny.py` and 0.12's `test/test_ops.py` (each op's forward and gradients against torch) through
 //! `python/tests/run_tinygrad_tests.py`, every test not passed listed with its reason in
 //! `python/tests/expected_failures.txt`; and tinygrad's `examples/beautiful_mnist.py` (`../shared/external/tinygrad/`)
-//! with only its imports changed, trained 70 steps on the real MNIST to at least 97.5%.
+//! with only its imports changed, trained 70 steps on the real MNIST to at least 97.5%; and the package's own tests
+//! (`python/tests/test_*.py`: numpy arrays in without a copy).
 //!
 //! They run in `$TINYGRAD_PY_VENV`, a Python with the package, torch, numpy and pytest installed (`.ci/run` builds
 //! the wheel and installs it there); without it they skip, and under CI they fail.
@@ -41,6 +42,17 @@ fn tinygrads_own_tests_pass_but_for_the_listed_ones() {
     };
     assert!(passed("test_tiny.py") >= 19, "{stdout}");
     assert!(passed("test_ops.py") >= 390, "{stdout}");
+}
+
+#[test]
+fn the_packages_own_tests_pass() {
+    let Some(py) = python("the package's pytest files") else { return };
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tests");
+    let out = Command::new(py).args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_numpy.py"]).current_dir(dir).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(out.status.success() && stdout.contains(" passed"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]

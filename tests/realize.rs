@@ -192,13 +192,36 @@ fn from_blob_borrows_aligned_host_bytes_and_copies_the_rest() {
 }
 
 #[test]
-#[should_panic(expected = "Tensor::from_blob")]
-fn writing_a_borrowed_blob_panics() {
+fn assigning_a_borrowed_blob_moves_it_to_a_copy() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let t = blob_at(0, &seq(64, 1.0));
-    t.to_vec::<f32>().unwrap();
-    assert!(t.is_borrowed());
-    t.assign(t.add(1.0)).realize().unwrap();
+    let vals = seq(64, 1.0);
+    // a borrowed buffer, one not yet used, and a slice of one: each tensor takes the new values, the bytes keep theirs
+    for used in [true, false] {
+        let t = blob_at(0, &vals);
+        if used {
+            t.to_vec::<f32>().unwrap();
+        }
+        let before = Tensor::from_uop(t.uop());
+        t.assign(t.add(1.0));
+        assert_eq!(t.to_vec::<f32>().unwrap(), vals.iter().map(|v| v + 1.0).collect::<Vec<_>>(), "used first: {used}");
+        assert!(!t.is_borrowed());
+        assert_eq!(before.to_vec::<f32>().unwrap(), vals, "the blob itself is unchanged");
+    }
+    let t = blob_at(0, &vals).shrink(&[(8, 16)]);
+    t.assign(Tensor::full([8], 5.0f32));
+    assert_eq!(t.to_vec::<f32>().unwrap(), vec![5.0; 8]);
+}
+
+#[test]
+fn from_host_takes_the_first_elements_of_its_bytes() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // (bytes running past the elements, as a numpy array's buffer may; that a write before the first realize shows
+    // is python/tests/test_numpy.py's)
+    let vals = seq(10, 3.0);
+    let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let t = Tensor::from_host(bytes::Bytes::from(bytes), tinygrad::dtypes::FLOAT32, [2, 4]);
+    assert_eq!(t.to_vec::<f32>().unwrap(), vals[..8]);
+    assert!(!t.is_borrowed());
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //! scheduling and kernels stay here. A panic in the engine (a programmer error: bad shapes, bad axes) becomes a
 //! Python exception, never an abort; errors from files, devices and compilers are `RuntimeError`s.
 
-use numpy::{PyArray1, PyReadonlyArray1};
+use numpy::PyArray1;
 use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PySlice, PyTuple};
@@ -15,6 +15,38 @@ use std::sync::Mutex;
 use tinygrad::dtype::{ConstValue, DType};
 use tinygrad::helpers::{self, ContextVar};
 use tinygrad::tensor::{Conv2dOpts, Index, InterpolateMode, JitState, Pool2dOpts, RandOpts, Reduction, SdpaOpts, Tensor};
+
+/// A numpy array's bytes as [`bytes::Bytes`]: the array itself, kept alive by a reference to it, not a copy.
+struct NpBytes {
+    _array: Py<PyArray1<u8>>,
+    ptr: *const u8,
+    len: usize,
+}
+
+impl NpBytes {
+    /// The bytes of C-contiguous, non-empty `a`.
+    fn new(a: Bound<PyArray1<u8>>) -> NpBytes {
+        use numpy::{PyArrayMethods, PyUntypedArrayMethods};
+        let (ptr, len) = (a.data().cast_const(), a.len());
+        NpBytes { _array: a.unbind(), ptr, len }
+    }
+    fn into_bytes(self) -> bytes::Bytes {
+        bytes::Bytes::from_owner(self)
+    }
+}
+
+// SAFETY: `ptr` points into the array's data, which `_array` keeps alive wherever this value goes; numpy memory may
+// be read from any thread (a reference dropped without the GIL is released by pyo3 later, under it).
+unsafe impl Send for NpBytes {}
+
+impl AsRef<[u8]> for NpBytes {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `len` bytes at `ptr` are the C-contiguous array `_array` holds alive. Python code may write a
+        // writable array while the engine copies it (tinygrad's NPY buffer has the same race): values, not memory
+        // safety, are then at stake, as with any buffer shared with Python.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
 
 /// A tensor of the engine, as the Python `Tensor` holds it.
 #[pyclass(name = "RTensor", module = "tinygrad_rs._tinygrad_rs", frozen)]
@@ -174,15 +206,28 @@ fn index(o: &Bound<PyAny>) -> Res<Index> {
 #[pymethods]
 impl RT {
     // ---- construction
-    /// A tensor of `shape` and `dtype` from a contiguous numpy uint8 array of its bytes (copied).
+    /// A tensor of `shape` and `dtype` over a C-contiguous numpy uint8 array of its bytes, not copied now (tinygrad's
+    /// `Tensor(ndarray)`, whose `NPY` buffer is copied at realize): a writable array is copied to the device at the
+    /// first realize, so writes before then show and later ones don't, as in tinygrad; a read-only one (a
+    /// `np.load(mmap_mode="r")` file, `np.frombuffer` of bytes) is the tensor's memory itself on CPU and PYTHON.
     #[staticmethod]
-    fn from_bytes(data: PyReadonlyArray1<u8>, dtype_: &str, shape: Vec<usize>, device: Option<&str>) -> Res<RT> {
+    fn from_numpy(data: Bound<PyArray1<u8>>, dtype_: &str, shape: Vec<usize>, device: Option<&str>) -> Res<RT> {
+        use numpy::PyUntypedArrayMethods;
         let dt = dtype(dtype_)?;
-        let t = guard(|| Tensor::from_bytes(data.as_slice().expect("contiguous"), dt, shape))?;
+        if !data.is_c_contiguous() {
+            return Err(PyValueError::new_err("from_numpy: the byte array must be C-contiguous"));
+        }
+        let writable: bool = data.getattr("flags")?.getattr("writeable")?.extract()?;
+        let bytes = if data.is_empty() { bytes::Bytes::new() } else { NpBytes::new(data).into_bytes() };
+        let t = guard(|| if writable { Tensor::from_host(bytes, dt, shape) } else { Tensor::from_blob(bytes, dt, shape) })?;
         Ok(RT(match device {
             Some(d) => t.to(d),
             None => t,
         }))
+    }
+    /// Whether the tensor is a realized buffer that is a read-only numpy array's memory itself ([`Tensor::is_borrowed`]).
+    fn is_borrowed(&self) -> bool {
+        self.0.is_borrowed()
     }
     /// `shape` filled with the number `value` as `dtype_`.
     #[staticmethod]

@@ -641,7 +641,7 @@ def _flat_py(data):
 def _from_np(a: np.ndarray, dt: DType | None, device):
   src, shape = _from_np_dtype(a.dtype), list(a.shape)
   flat = np.ascontiguousarray(a).reshape(-1)
-  rt = _R.from_bytes(flat.view(np.uint8) if flat.size else np.zeros(0, np.uint8), ENGINE_NAME[src], shape, None)
+  rt = _R.from_numpy(flat.view(np.uint8) if flat.size else np.zeros(0, np.uint8), ENGINE_NAME[src], shape, None)
   return rt if dt is None or dt == src else rt.cast(ENGINE_NAME[dt])
 
 def _indices(indices) -> tuple:

@@ -125,7 +125,18 @@ pub fn new_buffer(dtype: DType, size: usize, device: &str) -> UOp {
 /// If `bytes` is not `size` elements of `dtype`.
 pub fn buffer_from_bytes(bytes: &[u8], dtype: DType, size: usize, device: &str) -> UOp {
     assert_eq!(bytes.len(), size * dtype.itemsize(), "buffer_from_bytes: {} bytes for {size} x {dtype}", bytes.len());
-    UOp::new(Ops::BUFFER, dtype, [], Arg::Buffer(BufferInfo::with_init(size, device, Some(bytes::Bytes::copy_from_slice(bytes)), false)))
+    buffer_from_host(bytes::Bytes::copy_from_slice(bytes), dtype, size, device)
+}
+
+/// As [`buffer_from_bytes`], holding `bytes` (whose first `size` elements are used) without copying them now: they
+/// are copied to the device on first use, as tinygrad copies a numpy array's `NPY` buffer at realize. Memory that
+/// changes before then (a numpy array written after `Tensor(array)`) is read as it is at that first use.
+///
+/// # Panics
+/// If `bytes` holds fewer than `size` elements of `dtype`.
+pub fn buffer_from_host(bytes: bytes::Bytes, dtype: DType, size: usize, device: &str) -> UOp {
+    assert!(bytes.len() >= size * dtype.itemsize(), "buffer_from_host: {} bytes for {size} x {dtype}", bytes.len());
+    UOp::new(Ops::BUFFER, dtype, [], Arg::Buffer(BufferInfo::with_init(size, device, Some(bytes), false)))
 }
 
 /// As [`buffer_from_bytes`], without copying `bytes` now (tinygrad `Tensor.from_blob`): on a device whose kernels
@@ -139,6 +150,21 @@ pub fn buffer_from_bytes(bytes: &[u8], dtype: DType, size: usize, device: &str) 
 pub fn buffer_from_blob(bytes: bytes::Bytes, dtype: DType, size: usize, device: &str) -> UOp {
     assert!(bytes.len() >= size * dtype.itemsize(), "buffer_from_blob: {} bytes for {size} x {dtype}", bytes.len());
     UOp::new(Ops::BUFFER, dtype, [], Arg::Buffer(BufferInfo::with_init(size, device, Some(bytes), true)))
+}
+
+/// The host bytes BUFFER node `buf` reads without owning them ([`buffer_from_blob`]): before first use, the bytes
+/// it may borrow; after, the bytes it did borrow. None for a buffer with memory of its own (a copy).
+pub fn borrowed_bytes(buf: &UOp) -> Option<bytes::Bytes> {
+    let b = info(buf);
+    if !b.borrow {
+        return None;
+    }
+    // first use sets the memory while holding this lock: the two reads agree
+    let init = b.init.lock();
+    match b.mem.get() {
+        Some(m) => m.downcast_ref::<Mem>()?.raw.as_ref()?.borrowed_bytes().cloned(),
+        None => init.clone(),
+    }
 }
 
 /// Whether `u` is a realized buffer in row-major order (a BUFFER, or a RESHAPE of one).

@@ -209,6 +209,10 @@ impl RawBuffer {
     pub fn is_borrowed(&self) -> bool {
         self.keep.is_some()
     }
+    /// The host bytes this buffer borrows ([`RawBuffer::borrow_host`]); None for memory of its own.
+    pub fn borrowed_bytes(&self) -> Option<&bytes::Bytes> {
+        self.keep.as_ref()
+    }
 
     /// A buffer of `size` bytes from a device handle of memory kind `owner`, which `release` frees when the
     /// buffer drops.

@@ -402,13 +402,26 @@ impl Tensor {
     /// read. [`Tensor::is_borrowed`] says which happened.
     ///
     /// # Panics
-    /// If `bytes` holds fewer than `shape`'s elements of `dtype`. A kernel writing a borrowed buffer (an `assign`)
-    /// panics naming `Tensor::from_blob`.
+    /// If `bytes` holds fewer than `shape`'s elements of `dtype`. An [`Tensor::assign`] to it (or to a view of it)
+    /// first moves the tensor to a copy of the bytes, which are never written.
     pub fn from_blob(bytes: bytes::Bytes, dtype: DType, shape: impl IntoShape) -> Tensor {
         let shape = shape.into_shape();
         let n: usize = shape.iter().product();
         assert!(bytes.len() >= n * dtype.itemsize(), "Tensor::from_blob: {} bytes for {n} x {dtype}", bytes.len());
         Tensor::from_uop(engine::buffer_from_blob(bytes, dtype, n, &default_device())).reshape(shape)
+    }
+    /// A tensor of `dtype` and `shape` whose elements are the first bytes of `bytes` (native endian, row-major),
+    /// held without copying: they are copied to the device at the first realize, as tinygrad copies the `NPY`
+    /// buffer of `Tensor(numpy_array)`. Memory written before then (a numpy array the bytes view) is read as it
+    /// is at that realize; later writes don't show. [`Tensor::from_blob`] instead reads the bytes in place.
+    ///
+    /// # Panics
+    /// If `bytes` holds fewer than `shape`'s elements of `dtype`.
+    pub fn from_host(bytes: bytes::Bytes, dtype: DType, shape: impl IntoShape) -> Tensor {
+        let shape = shape.into_shape();
+        let n: usize = shape.iter().product();
+        assert!(bytes.len() >= n * dtype.itemsize(), "Tensor::from_host: {} bytes for {n} x {dtype}", bytes.len());
+        Tensor::from_uop(engine::buffer_from_host(bytes, dtype, n, &default_device())).reshape(shape)
     }
     /// Whether this tensor is a realized buffer that is the host bytes it was made from by [`Tensor::from_blob`]
     /// (no copy was made). False before its first realize.
@@ -540,6 +553,14 @@ impl Tensor {
         assert_eq!(s, v.shape(), "assign: shapes {s:?} and {vs:?} differ");
         let u = self.uop();
         let target = if u.op == Ops::ASSIGN { u.src[0].clone() } else { u };
+        // host bytes from_blob borrows are read-only: the tensor (or the view) moves to a copy of them first
+        let blob = target.toposort().into_iter().find(|b| b.op == Ops::BUFFER && engine::borrowed_bytes(b).is_some());
+        if let Some((blob, bytes)) = blob.and_then(|b| Some((b.clone(), engine::borrowed_bytes(&b)?))) {
+            let Arg::Buffer(info) = &blob.arg else { unreachable!("a BUFFER") };
+            let copy = engine::buffer_from_host(bytes, blob.dtype, info.size, &info.device);
+            self.set_uop(self.uop().substitute(&[(blob, copy)].into_iter().collect()));
+            return self.assign(v);
+        }
         if !engine::is_contiguous_buffer(&target) {
             match view_of_buffer(&target) {
                 // a view of a realized buffer (a slice, a transpose): assign the whole buffer, new values where
