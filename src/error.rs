@@ -85,6 +85,14 @@ pub enum Error {
     /// different lengths, a malformed merge, a special token id out of range.
     #[error("tokenizer: {0}; the GGUF file's tokenizer metadata is not supported or is damaged")]
     Tokenizer(String),
+    /// A server could not listen (VIZ's viewer): the address and what to do.
+    #[error("serving on {addr}: {msg}")]
+    Serve {
+        /// The address, e.g. `127.0.0.1:8000`.
+        addr: String,
+        /// What went wrong and what to do.
+        msg: String,
+    },
     /// A device refused an operation (out of memory, unsupported request, ...).
     #[error("device {device}: {msg}")]
     Device {

@@ -220,15 +220,22 @@ pub static SPEC: ContextVar = ContextVar::new("SPEC", 0);
 pub static NUM_CPU_THREADS: ContextVar = ContextVar::new_lazy("NUM_CPU_THREADS", cpu_count);
 /// Worker threads for BEAM search and compilation. Default [`NUM_CPU_THREADS`].
 pub static PARALLEL: ContextVar = ContextVar::new_lazy("PARALLEL", || NUM_CPU_THREADS.global());
-/// Pattern-matcher statistics: nonzero counts each rule's matches (`Rule::hits`). Default 0.
+/// Pattern-matcher statistics: nonzero counts each rule's matches (`Rule::hits`); 2 also records every rewrite as
+/// VIZ does. Default 0.
 pub static TRACK_MATCH_STATS: ContextVar = ContextVar::new("TRACK_MATCH_STATS", 0);
+/// The graph viewer (tinygrad `VIZ`): 1 records every graph rewrite, kernel and launch and, at exit, writes the trace
+/// and serves the viewer on 127.0.0.1 when stdout is a terminal; -1 only writes the trace and prints its path; 0 off.
+/// Default 0.
+pub static VIZ: ContextVar = ContextVar::new("VIZ", 0);
+/// 1 records the profiler's timeline (compiles, launches, copies, schedules, allocations; on with VIZ). Default 0.
+pub static PROFILE: ContextVar = ContextVar::new("PROFILE", 0);
 /// 1 splits a large reduction into two kernels. Default 1.
 pub static SPLIT_REDUCEOP: ContextVar = ContextVar::new("SPLIT_REDUCEOP", 1);
 /// 1 lets the hand-coded opts use tensor cores (the TC opt) where the target has them (tinygrad `TC`). Default 1.
 pub static TC: ContextVar = ContextVar::new("TC", 1);
 
 /// Every [`ContextVar`] above with the values it accepts, for [`check_settings`].
-static CONTEXT_VARS: [(&ContextVar, i64, i64); 13] = [
+static CONTEXT_VARS: [(&ContextVar, i64, i64); 15] = [
     (&DEBUG, 0, 7),
     (&BEAM, 0, 1024),
     (&NOOPT, 0, 1),
@@ -242,6 +249,8 @@ static CONTEXT_VARS: [(&ContextVar, i64, i64); 13] = [
     (&TRACK_MATCH_STATS, 0, 2),
     (&SPLIT_REDUCEOP, 0, 1),
     (&TC, 0, 1),
+    (&VIZ, -1, 1),
+    (&PROFILE, 0, 1),
 ];
 
 static DEV_GLOBAL: LazyLock<RwLock<String>> = LazyLock::new(|| RwLock::new(getenv_str("DEV", "")));

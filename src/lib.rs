@@ -4,7 +4,8 @@
 //! Stages, in processing order: [`tensor`] (the user API) builds [`uop`] graphs; [`schedule`] cuts them into
 //! kernels; [`codegen`] lowers and linearizes each; [`renderer`] prints source; [`runtime`] compiles and
 //! launches it; [`engine`] drives the whole. [`dtype`], [`helpers`] and [`error`] are shared by all. Above the
-//! tensor: [`nn`] (layers, optimizers, state, GGUF), [`onnx`] (ONNX models) and [`llm`].
+//! tensor: [`nn`] (layers, optimizers, state, GGUF), [`onnx`] (ONNX models) and [`llm`]. Beside the pipeline:
+//! [`profile`] (the profiler's events) and [`viz`] (the trace of every rewrite, kernel and launch, and its viewer).
 
 // lets `#[derive(Module)]`'s `::tinygrad::...` paths resolve inside this crate too
 extern crate self as tinygrad;
@@ -17,11 +18,13 @@ pub mod helpers;
 pub mod llm;
 pub mod nn;
 pub mod onnx;
+pub mod profile;
 pub mod renderer;
 pub mod runtime;
 pub mod schedule;
 pub mod tensor;
 pub mod uop;
+pub mod viz;
 
 pub use dtype::{dtypes, DType};
 pub use error::{Error, Result};

@@ -7,9 +7,10 @@ use crate::codegen::{full_rewrite, LinearKernel, Opt};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::{BEAM, DEBUG, GLOBAL_COUNTERS, NOOPT};
+use crate::profile;
 use crate::runtime::{self, canonicalize_device, Compiled, Program, RawBuffer};
 use crate::schedule::{contiguous_buffer, create_schedule};
-use crate::uop::{Arg, BufferInfo, Ops, UOp};
+use crate::uop::{track, Arg, BufferInfo, Ops, UOp};
 mod capture;
 mod search;
 
@@ -38,7 +39,14 @@ fn device(name: &str) -> Result<&'static Device> {
     static OPENED: [OnceLock<Device>; runtime::DEVICES.len()] = [const { OnceLock::new() }; runtime::DEVICES.len()];
     let rt = runtime::open_device(name)?;
     let slot = runtime::DEVICES.iter().position(|d| d.name == rt.name()).expect("an open device is in the registry");
-    Ok(OPENED[slot].get_or_init(|| Device { name: rt.name(), rt, runners: Mutex::default() }))
+    Ok(OPENED[slot].get_or_init(|| {
+        // (under VIZ in the environment the trace is written, and the viewer served, when the process exits; a
+        // Context that sets VIZ records only)
+        if crate::helpers::getenv("VIZ", 0) != 0 {
+            crate::viz::register_exit();
+        }
+        Device { name: rt.name(), rt, runners: Mutex::default() }
+    }))
 }
 
 /// Device memory held by a BUFFER node's [`BufferInfo`]; returned to its device's allocator cache on drop.
@@ -53,6 +61,7 @@ impl Drop for Mem {
     fn drop(&mut self) {
         if let Some(raw) = self.raw.take() {
             GLOBAL_COUNTERS.add_mem_used(-(allocated(&raw) as i64));
+            profile::mark(self.dev.name, "free", allocated(&raw) as u64);
             self.dev.rt.allocator().free(raw);
         }
     }
@@ -95,6 +104,7 @@ fn mem_of(buf: &UOp) -> Result<&Mem> {
                 (None, None) => alloc.alloc(size)?,
             };
             GLOBAL_COUNTERS.add_mem_used(allocated(&raw) as i64);
+            profile::mark(dev.name, "alloc", allocated(&raw) as u64);
             let _ = b.mem.set(Box::new(Mem { raw: Some(raw), dev, lock: Default::default() }));
         }
     }
@@ -184,6 +194,7 @@ pub fn copyout(u: &UOp) -> Result<Vec<u8>> {
     let m = mem_of(buf)?;
     let raw = m.raw.as_ref().expect("memory is held until drop");
     let _read = m.lock.read();
+    let _p = profile::range(m.dev.name, "copy", || format!("copyout {} bytes", raw.size())).map(|r| r.bytes(raw.size() as u64));
     let mut out = vec![0u8; raw.size()];
     m.dev.rt.allocator().copyout(&mut out, raw)?;
     Ok(out)
@@ -202,6 +213,7 @@ pub fn copyin(u: &UOp, bytes: &[u8]) -> Result<()> {
     let m = mem_of(buf)?;
     let raw = m.raw.as_ref().expect("memory is held until drop");
     let _write = m.lock.write();
+    let _p = profile::range(m.dev.name, "copy", || format!("copyin {} bytes", bytes.len())).map(|r| r.bytes(bytes.len() as u64));
     m.dev.rt.allocator().copyin(raw, bytes)
 }
 
@@ -277,7 +289,10 @@ impl ExecItem {
         }
         let k = &self.runner.kernel;
         let checked = self.runner.check.as_deref().map(|check| self.run_check(check, &ptrs)).transpose()?;
-        let tm = self.runner.program.launch(&ptrs, &self.vals, k.global_size, k.local_size)?;
+        let tm = {
+            let _p = profile::range(self.dev.name, "launch", || k.display_name.clone());
+            self.runner.program.launch(&ptrs, &self.vals, k.global_size, k.local_size)?
+        };
         if let Some(want) = checked {
             let b = &self.bufs[0];
             compare_outputs(self.dev.name, &k.name, b.dtype, &self.dev.read(b)?, &want)?;
@@ -422,8 +437,15 @@ fn prepare(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>, inputs: Option
     let beam = if opts.is_none() { beam_width() } else { 0 };
     let ren = dev.rt.renderer();
     let searched = if beam >= 1 { Some(search::beam_opts_on(dev, ast, beam as usize, inputs)?) } else { None };
+    // (VIZ: the kernel's rewrites, source and UOps in a group named by the kernel)
+    let group = track::group(|| "kernel".into());
     let kernel = full_rewrite(ast, &ren, opts.or(searched.as_deref()))?;
     let src = ren.render(&kernel);
+    group.rename(|| kernel.name.clone());
+    group.kernel(|| {
+        let uops = crate::renderer::python::render(&kernel).lines().skip(1).map(str::to_string).collect();
+        track::Kernel { name: kernel.name.clone(), device: dev.name.into(), src: src.clone(), uops }
+    });
     if DEBUG.value() >= 3 {
         println!("{}: opts [{}]", kernel.display_name, kernel.opts.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", "));
     }
@@ -450,7 +472,11 @@ fn load(dev: &Device, (kernel, _, beam): (LinearKernel, String, i64), compiled: 
 
 /// Optimizes, renders, compiles and loads `ast` on `dev` (see [`prepare`]).
 fn compile(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>, inputs: Option<&[UOp]>) -> Result<Arc<Runner>> {
+    let mut p = profile::range(dev.name, "compile", String::new);
     let prepared = prepare(dev, ast, opts, inputs)?;
+    if let Some(p) = &mut p {
+        p.rename(prepared.0.display_name.clone());
+    }
     let object = dev.rt.compiler()?.compile(&prepared.0.name, &prepared.1)?;
     let check = dev.rt.check_compiler()?.map(|cc| cc.compile(&prepared.0.name, &prepared.1)).transpose()?;
     load(dev, prepared, &object, check)
@@ -523,12 +549,14 @@ fn compile_missing(dev: &'static Device, asts: &[&UOp]) -> Result<()> {
         m.dedup();
         m
     };
-    if missing.len() <= 1 || beam_width() >= 1 {
+    // (VIZ records kernels one by one, in schedule order, so that a program records the same trace every run)
+    if missing.len() <= 1 || beam_width() >= 1 || track::enabled() {
         return Ok(());
     }
     use rayon::prelude::*;
     // the workers see this thread's Context overrides (NOOPT, DEBUG, ...)
     let ctx = crate::helpers::Context::snapshot();
+    let _p = profile::range(dev.name, "compile", || format!("{} kernels at once", missing.len()));
     let t_prep = Instant::now();
     let prepared = missing
         .par_iter()
@@ -592,7 +620,13 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
         return Ok(out.into_iter().map(|u| u.expect("every root realized")).collect());
     }
     let device_name = devs.first().cloned().unwrap_or_else(crate::runtime::default_device);
-    let sched = create_schedule(roots, &device(&device_name)?.rt.renderer());
+    let group = track::group(|| "Schedule".into());
+    let sched = {
+        let _p = profile::range("TINY", "schedule", || format!("schedule {} roots", roots.len()));
+        create_schedule(roots, &device(&device_name)?.rt.renderer())
+    };
+    group.rename(|| format!("Schedule {} Kernel{}", sched.items.len(), if sched.items.len() == 1 { "" } else { "s" }));
+    drop(group);
     if DEBUG.value() >= 1 && !sched.items.is_empty() {
         println!("scheduled {} kernels in {:.2} ms", sched.items.len(), t0.elapsed().as_secs_f64() * 1e3);
     }

@@ -11,6 +11,7 @@ mod rewrite;
 mod shape;
 pub mod spec;
 pub mod symbolic;
+pub mod track;
 mod upat;
 
 pub use alu::exec_alu;

@@ -2,8 +2,9 @@
 //! UOp and a matcher. Out: the rewritten root. Iterative (an explicit stack, no recursion however deep the
 //! graph), memoized per node (tinygrad `RewriteContext.unified_rewrite`).
 
-use super::{PatternMatcher, UOp};
+use super::{track, PatternMatcher, UOp};
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::panic::Location;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Chains of more rewrites than this on one node are runaway rule sets.
@@ -16,8 +17,9 @@ const MAX_CHAIN: u32 = 1000;
 /// # Panics
 /// If the rules never settle: a rewrite produces a node that contains the node being rewritten, or one node
 /// is rewritten more than 1000 times in a row. The message names the pass and the last rule that fired.
+#[track_caller]
 pub fn graph_rewrite<C>(sink: &UOp, pm: &PatternMatcher<C>, ctx: &mut C, name: &str) -> UOp {
-    rewrite_with(sink, pm, ctx, name, false)
+    rewrite_with(sink, pm, ctx, name, false, std::panic::Location::caller())
 }
 
 /// Rewrites `sink` with `pm`, each node to a fixed point before its sources are visited (tinygrad's
@@ -25,8 +27,9 @@ pub fn graph_rewrite<C>(sink: &UOp, pm: &PatternMatcher<C>, ctx: &mut C, name: &
 ///
 /// # Panics
 /// As [`graph_rewrite`].
+#[track_caller]
 pub fn graph_rewrite_top_down<C>(sink: &UOp, pm: &PatternMatcher<C>, ctx: &mut C, name: &str) -> UOp {
-    rewrite_with(sink, pm, ctx, name, true)
+    rewrite_with(sink, pm, ctx, name, true, std::panic::Location::caller())
 }
 
 /// The tables of a rewrite (`replace`, `in_progress`), kept per thread between rewrites so that their memory is
@@ -37,12 +40,27 @@ thread_local! {
     static SPARE: std::cell::RefCell<Vec<Tables>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-fn rewrite_with<C>(sink: &UOp, pm: &PatternMatcher<C>, ctx: &mut C, name: &str, top_down: bool) -> UOp {
+fn rewrite_with<C>(sink: &UOp, pm: &PatternMatcher<C>, ctx: &mut C, name: &str, top_down: bool, loc: &'static Location<'static>) -> UOp {
     // (a rewrite function may itself rewrite: each nesting level takes its own tables)
     let (replace, in_progress) = SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_default();
     let memo = size_of::<C>() == 0 && pm.id < 64;
-    let mut rw = Rewriter { pm, ctx, name, top_down, replace, in_progress, last_rule: None, memo };
-    let out = rw.run(sink);
+    let rec = track::begin(name, loc, sink);
+    let mut rw = Rewriter { pm, ctx, name, top_down, replace, in_progress, last_rule: None, memo, rec };
+    let out = match &rw.rec {
+        None => rw.run(sink),
+        // (recording: a rule that panics ends the step as an error, then the panic goes on)
+        Some(_) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rw.run(sink))) {
+            Ok(out) => out,
+            Err(e) => {
+                let msg = e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()));
+                track::end(rw.rec.take().expect("recording"), Err(msg.unwrap_or_else(|| "panic".into())));
+                std::panic::resume_unwind(e)
+            }
+        },
+    };
+    if let Some(r) = rw.rec.take() {
+        track::end(r, Ok(&out));
+    }
     let (mut replace, mut in_progress) = (rw.replace, rw.in_progress);
     // tables that grew huge are dropped rather than kept
     if replace.capacity() <= 1 << 16 {
@@ -66,6 +84,8 @@ struct Rewriter<'a, C> {
     /// Whether fixed points may be recorded on nodes for later rewrites with the same matcher: only when the
     /// context is zero-sized, as then no rule can depend on context state, and the matcher has a bit (id < 64).
     memo: bool,
+    /// The step being recorded for VIZ ([`track`]), when recording.
+    rec: Option<track::StepRef>,
 }
 
 enum Stage {
@@ -84,8 +104,12 @@ impl<C> Rewriter<'_, C> {
     }
 
     fn rewrite(&mut self, u: &UOp) -> Option<UOp> {
+        let t = self.rec.as_ref().map(|_| std::time::Instant::now());
         let (n, i) = self.pm.rewrite_with_rule(u, self.ctx)?;
         self.last_rule = Some(i);
+        if let (Some(rec), Some(t)) = (&self.rec, t) {
+            track::matched(rec, u, &n, &self.pm.rules()[i], t.elapsed().as_nanos() as u64);
+        }
         Some(n)
     }
 

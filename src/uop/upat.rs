@@ -388,18 +388,32 @@ pub struct Rule<C> {
     pub location: &'static Location<'static>,
     /// Times this rule rewrote something (counted when TRACK_MATCH_STATS is on).
     pub hits: Arc<AtomicU64>,
+    /// The rule as written (the [`pm!`](crate::pm) macro captures it; "" for a rule built otherwise): what VIZ shows.
+    pub text: &'static str,
 }
 
 impl<C> Clone for Rule<C> {
     fn clone(&self) -> Self {
-        Rule { pat: self.pat.clone(), reject: self.reject, f: self.f.clone(), location: self.location, hits: self.hits.clone() }
+        Rule {
+            pat: self.pat.clone(),
+            reject: self.reject,
+            f: self.f.clone(),
+            location: self.location,
+            hits: self.hits.clone(),
+            text: self.text,
+        }
     }
 }
 
 impl<C> Rule<C> {
     /// A rule; its location is where `pat` was built (see the [`pm!`](crate::pm) macro).
     pub fn new(pat: UPat, f: impl Fn(&Bindings, &mut C) -> Option<UOp> + Send + Sync + 'static) -> Rule<C> {
-        Rule { location: pat.loc, reject: Reject::of(&pat), pat, f: Arc::new(f), hits: Arc::default() }
+        Rule { location: pat.loc, reject: Reject::of(&pat), pat, f: Arc::new(f), hits: Arc::default(), text: "" }
+    }
+    /// This rule with its source text (what [`pm!`](crate::pm) passes).
+    pub fn with_text(mut self, text: &'static str) -> Rule<C> {
+        self.text = text;
+        self
     }
 }
 
@@ -495,6 +509,7 @@ impl PatternMatcher<()> {
                     f: Arc::new(move |b: &Bindings, _: &mut C| f(b, &mut ())),
                     location: r.location,
                     hits: r.hits.clone(),
+                    text: r.text,
                 }
             })
             .collect();
@@ -520,7 +535,7 @@ macro_rules! pm {
             let _ = &$ctx;
             $(#[allow(unused_variables)] let $arg = &b[stringify!($arg)];)*
             $crate::uop::IntoRewrite::into_rewrite($body)
-        })),*])
+        }).with_text(stringify!($pat => |$($arg),*| $body))),*])
     };
     ($($pat:expr => |$($arg:ident),*| $body:expr),* $(,)?) => { $crate::pm!(_ctx: (); $($pat => |$($arg),*| $body),*) };
 }
