@@ -108,6 +108,8 @@ fn a_realize_records_its_schedule_and_kernel_groups_and_the_profile() {
     assert_eq!(g.name, kernels[0].name, "a kernel's group is named by the kernel");
     assert!(kernels[0].src.contains(&kernels[0].name) && !kernels[0].uops.is_empty());
     assert!(g.steps.iter().any(|s| s.name == "simplify and reduce collapse"), "{:?}", g.steps.iter().map(|s| &s.name).collect::<Vec<_>>());
+    let k = t.groups.iter().position(|g| g.kernel.is_some()).unwrap() as u32;
+    assert_eq!(t.groups[0].calls, [(kernels[0].name.clone(), Some(k))], "the schedule names the kernel it launched");
     let p = tinygrad::profile::events();
     assert!(p.iter().any(|e| e.kind == "launch" && e.name.contains(&kernels[0].name[..1])), "{p:?}");
     assert!(p.iter().any(|e| e.kind == "schedule") && p.iter().any(|e| e.kind == "compile"));
@@ -126,6 +128,14 @@ fn replaying_each_step_of_a_beautiful_mnist_training_step_gives_its_recorded_out
     let steps: Vec<&track::Step> = t.groups.iter().flat_map(|g| &g.steps).collect();
     let kernels = t.groups.iter().filter(|g| g.kernel.is_some()).count();
     assert!(kernels >= 10 && steps.len() > 3 * kernels, "{kernels} kernels, {} steps", steps.len());
+    // every kernel each schedule launched is listed under it, linked to the group of its compile where it was
+    // compiled in this step (a kernel compiled by an earlier schedule is launched again, not compiled)
+    let scheduled: usize = t.groups.iter().filter_map(|g| g.name.strip_prefix("Schedule ")?.split(' ').next()?.parse::<usize>().ok()).sum();
+    let calls: Vec<&(String, Option<u32>)> = t.groups.iter().flat_map(|g| &g.calls).collect();
+    assert_eq!(calls.len(), scheduled);
+    for (name, k) in calls {
+        assert_eq!(&t.groups[k.expect("compiled in this step") as usize].kernel.as_ref().unwrap().name, name);
+    }
     let (mut replayed, mut matched) = (0, 0);
     for s in steps {
         let mut extra = vec![];
@@ -231,4 +241,49 @@ fn the_viewer_serves_groups_steps_graphs_kernels_and_the_profile_on_loopback() {
     assert_eq!(get(port, "/graph-rewrites?ctx=99&step=0").0, 400);
     assert_eq!(get(port, "/etc/passwd").0, 404);
     assert_eq!(get(port, "/../Cargo.toml").0, 404);
+}
+
+/// `$TINYGRAD_TEST_PYTHON` (else `python3`) when it has selenium and Debian's chromium and chromedriver are
+/// installed; else `None` after saying what is missing (under CI, a failure naming it).
+fn browser_python() -> Option<String> {
+    let py = std::env::var("TINYGRAD_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let selenium = std::process::Command::new(&py).args(["-c", "import selenium"]).output().is_ok_and(|o| o.status.success());
+    let missing: Vec<&str> =
+        ["/usr/bin/chromium", "/usr/bin/chromedriver"].into_iter().filter(|p| !std::path::Path::new(p).exists()).collect();
+    if selenium && missing.is_empty() {
+        return Some(py);
+    }
+    let what =
+        format!("selenium for {py} (TINYGRAD_TEST_PYTHON): {selenium}; missing: {missing:?} (apt-get install chromium chromium-driver)");
+    assert!(std::env::var_os("CI").is_none(), "CI needs {what}; .ci/run installs them");
+    eprintln!("skipping the page in Chromium: {what}");
+    None
+}
+
+#[test]
+fn the_page_in_headless_chromium_shows_kernels_steps_matches_and_a_5000_node_graph() {
+    let Some(py) = browser_python() else { return };
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    Tensor::manual_seed(5);
+    let m = model::Model::new();
+    let opt = tinygrad::nn::optim::adam_with(&tinygrad::nn::Module::get_parameters(&m), Default::default());
+    let (x, y) = (Tensor::rand([2, 1, 28, 28]), Tensor::from_slice(&[4i32, 2], [2]));
+    let ((), trace) = recorded(|| {
+        m.train_step(&opt, &x, &y).unwrap().item::<f32>().unwrap();
+        // a sum of 2,500 (variable + 1): 5,001 nodes, one rule applied at its root
+        let big = (0..2500).map(|i| UOp::variable(&format!("v{i}"), 0, 9) + 1).reduce(|a, b| a + b).unwrap() * 1;
+        let _big = track::group(|| "big graph".into());
+        let times_one: PatternMatcher = pm! { var("x") * 1 => |x| x };
+        graph_rewrite(&big, &times_one, &mut (), "times one");
+    });
+    let listener = serve::bind(0).unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || serve::serve_on(listener, TraceFile { trace, profile: tinygrad::profile::events() }));
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let shot = root.join("target/viz_page.png");
+    let out = std::process::Command::new(py).arg(root.join("tests/viz/page.py")).args([&base, shot.to_str().unwrap()]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::metadata(&shot).unwrap().len() > 10_000, "a screenshot with something on it");
 }

@@ -408,6 +408,18 @@ struct Runner {
     beam: i64,
     /// Each argument slot the kernel indexes and the bytes it may touch there (its DEFINE_GLOBAL's size).
     args: Vec<(usize, usize)>,
+    /// The VIZ group that recorded its compile, when recording ([`track`]).
+    viz: Option<usize>,
+}
+
+/// A kernel optimized and rendered, ready to compile.
+struct Prepared {
+    kernel: LinearKernel,
+    src: String,
+    /// The BEAM width its opts were searched with.
+    beam: i64,
+    /// Its VIZ group, when recording.
+    viz: Option<usize>,
 }
 
 /// The BEAM width kernels compile with now: `BEAM`, or -1 under NOOPT=1 (no opts: a kernel cached with the
@@ -433,7 +445,7 @@ fn runner(dev: &'static Device, ast: &UOp, inputs: Option<&[UOp]>) -> Result<Arc
 
 /// Optimizes (with `opts`, else BEAM's when BEAM>=1, else the default choice) and renders `ast` for `dev`: the
 /// kernel, its source and the BEAM width it was searched with.
-fn prepare(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>, inputs: Option<&[UOp]>) -> Result<(LinearKernel, String, i64)> {
+fn prepare(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>, inputs: Option<&[UOp]>) -> Result<Prepared> {
     let beam = if opts.is_none() { beam_width() } else { 0 };
     let ren = dev.rt.renderer();
     let searched = if beam >= 1 { Some(search::beam_opts_on(dev, ast, beam as usize, inputs)?) } else { None };
@@ -452,11 +464,11 @@ fn prepare(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>, inputs: Option
     if DEBUG.value() >= 4 {
         println!("{src}");
     }
-    Ok((kernel, src, beam))
+    Ok(Prepared { kernel, src, beam, viz: group.index() })
 }
 
 /// The runner of a prepared kernel, compiled for `dev` (and `check`, its check compiler's build, if any).
-fn load(dev: &Device, (kernel, _, beam): (LinearKernel, String, i64), compiled: &Compiled, check: Option<Compiled>) -> Result<Arc<Runner>> {
+fn load(dev: &Device, Prepared { kernel, beam, viz, .. }: Prepared, compiled: &Compiled, check: Option<Compiled>) -> Result<Arc<Runner>> {
     let program = dev.rt.load(&kernel, compiled)?;
     let check = check.map(|c| dev.rt.load(&kernel, &c)).transpose()?;
     let args = kernel
@@ -467,7 +479,7 @@ fn load(dev: &Device, (kernel, _, beam): (LinearKernel, String, i64), compiled: 
             _ => None,
         })
         .collect();
-    Ok(Arc::new(Runner { kernel, program, check, beam, args }))
+    Ok(Arc::new(Runner { kernel, program, check, beam, args, viz }))
 }
 
 /// Optimizes, renders, compiles and loads `ast` on `dev` (see [`prepare`]).
@@ -475,10 +487,10 @@ fn compile(dev: &'static Device, ast: &UOp, opts: Option<&[Opt]>, inputs: Option
     let mut p = profile::range(dev.name, "compile", String::new);
     let prepared = prepare(dev, ast, opts, inputs)?;
     if let Some(p) = &mut p {
-        p.rename(prepared.0.display_name.clone());
+        p.rename(prepared.kernel.display_name.clone());
     }
-    let object = dev.rt.compiler()?.compile(&prepared.0.name, &prepared.1)?;
-    let check = dev.rt.check_compiler()?.map(|cc| cc.compile(&prepared.0.name, &prepared.1)).transpose()?;
+    let object = dev.rt.compiler()?.compile(&prepared.kernel.name, &prepared.src)?;
+    let check = dev.rt.check_compiler()?.map(|cc| cc.compile(&prepared.kernel.name, &prepared.src)).transpose()?;
     load(dev, prepared, &object, check)
 }
 
@@ -566,7 +578,7 @@ fn compile_missing(dev: &'static Device, asts: &[&UOp]) -> Result<()> {
         })
         .collect::<Result<Vec<_>>>()?;
     let t1 = Instant::now();
-    let sources: Vec<(&str, &str)> = prepared.iter().map(|(k, src, _)| (k.name.as_str(), src.as_str())).collect();
+    let sources: Vec<(&str, &str)> = prepared.iter().map(|p| (p.kernel.name.as_str(), p.src.as_str())).collect();
     let objects = dev.rt.compiler()?.compile_many(&sources);
     let mut checks: Vec<Option<Result<Compiled>>> = match dev.rt.check_compiler()? {
         Some(cc) => cc.compile_many(&sources).into_iter().map(Some).collect(),
@@ -626,6 +638,7 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
         create_schedule(roots, &device(&device_name)?.rt.renderer())
     };
     group.rename(|| format!("Schedule {} Kernel{}", sched.items.len(), if sched.items.len() == 1 { "" } else { "s" }));
+    let viz_group = group.index();
     drop(group);
     if DEBUG.value() >= 1 && !sched.items.is_empty() {
         println!("scheduled {} kernels in {:.2} ms", sched.items.len(), t0.elapsed().as_secs_f64() * 1e3);
@@ -653,6 +666,7 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
         for (item, dev) in sched.items.into_iter().zip(devs) {
             let ei = ExecItem::new(runner(dev, &item.ast, Some(&item.bufs))?, item.bufs, dev, &sched.var_vals);
             capture::record(&ei);
+            track::call(viz_group, || (ei.runner.kernel.name.clone(), ei.runner.viz));
             ei.run()?;
         }
         return Ok(sched.outputs);
@@ -667,6 +681,9 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
             Ok(ei)
         })
         .collect::<Result<Vec<_>>>()?;
+    for ei in &items {
+        track::call(viz_group, || (ei.runner.kernel.name.clone(), ei.runner.viz));
+    }
     run_items(items)?;
     Ok(sched.outputs)
 }

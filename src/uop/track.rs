@@ -79,6 +79,9 @@ pub struct Group {
     pub loc: String,
     pub steps: Vec<Step>,
     pub kernel: Option<Kernel>,
+    /// For a schedule: the kernels it launched, in order, each with the group that recorded its compile (none for
+    /// a kernel compiled before recording began).
+    pub calls: Vec<(String, Option<u32>)>,
 }
 
 /// Everything recorded so far.
@@ -153,7 +156,7 @@ impl Recorder {
     }
 
     fn group(&mut self, name: String, loc: String) -> usize {
-        self.trace.groups.push(Group { name, loc, steps: vec![], kernel: None });
+        self.trace.groups.push(Group { name, loc, steps: vec![], kernel: None, calls: vec![] });
         self.trace.groups.len() - 1
     }
 }
@@ -174,6 +177,10 @@ pub fn group(name: impl FnOnce() -> String) -> GroupGuard {
 }
 
 impl GroupGuard {
+    /// The group's index in [`Trace::groups`], when recording.
+    pub fn index(&self) -> Option<usize> {
+        self.0
+    }
     /// Renames the group (a schedule's kernel count, a kernel's name: known only at its end).
     pub fn rename(&self, name: impl FnOnce() -> String) {
         if let Some(g) = self.0 {
@@ -198,6 +205,15 @@ impl Drop for GroupGuard {
     }
 }
 
+/// Records that schedule group `g` (when recording) launched the kernel `k` gives: its name and the group that
+/// recorded its compile.
+pub fn call(g: Option<usize>, k: impl FnOnce() -> (String, Option<usize>)) {
+    if let Some(g) = g {
+        let (name, ctx) = k();
+        with(|r| r.trace.groups[g].calls.push((name, ctx.map(|c| c as u32))));
+    }
+}
+
 /// A step being recorded: its group and index.
 pub(super) struct StepRef(usize, usize);
 
@@ -212,7 +228,7 @@ pub(super) fn begin(name: &str, loc: &'static Location<'static>, sink: &UOp) -> 
         let g = open.unwrap_or_else(|| {
             let key = format!("{}:{}", loc.file(), loc.line());
             *r.by_caller.entry(key.clone()).or_insert_with(|| {
-                r.trace.groups.push(Group { name: key.clone(), loc: key, steps: vec![], kernel: None });
+                r.trace.groups.push(Group { name: key.clone(), loc: key, steps: vec![], kernel: None, calls: vec![] });
                 r.trace.groups.len() - 1
             })
         });

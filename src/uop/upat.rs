@@ -535,7 +535,7 @@ macro_rules! pm {
             let _ = &$ctx;
             $(#[allow(unused_variables)] let $arg = &b[stringify!($arg)];)*
             $crate::uop::IntoRewrite::into_rewrite($body)
-        }).with_text(stringify!($pat => |$($arg),*| $body))),*])
+        }).with_text(concat!(stringify!($pat), " => |", stringify!($($arg),*), "| ", stringify!($body)))),*])
     };
     ($($pat:expr => |$($arg:ident),*| $body:expr),* $(,)?) => { $crate::pm!(_ctx: (); $($pat => |$($arg),*| $body),*) };
 }

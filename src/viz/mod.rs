@@ -6,8 +6,9 @@
 //! Trace file, version 1 (`"format": "tinygrad-rs viz"`), one JSON object:
 //! - `nodes`: `[op, dtype, arg, tag, [src ids]]` per node, ids by position, sources before users.
 //! - `rules`: `[location, text]` per rule that matched.
-//! - `groups`: `{name, loc, kernel, steps}`; `kernel` is null or `{name, device, src, uops}`; each step is `{name,
-//!   loc, depth, sink, out, error, matches}` with `matches` as `[before, after, rule, ns]`.
+//! - `groups`: `{name, loc, kernel, calls, steps}`; `kernel` is null or `{name, device, src, uops}`; `calls` (a
+//!   schedule's) `[kernel name, its group or null]` per kernel launched; each step is `{name, loc, depth, sink, out,
+//!   error, matches}` with `matches` as `[before, after, rule, ns]`.
 //! - `profile`: `{device, kind, name, start_ns, dur_ns, bytes}` per event ([`crate::profile::Event`]).
 
 pub mod layout;
@@ -51,7 +52,7 @@ pub fn to_json(t: &TraceFile) -> Value {
                 })
                 .collect();
             let kernel = g.kernel.as_ref().map(|k| json!({"name": k.name, "device": k.device, "src": k.src, "uops": k.uops}));
-            json!({"name": g.name, "loc": g.loc, "kernel": kernel, "steps": steps})
+            json!({"name": g.name, "loc": g.loc, "kernel": kernel, "steps": steps, "calls": g.calls})
         })
         .collect();
     let profile: Vec<Value> = t
@@ -131,7 +132,11 @@ pub fn from_json(v: &Value, path: &Path) -> Result<TraceFile> {
                 uops: arr(&k["uops"], "kernel uops")?.iter().map(|x| s(x, "kernel uops")).collect::<Result<_>>()?,
             }),
         };
-        groups.push(Group { name: s(&g["name"], "group name")?, loc: s(&g["loc"], "group loc")?, steps, kernel });
+        let calls = arr(&g["calls"], "group calls")?
+            .iter()
+            .map(|c| Ok((s(&c[0], "call")?, if c[1].is_null() { None } else { Some(u(&c[1], "call")? as u32) })))
+            .collect::<Result<_>>()?;
+        groups.push(Group { name: s(&g["name"], "group name")?, loc: s(&g["loc"], "group loc")?, steps, kernel, calls });
     }
     let kinds = ["schedule", "compile", "launch", "copy", "alloc", "free"];
     let mut events = vec![];
@@ -185,8 +190,8 @@ pub fn default_path() -> PathBuf {
         .unwrap_or_else(|| std::env::temp_dir().join(format!("tinygrad_viz_{}.json", std::process::id())))
 }
 
-/// What VIZ does at exit: writes the trace; under `VIZ=1` with stdout a terminal, serves the viewer until
-/// interrupted, else prints how to open the file.
+/// What VIZ does at exit: writes the trace (and its profile as Chrome trace JSON beside it, `*.chrome.json`); under
+/// `VIZ=1` with stdout a terminal, serves the viewer until interrupted, else prints how to open the file.
 pub fn at_exit() {
     let t = recorded();
     if t.trace.groups.is_empty() && t.profile.is_empty() {
@@ -197,9 +202,18 @@ pub fn at_exit() {
         eprintln!("VIZ: {e}");
         return;
     }
+    // the profile also as Chrome trace JSON, for Perfetto
+    let chrome = path.with_extension("chrome.json");
+    if let Err(e) = std::fs::write(&chrome, profile::chrome_trace(&t.profile).to_string()) {
+        eprintln!("VIZ: {}: {e}", chrome.display());
+    }
     let steps: usize = t.trace.groups.iter().map(|g| g.steps.len()).sum();
     let matches: usize = t.trace.groups.iter().flat_map(|g| &g.steps).map(|s| s.matches.len()).sum();
-    println!("VIZ: rewrote {steps} graphs and matched {matches} times, saved to {}", path.display());
+    println!(
+        "VIZ: rewrote {steps} graphs and matched {matches} times, saved to {} (profile for Perfetto: {})",
+        path.display(),
+        chrome.display()
+    );
     use std::io::IsTerminal;
     if VIZ.value() >= 1 && std::io::stdout().is_terminal() {
         if let Err(e) = serve::serve(t, serve::port_from_env()) {

@@ -116,7 +116,8 @@ pub fn route(t: &TraceFile, path: &str) -> (u16, &'static str, Vec<u8>) {
     }
 }
 
-/// `/ctxs`: each group's name, location, whether it holds a kernel, and its steps.
+/// `/ctxs`: each group's name, location, its kernel's name (or null), the kernels it launched (a schedule's:
+/// `[name, ctx or null]`), and its steps.
 fn ctxs(t: &TraceFile) -> Value {
     let groups: Vec<Value> = t
         .trace
@@ -128,7 +129,7 @@ fn ctxs(t: &TraceFile) -> Value {
                 .iter()
                 .map(|s| json!({"name": s.name, "loc": s.loc, "depth": s.depth, "match_count": s.matches.len(), "error": s.error}))
                 .collect();
-            json!({"name": g.name, "loc": g.loc, "kernel": g.kernel.as_ref().map(|k| &k.name), "steps": steps})
+            json!({"name": g.name, "loc": g.loc, "kernel": g.kernel.as_ref().map(|k| &k.name), "calls": g.calls, "steps": steps})
         })
         .collect();
     Value::Array(groups)
