@@ -40,9 +40,9 @@ fn device(name: &str) -> Result<&'static Device> {
     let rt = runtime::open_device(name)?;
     let slot = runtime::DEVICES.iter().position(|d| d.name == rt.name()).expect("an open device is in the registry");
     Ok(OPENED[slot].get_or_init(|| {
-        // (under VIZ in the environment the trace is written, and the viewer served, when the process exits; a
-        // Context that sets VIZ records only)
-        if crate::helpers::getenv("VIZ", 0) != 0 {
+        // (under VIZ or PROFILE in the environment the trace or profile is written, and the viewer served, when the
+        // process exits; a Context that sets them records only)
+        if crate::helpers::getenv("VIZ", 0) != 0 || crate::helpers::getenv("PROFILE", 0) != 0 {
             crate::viz::register_exit();
         }
         Device { name: rt.name(), rt, runners: Mutex::default() }
@@ -409,7 +409,7 @@ struct Runner {
     /// Each argument slot the kernel indexes and the bytes it may touch there (its DEFINE_GLOBAL's size).
     args: Vec<(usize, usize)>,
     /// The VIZ group that recorded its compile, when recording ([`track`]).
-    viz: Option<usize>,
+    viz: Option<track::GroupRef>,
 }
 
 /// A kernel optimized and rendered, ready to compile.
@@ -419,7 +419,7 @@ struct Prepared {
     /// The BEAM width its opts were searched with.
     beam: i64,
     /// Its VIZ group, when recording.
-    viz: Option<usize>,
+    viz: Option<track::GroupRef>,
 }
 
 /// The BEAM width kernels compile with now: `BEAM`, or -1 under NOOPT=1 (no opts: a kernel cached with the

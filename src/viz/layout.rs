@@ -18,8 +18,11 @@ type Want<'a> = dyn Fn(usize, &Vec<(f64, f64)>) -> f64 + 'a;
 /// A laid-out graph: node centres (same order as the input) and the drawing's size.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Layout {
+    /// Each node's centre (x, y), pixels from the top left.
     pub pos: Vec<(f64, f64)>,
+    /// The drawing's width, pixels.
     pub width: f64,
+    /// The drawing's height, pixels.
     pub height: f64,
 }
 

@@ -30,7 +30,9 @@ pub const VERSION: u64 = 1;
 /// A trace as the file holds it: the recorded rewrites and the profile.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TraceFile {
+    /// The rewrites, groups and kernels.
     pub trace: Trace,
+    /// The profiler's events.
     pub profile: Vec<Event>,
 }
 
@@ -79,22 +81,23 @@ pub fn from_json(v: &Value, path: &Path) -> Result<TraceFile> {
     let ops: rustc_hash::FxHashMap<String, Ops> = Ops::ALL.iter().map(|o| (format!("{o:?}"), *o)).collect();
     let s = |v: &Value, f: &str| v.as_str().map(str::to_string).ok_or_else(|| bad(f));
     let u = |v: &Value, f: &str| v.as_u64().ok_or_else(|| bad(f));
+    let id = |v: &Value, f: &str| v.as_u64().and_then(|x| u32::try_from(x).ok()).ok_or_else(|| bad(f));
     let arr = |v: &'_ Value, f: &str| v.as_array().cloned().ok_or_else(|| bad(f));
     let mut nodes = vec![];
     for n in arr(&v["nodes"], "nodes")? {
         let op = *ops.get(n[0].as_str().unwrap_or("")).ok_or_else(|| bad("node op"))?;
-        let src = arr(&n[4], "node src")?.iter().map(|x| u(x, "node src").map(|x| x as u32)).collect::<Result<Vec<_>>>()?;
+        let src = arr(&n[4], "node src")?.iter().map(|x| id(x, "node src")).collect::<Result<Vec<_>>>()?;
         if src.iter().any(|&x| x as usize >= nodes.len()) {
             return Err(bad("node src"));
         }
-        let tag = n[3].as_u64().map(|t| t as u32);
+        let tag = if n[3].is_null() { None } else { Some(id(&n[3], "node tag")?) };
         nodes.push(Node { op, dtype: s(&n[1], "node dtype")?, arg: s(&n[2], "node arg")?, tag, src });
     }
     let rules: Vec<RuleInfo> = arr(&v["rules"], "rules")?
         .iter()
         .map(|r| Ok(RuleInfo { loc: s(&r[0], "rule")?, text: s(&r[1], "rule")? }))
         .collect::<Result<_>>()?;
-    let node = |x: &Value, f: &str| u(x, f).map(|x| x as u32).and_then(|x| if (x as usize) < nodes.len() { Ok(x) } else { Err(bad(f)) });
+    let node = |x: &Value, f: &str| id(x, f).and_then(|x| if (x as usize) < nodes.len() { Ok(x) } else { Err(bad(f)) });
     let mut groups = vec![];
     for g in arr(&v["groups"], "groups")? {
         let mut steps = vec![];
@@ -105,14 +108,14 @@ pub fn from_json(v: &Value, path: &Path) -> Result<TraceFile> {
                     Ok(Match {
                         before: node(&m[0], "match")?,
                         after: node(&m[1], "match")?,
-                        rule: u(&m[2], "match")? as u32,
+                        rule: id(&m[2], "match")?,
                         ns: u(&m[3], "match")?,
                     })
                 })
                 .collect::<Result<_>>()?;
             let out = if st["out"].is_null() { None } else { Some(node(&st["out"], "step out")?) };
             let error = st["error"].as_str().map(str::to_string);
-            let depth = u(&st["depth"], "step depth")? as u32;
+            let depth = id(&st["depth"], "step depth")?;
             steps.push(Step {
                 name: s(&st["name"], "step name")?,
                 loc: s(&st["loc"], "step loc")?,
@@ -134,7 +137,7 @@ pub fn from_json(v: &Value, path: &Path) -> Result<TraceFile> {
         };
         let calls = arr(&g["calls"], "group calls")?
             .iter()
-            .map(|c| Ok((s(&c[0], "call")?, if c[1].is_null() { None } else { Some(u(&c[1], "call")? as u32) })))
+            .map(|c| Ok((s(&c[0], "call")?, if c[1].is_null() { None } else { Some(id(&c[1], "call")?) })))
             .collect::<Result<_>>()?;
         groups.push(Group { name: s(&g["name"], "group name")?, loc: s(&g["loc"], "group loc")?, steps, kernel, calls });
     }
@@ -153,6 +156,9 @@ pub fn from_json(v: &Value, path: &Path) -> Result<TraceFile> {
     }
     if groups.iter().flat_map(|g: &Group| &g.steps).flat_map(|s| &s.matches).any(|m| m.rule as usize >= rules.len()) {
         return Err(bad("match rule"));
+    }
+    if groups.iter().flat_map(|g| &g.calls).any(|c| c.1.is_some_and(|k| k as usize >= groups.len())) {
+        return Err(bad("call"));
     }
     Ok(TraceFile { trace: Trace { nodes, rules, groups }, profile: events })
 }
@@ -190,10 +196,19 @@ pub fn default_path() -> PathBuf {
         .unwrap_or_else(|| std::env::temp_dir().join(format!("tinygrad_viz_{}.json", std::process::id())))
 }
 
-/// What VIZ does at exit: writes the trace (and its profile as Chrome trace JSON beside it, `*.chrome.json`); under
+/// What VIZ (or PROFILE alone: the profile as Chrome trace JSON) does at exit: writes the trace (and its profile as Chrome trace JSON beside it, `*.chrome.json`); under
 /// `VIZ=1` with stdout a terminal, serves the viewer until interrupted, else prints how to open the file.
 pub fn at_exit() {
     let t = recorded();
+    if crate::helpers::getenv("VIZ", 0) == 0 {
+        // PROFILE=1 alone: the profile, for Perfetto
+        let path = std::env::temp_dir().join(format!("tinygrad_profile_{}.json", std::process::id()));
+        match std::fs::write(&path, profile::chrome_trace(&t.profile).to_string()) {
+            Ok(()) => println!("PROFILE: {} events saved to {} (open it in https://ui.perfetto.dev)", t.profile.len(), path.display()),
+            Err(e) => eprintln!("PROFILE: {}: {e}", path.display()),
+        }
+        return;
+    }
     if t.trace.groups.is_empty() && t.profile.is_empty() {
         return;
     }
@@ -225,7 +240,7 @@ pub fn at_exit() {
 }
 
 /// Registers [`at_exit`] to run when the process exits (once; the engine calls this when it opens a device under
-/// `VIZ`).
+/// `VIZ` or `PROFILE`).
 pub fn register_exit() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     extern "C" fn hook() {

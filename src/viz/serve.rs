@@ -12,7 +12,9 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The page, with its script and styles (no libraries, nothing fetched).
 const PAGE: &str = include_str!("index.html");
@@ -25,11 +27,16 @@ pub fn port_from_env() -> u16 {
 /// Binds 127.0.0.1:`port` (0: any free port).
 ///
 /// # Errors
-/// [`Error::Serve`] naming `PORT` when the port is taken.
+/// [`Error::Serve`] naming `PORT` (and `--port`) when the port is taken.
 pub fn bind(port: u16) -> Result<TcpListener> {
     let addr = format!("127.0.0.1:{port}");
-    TcpListener::bind(&addr).map_err(|e| Error::Serve { addr, msg: format!("{e}; set PORT to a free port") })
+    TcpListener::bind(&addr).map_err(|e| Error::Serve { addr, msg: format!("{e}; set PORT (or viz's --port) to a free port") })
 }
+
+/// Connections answered at once; past it a connection is answered 503.
+const MAX_CONNS: usize = 32;
+/// How long a client has to send its request, and each write may wait for it to read.
+const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves `trace` on 127.0.0.1:`port` until the process ends.
 ///
@@ -42,33 +49,57 @@ pub fn serve(trace: TraceFile, port: u16) -> Result<()> {
     Ok(())
 }
 
-/// Answers every connection `listener` accepts, each on a thread of its own, for as long as the listener lives.
+/// Answers every connection `listener` accepts, each on a thread of its own (at most [`MAX_CONNS`] at once), for as
+/// long as the listener lives.
 pub fn serve_on(listener: TcpListener, trace: TraceFile) {
-    let trace = Arc::new(trace);
-    for conn in listener.incoming().flatten() {
-        let trace = trace.clone();
-        std::thread::spawn(move || handle(conn, &trace));
+    let (trace, open) = (Arc::new(trace), Arc::new(AtomicUsize::new(0)));
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    for mut conn in listener.incoming().flatten() {
+        let _ = conn.set_write_timeout(Some(TIMEOUT));
+        if open.load(Ordering::Acquire) >= MAX_CONNS {
+            respond(&mut conn, 503, "application/json", br#"{"error": "busy"}"#);
+            continue;
+        }
+        open.fetch_add(1, Ordering::AcqRel);
+        let (trace, open) = (trace.clone(), open.clone());
+        std::thread::spawn(move || {
+            handle(conn, &trace, port);
+            open.fetch_sub(1, Ordering::AcqRel);
+        });
     }
 }
 
-fn handle(mut conn: TcpStream, t: &TraceFile) {
-    let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(10)));
-    let mut buf = Vec::with_capacity(2048);
-    let mut chunk = [0u8; 2048];
-    let path = loop {
-        let Ok(n) = conn.read(&mut chunk) else { return };
-        if n == 0 {
+/// Reads one GET request (by [`TIMEOUT`] in all) and answers it. A Host other than this machine's loopback names is
+/// refused, so that a web page whose name resolves to 127.0.0.1 (DNS rebinding) can't read the trace.
+fn handle(mut conn: TcpStream, t: &TraceFile, port: u16) {
+    let deadline = Instant::now() + TIMEOUT;
+    let (mut buf, mut chunk) = (Vec::with_capacity(2048), [0u8; 2048]);
+    let (path, host) = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || conn.set_read_timeout(Some(left)).is_err() {
             return;
         }
+        let n = match conn.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
         buf.extend_from_slice(&chunk[..n]);
         let mut headers = [httparse::EMPTY_HEADER; 64];
         let mut req = httparse::Request::new(&mut headers);
         match req.parse(&buf) {
-            Ok(httparse::Status::Complete(_)) if req.method == Some("GET") => break req.path.unwrap_or("/").to_string(),
+            Ok(httparse::Status::Complete(_)) if req.method == Some("GET") => {
+                let host =
+                    req.headers.iter().find(|h| h.name.eq_ignore_ascii_case("host")).map(|h| String::from_utf8_lossy(h.value).to_string());
+                break (req.path.unwrap_or("/").to_string(), host);
+            }
             Ok(httparse::Status::Partial) if buf.len() < 64 << 10 => continue,
             _ => return respond(&mut conn, 400, "application/json", br#"{"error": "GET requests only"}"#),
         }
     };
+    let local = ["127.0.0.1", "localhost", "[::1]"].map(|h| format!("{h}:{port}"));
+    if !host.is_some_and(|h| local.contains(&h)) {
+        return respond(&mut conn, 403, "application/json", br#"{"error": "open the viewer at http://127.0.0.1:PORT/"}"#);
+    }
     let (status, kind, body) = route(t, &path);
     respond(&mut conn, status, kind, &body);
 }
@@ -77,6 +108,8 @@ fn respond(conn: &mut TcpStream, status: u16, kind: &str, body: &[u8]) {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
+        403 => "Forbidden",
+        503 => "Service Unavailable",
         _ => "Not Found",
     };
     let head = format!("HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
@@ -203,10 +236,13 @@ fn graph_state(t: &TraceFile, step: &crate::uop::track::Step, k: usize) -> Value
     let nodes = &t.trace.nodes;
     let k = k.min(step.matches.len());
     let mut extra = vec![];
-    let root = if k == 0 {
-        step.sink
-    } else {
-        replay(nodes, &mut extra, step.sink, step.out.filter(|_| k == step.matches.len()), &step.matches[..k])
+    // (a step whose matches cycle, a runaway rewrite's, shows its input and why)
+    let (root, replay_error) = match k {
+        0 => (step.sink, None),
+        _ => match replay(nodes, &mut extra, step.sink, step.out.filter(|_| k == step.matches.len()), &step.matches[..k]) {
+            Ok(root) => (root, None),
+            Err(e) => (step.sink, Some(format!("replaying {k} matches: {e}"))),
+        },
     };
     let base = nodes.len() as u32;
     let get = |i: u32| if i < base { nodes[i as usize].clone() } else { extra[(i - base) as usize].clone() };
@@ -237,6 +273,7 @@ fn graph_state(t: &TraceFile, step: &crate::uop::track::Step, k: usize) -> Value
         let rule = &t.trace.rules[m.rule as usize];
         json!({"before": m.before, "after": m.after, "rule_loc": rule.loc, "rule_text": rule.text, "us": m.ns as f64 / 1e3, "diff": diff})
     });
-    json!({"name": step.name, "loc": step.loc, "root": root, "match": matched, "match_count": step.matches.len(), "error": step.error,
+    let error = step.error.iter().chain(&replay_error).cloned().collect::<Vec<_>>().join("\n");
+    json!({"name": step.name, "loc": step.loc, "root": root, "match": matched, "match_count": step.matches.len(), "error": (!error.is_empty()).then_some(error),
            "changed": changed, "graph": graph, "width": lay.width, "height": lay.height})
 }
