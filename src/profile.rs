@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use std::time::Instant;
 
 /// One profiled thing: a range (`dur_ns` > 0 or a zero-length range) or a memory event.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Event {
     /// The device it ran on (`CPU`, `CL`, ...), or `TINY` for host-side work that no device runs (schedules).
     pub device: String,
@@ -59,10 +59,7 @@ impl Drop for Range {
     fn drop(&mut self) {
         self.event.start_ns = since_start(self.start);
         self.event.dur_ns = self.start.elapsed().as_nanos() as u64;
-        EVENTS.lock().push(std::mem::replace(
-            &mut self.event,
-            Event { device: String::new(), kind: "", name: String::new(), start_ns: 0, dur_ns: 0, bytes: 0 },
-        ));
+        EVENTS.lock().push(std::mem::take(&mut self.event));
     }
 }
 

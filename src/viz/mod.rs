@@ -82,27 +82,26 @@ pub fn from_json(v: &Value, path: &Path) -> Result<TraceFile> {
     let s = |v: &Value, f: &str| v.as_str().map(str::to_string).ok_or_else(|| bad(f));
     let u = |v: &Value, f: &str| v.as_u64().ok_or_else(|| bad(f));
     let id = |v: &Value, f: &str| v.as_u64().and_then(|x| u32::try_from(x).ok()).ok_or_else(|| bad(f));
-    let arr = |v: &'_ Value, f: &str| v.as_array().cloned().ok_or_else(|| bad(f));
     let mut nodes = vec![];
-    for n in arr(&v["nodes"], "nodes")? {
+    for n in array(&v["nodes"], || bad("nodes"))? {
         let op = *ops.get(n[0].as_str().unwrap_or("")).ok_or_else(|| bad("node op"))?;
-        let src = arr(&n[4], "node src")?.iter().map(|x| id(x, "node src")).collect::<Result<Vec<_>>>()?;
+        let src = array(&n[4], || bad("node src"))?.iter().map(|x| id(x, "node src")).collect::<Result<Vec<_>>>()?;
         if src.iter().any(|&x| x as usize >= nodes.len()) {
             return Err(bad("node src"));
         }
         let tag = if n[3].is_null() { None } else { Some(id(&n[3], "node tag")?) };
         nodes.push(Node { op, dtype: s(&n[1], "node dtype")?, arg: s(&n[2], "node arg")?, tag, src });
     }
-    let rules: Vec<RuleInfo> = arr(&v["rules"], "rules")?
+    let rules: Vec<RuleInfo> = array(&v["rules"], || bad("rules"))?
         .iter()
         .map(|r| Ok(RuleInfo { loc: s(&r[0], "rule")?, text: s(&r[1], "rule")? }))
         .collect::<Result<_>>()?;
     let node = |x: &Value, f: &str| id(x, f).and_then(|x| if (x as usize) < nodes.len() { Ok(x) } else { Err(bad(f)) });
     let mut groups = vec![];
-    for g in arr(&v["groups"], "groups")? {
+    for g in array(&v["groups"], || bad("groups"))? {
         let mut steps = vec![];
-        for st in arr(&g["steps"], "steps")? {
-            let matches = arr(&st["matches"], "matches")?
+        for st in array(&g["steps"], || bad("steps"))? {
+            let matches = array(&st["matches"], || bad("matches"))?
                 .iter()
                 .map(|m| {
                     Ok(Match {
@@ -132,10 +131,10 @@ pub fn from_json(v: &Value, path: &Path) -> Result<TraceFile> {
                 name: s(&k["name"], "kernel name")?,
                 device: s(&k["device"], "kernel device")?,
                 src: s(&k["src"], "kernel src")?,
-                uops: arr(&k["uops"], "kernel uops")?.iter().map(|x| s(x, "kernel uops")).collect::<Result<_>>()?,
+                uops: array(&k["uops"], || bad("kernel uops"))?.iter().map(|x| s(x, "kernel uops")).collect::<Result<_>>()?,
             }),
         };
-        let calls = arr(&g["calls"], "group calls")?
+        let calls = array(&g["calls"], || bad("group calls"))?
             .iter()
             .map(|c| Ok((s(&c[0], "call")?, if c[1].is_null() { None } else { Some(id(&c[1], "call")?) })))
             .collect::<Result<_>>()?;
@@ -143,7 +142,7 @@ pub fn from_json(v: &Value, path: &Path) -> Result<TraceFile> {
     }
     let kinds = ["schedule", "compile", "launch", "copy", "alloc", "free"];
     let mut events = vec![];
-    for e in arr(&v["profile"], "profile")? {
+    for e in array(&v["profile"], || bad("profile"))? {
         let kind = kinds.into_iter().find(|k| e["kind"] == *k).ok_or_else(|| bad("profile kind"))?;
         events.push(Event {
             device: s(&e["device"], "profile device")?,
@@ -161,6 +160,11 @@ pub fn from_json(v: &Value, path: &Path) -> Result<TraceFile> {
         return Err(bad("call"));
     }
     Ok(TraceFile { trace: Trace { nodes, rules, groups }, profile: events })
+}
+
+/// `v`'s elements in place (the file's arrays are read, not copied), else `bad()`'s error.
+fn array(v: &Value, bad: impl FnOnce() -> Error) -> Result<&[Value]> {
+    v.as_array().map(Vec::as_slice).ok_or_else(bad)
 }
 
 /// Writes `t` to `path` (a temporary file beside it, then renamed: an existing trace is never left half written).
