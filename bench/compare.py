@@ -24,6 +24,8 @@ def figures():
   mm = lambda m, k, n, runs: ("GFLOP/s", 2 * m * k * n, runs, lambda L: L.matmul(L.rand(m, k), L.rand(k, n)))
   figs = {f"matmul_{n}": mm(n, n, n, 5) for n in (256, 512, 1000, 1024)}
   figs.update(matmul_2048=mm(2048, 2048, 2048, 3), matmul_odd=mm(509, 1021, 257, 5))
+  # tall-skinny (8192x64 @ 64x64, 64x8192 @ 8192x64) and a matrix-vector product
+  figs.update(matmul_tall=mm(8192, 64, 64, 5), matmul_wide_k=mm(64, 8192, 64, 5), matvec_4096=mm(1, 4096, 4096, 5))
   n = 1 << 24
   figs["mul_add_16M"] = ("GB/s", 12 * n, 5, lambda L: L.mul_add(L.rand(n), L.rand(n)))
   figs["sum_16M"] = ("GB/s", 4 * n, 5, lambda L: L.sum(L.rand(n)))

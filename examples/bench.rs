@@ -141,6 +141,9 @@ fn figures() -> Result<()> {
     }
     b.matmul("matmul_2048", 2048, 2048, 2048, 3)?;
     b.matmul("matmul_odd", 509, 1021, 257, 5)?;
+    b.matmul("matmul_tall", 8192, 64, 64, 5)?;
+    b.matmul("matmul_wide_k", 64, 8192, 64, 5)?;
+    b.matmul("matvec_4096", 1, 4096, 4096, 5)?;
     let n = 1 << 24;
     if b.want("mul_add_16M") {
         let (x, y) = (data(&[n], 3)?, data(&[n], 4)?);

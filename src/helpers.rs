@@ -109,6 +109,15 @@ pub fn cc_check() -> Option<String> {
     std::env::var("CC_CHECK").ok().filter(|cc| !cc.is_empty())
 }
 
+/// The x86-64 levels `CPU_TARGET` may name.
+pub const CPU_TARGETS: [&str; 4] = ["x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"];
+
+/// `CPU_TARGET`: the x86-64 level CPU kernels are built for, in place of this machine's own features (one of
+/// [`CPU_TARGETS`]; `x86-64-v3` is AVX2 and FMA, so an AVX-512 machine runs the AVX2 code path); "" when unset.
+pub fn cpu_target() -> String {
+    getenv_str("CPU_TARGET", "")
+}
+
 /// `EMULATE` (tinygrad's): the device whose codegen the interpreter emulates, upper-cased (`CUDA`); "" when unset.
 pub fn emulate() -> String {
     getenv_str("EMULATE", "").to_uppercase()

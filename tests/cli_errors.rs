@@ -35,7 +35,8 @@ fn scratch(case: &str) -> PathBuf {
 /// and returns its exit status and its combined output; kills it after `limit`.
 fn run(case: &str, env: &[(&str, &str)], data_dir: &Path) -> (Option<i32>, String, String) {
     let mut cmd = Command::new(example_binary());
-    for var in ["DEBUG", "BEAM", "NOOPT", "JIT", "DEV", "CC", "CACHELEVEL", "SPEC", "STEPS", "BS", "SEED", "WEIGHTS", "EVAL"] {
+    for var in ["DEBUG", "BEAM", "NOOPT", "JIT", "DEV", "CC", "CPU_TARGET", "CACHELEVEL", "SPEC", "STEPS", "BS", "SEED", "WEIGHTS", "EVAL"]
+    {
         cmd.env_remove(var);
     }
     cmd.env("TINYGRAD_DATA_DIR", data_dir).env("RUST_BACKTRACE", "1").env("NO_COLOR", "1").env("TINYGRAD_MNIST_URL", "http://127.0.0.1:9/");
@@ -73,7 +74,7 @@ fn assert_one_line_error(case: &str, env: &[(&str, &str)], data_dir: &Path, name
 #[test]
 fn bad_settings_are_one_line_errors_naming_the_variable() {
     let dir = scratch("env");
-    let cases: [(&str, &str, &[&str]); 8] = [
+    let cases: [(&str, &str, &[&str]); 9] = [
         ("STEPS", "abc", &["STEPS=\"abc\"", "integer"]),
         ("BS", "0", &["BS=\"0\"", "from 1"]),
         ("DEBUG", "x", &["DEBUG=\"x\"", "from 0 to 7"]),
@@ -81,6 +82,7 @@ fn bad_settings_are_one_line_errors_naming_the_variable() {
         ("NOOPT", "2", &["NOOPT=\"2\"", "from 0 to 1"]),
         ("DEV", "FOO", &["DEV=\"FOO\"", "CPU"]),
         ("CC", "/nonexistent/cc", &["CC=\"/nonexistent/cc\"", "C compiler"]),
+        ("CPU_TARGET", "avx9", &["CPU_TARGET=\"avx9\"", "x86-64-v3"]),
         ("WEIGHTS", "/nonexistent/dir/w.safetensors", &["WEIGHTS=", "/nonexistent/dir", "writable"]),
     ];
     for (var, value, names) in cases {

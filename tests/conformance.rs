@@ -21,7 +21,8 @@ fn run(what: &str) {
     let dir = std::env::var("TINYGRAD_CONFORMANCE_DIR")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/conformance/ops").into());
     let (passed, failed) = runner::run_dir(std::path::Path::new(&dir));
-    println!("{what} on {}: {passed} passed, {} failed", tinygrad::runtime::default_device(), failed.len());
+    let (dev, width) = (tinygrad::runtime::default_device(), tinygrad::renderer::CpuFeatures::host().vector_bytes());
+    println!("{what} on {dev} ({width}-byte CPU vectors): {passed} passed, {} failed", failed.len());
     assert!(passed > 0, "no cases found in {dir}");
     let lines: Vec<&str> = failed.iter().map(|s| s.lines().next().unwrap_or("")).collect();
     assert!(failed.is_empty(), "{} failing cases:\n{}", failed.len(), lines.join("\n"));
@@ -41,6 +42,23 @@ fn conformance_cases_pass_without_opts() {
 fn conformance_cases_pass_under_beam() {
     let beam = [(&tinygrad::helpers::BEAM, 1), (&tinygrad::codegen::opt::search::BEAM_MAX_SEC, 1)];
     tinygrad::helpers::Context::with(&beam, || run("BEAM=1"));
+}
+
+/// The AVX2 code path on any x86-64 machine with AVX2 (AVX-512 ones included): this binary's default-opts case
+/// again in a child process with `CPU_TARGET=x86-64-v3` (the features are detected once per process).
+#[test]
+fn conformance_cases_pass_on_avx2() {
+    if std::env::var_os("CPU_TARGET").is_some() || !cfg!(target_arch = "x86_64") || !tinygrad::renderer::CpuFeatures::host().avx2 {
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "conformance_cases_pass", "--nocapture"])
+        .env("CPU_TARGET", "x86-64-v3")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "CPU_TARGET=x86-64-v3:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("default opts on CPU (32-byte CPU vectors):") && stdout.contains(" 0 failed"), "{stdout}");
 }
 
 #[test]

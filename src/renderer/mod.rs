@@ -274,10 +274,23 @@ pub struct CpuFeatures {
 }
 
 impl CpuFeatures {
-    /// This machine's features (detected on first call).
+    /// This machine's features (detected on first call), less those the x86-64 level in `CPU_TARGET` lacks
+    /// ([`helpers::cpu_target`](crate::helpers::cpu_target)).
     pub fn host() -> CpuFeatures {
-        static HOST: LazyLock<CpuFeatures> = LazyLock::new(CpuFeatures::detect);
+        static HOST: LazyLock<CpuFeatures> = LazyLock::new(|| CpuFeatures::detect().limited_to(&crate::helpers::cpu_target()));
         *HOST
+    }
+
+    /// These features less those x86-64 level `level` lacks (`x86-64-v3`: AVX2 and FMA, no AVX-512 or VNNI;
+    /// `x86-64-v4`: no VNNI; `x86-64` and `-v2`: 16-byte vectors); unchanged for any other `level` ("").
+    pub fn limited_to(self, level: &str) -> CpuFeatures {
+        let v = match level {
+            "x86-64" | "x86-64-v2" => 2,
+            "x86-64-v3" => 3,
+            "x86-64-v4" => 4,
+            _ => return self,
+        };
+        CpuFeatures { fma: self.fma && v >= 3, avx2: self.avx2 && v >= 3, avx512: self.avx512 && v >= 4, vnni: false, neon: false }
     }
 
     fn detect() -> CpuFeatures {

@@ -109,6 +109,16 @@ pub fn check_env() -> Result<()> {
             env_err("CC", &cc, format!("`{cc} --version` does not run; set CC to a working C compiler (clang or gcc) or unset it"))
         })?;
     }
+    let target = crate::helpers::cpu_target();
+    let known = cfg!(target_arch = "x86_64") && crate::helpers::CPU_TARGETS.contains(&target.as_str());
+    if !target.is_empty() && !known {
+        let allowed = format!("one of {} on x86-64 (or unset it for this machine's own features)", crate::helpers::CPU_TARGETS.join(", "));
+        return Err(env_err("CPU_TARGET", &target, allowed));
+    }
+    let host = crate::renderer::CpuFeatures::host();
+    if (target == "x86-64-v3" && !(host.avx2 && host.fma)) || (target == "x86-64-v4" && !host.avx512) {
+        return Err(env_err("CPU_TARGET", &target, "a level this CPU runs: it lacks that level's vector instructions".into()));
+    }
     let dev = getenv_str("DEV", "");
     if !dev.is_empty() && parse_device(&dev).is_none() {
         return Err(env_err("DEV", &dev, format!("unknown device; this build has {} (or unset DEV for CPU)", device_names())));

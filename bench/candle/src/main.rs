@@ -45,6 +45,9 @@ fn main() -> Result<()> {
     }
     matmul("matmul_2048", 2048, 2048, 2048, 3)?;
     matmul("matmul_odd", 509, 1021, 257, 5)?;
+    matmul("matmul_tall", 8192, 64, 64, 5)?;
+    matmul("matmul_wide_k", 64, 8192, 64, 5)?;
+    matmul("matvec_4096", 1, 4096, 4096, 5)?;
     let n = 1 << 24;
     let (x, y) = (rand(&[n])?, rand(&[n])?);
     time("mul_add_16M", "GB/s", 12.0 * n as f64, 5, || (&x * &y)? + 1.0)?;

@@ -24,9 +24,17 @@ const FLAGS: [&str; 6] = ["-O2", "-march=native", "-fPIC", "-ffp-contract=off", 
 /// (a 1024 matmul 157 -> 300 GFLOP/s).
 const X86_FLAGS: [&str; 1] = ["-mprefer-vector-width=512"];
 
-/// What kernels compile with: [`FLAGS`], and [`X86_FLAGS`] on x86-64.
-pub(super) static COMPILE_FLAGS: LazyLock<Vec<&'static str>> =
-    LazyLock::new(|| FLAGS.iter().chain(if cfg!(target_arch = "x86_64") { &X86_FLAGS[..] } else { &[] }).copied().collect());
+/// What kernels compile with: [`FLAGS`], and [`X86_FLAGS`] on x86-64; `-march=` the level in `CPU_TARGET` when set.
+pub(super) static COMPILE_FLAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    let flags = FLAGS.iter().chain(if cfg!(target_arch = "x86_64") { &X86_FLAGS[..] } else { &[] });
+    flags.map(|&f| if f == "-march=native" { march() } else { f.to_string() }).collect()
+});
+
+/// The `-march=` flag: `native`, or the x86-64 level `CPU_TARGET` names.
+fn march() -> String {
+    let target = crate::helpers::cpu_target();
+    format!("-march={}", if target.is_empty() { "native" } else { &target })
+}
 
 /// Whether kernels compile to relocatable objects that [`Image`](crate::runtime::elf::Image) links in-process
 /// (x86-64 ELF), else to shared objects that `dlopen` loads.
@@ -56,7 +64,7 @@ fn output_flags() -> &'static [&'static str] {
 #[derive(Debug, Clone)]
 pub struct ClangCompiler {
     cc: String,
-    /// What makes this compiler's output differ from another's: its version and its `-march=native` expansion.
+    /// What makes this compiler's output differ from another's: its version and its `-march` expansion.
     identity: String,
 }
 
@@ -81,7 +89,7 @@ impl ClangCompiler {
         let version = run(&["--version"]).filter(|o| o.status.success()).ok_or_else(|| no_compiler(Some(cc.into())))?;
         // `-###` prints the driver's commands without running them: for gcc the expanded -march=native, for clang
         // its target cpu and features
-        let native = run(&["-###", "-march=native", "-x", "c", "-c", "/dev/null", "-o", "/dev/null"]).map(|o| o.stderr).unwrap_or_default();
+        let native = run(&["-###", &march(), "-x", "c", "-c", "/dev/null", "-o", "/dev/null"]).map(|o| o.stderr).unwrap_or_default();
         let identity = format!("{}\n{}", String::from_utf8_lossy(&version.stdout), target_flags(&String::from_utf8_lossy(&native)));
         Ok(ClangCompiler { cc: cc.to_string(), identity })
     }
