@@ -405,7 +405,8 @@ fn fold_index_given_valid(i: &UOp) -> Option<UOp> {
         return Some(i.with_src(vec![i.src[0].clone(), i.src[1].substitute(&map), gate]));
     }
     // the bounds the clauses `e < k` and `!(e < k)` put on an expression `e`: the address simplified with `e`
-    // as a variable of those bounds, kept when it has fewer divisions
+    // as a variable of those bounds, kept when it has fewer divisions (`e` anywhere in a division's dividend: a
+    // padded panel reads `(c + 257*r) % 262397` under `c < 257`, which is `c + 257*r`)
     let mut bounds: rustc_hash::FxHashMap<UOp, (i128, i128)> = rustc_hash::FxHashMap::default();
     for cl in &clauses {
         let (lt, negated) =
@@ -416,9 +417,10 @@ fn fold_index_given_valid(i: &UOp) -> Option<UOp> {
     }
     let divs = |u: &UOp| u.toposort().iter().filter(|u| DIVMOD.contains(u.op)).count();
     let (idx, mut n) = (i.src[1].clone(), divs(&i.src[1]));
+    let dividends: Vec<UOp> = idx.toposort().into_iter().filter(|u| DIVMOD.contains(u.op)).map(|u| u.src[0].clone()).collect();
     let mut best = None;
     for (e, (lo, hi)) in bounds {
-        if (lo, hi) == e.bounds() || lo > hi || !idx.toposort().iter().any(|u| DIVMOD.contains(u.op) && u.src[0] == e) {
+        if (lo, hi) == e.bounds() || lo > hi || !dividends.iter().any(|d| *d == e || d.toposort().contains(&e)) {
             continue;
         }
         let v = UOp::variable(&format!("given_valid_{}", e.key()), lo, hi);
