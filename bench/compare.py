@@ -4,6 +4,8 @@ Run from the repository (any python3; numpy and tinygrad run in subprocesses of 
   python3 bench/compare.py                                # everything, then a markdown table
   python3 bench/compare.py --filter matmul_256 --runs 3   # only figures whose name contains the filter
   python3 bench/compare.py --skip tinygrad,candle         # leave out some of: ours, numpy, tinygrad, candle
+  python3 bench/compare.py --rounds 3                     # each runner 3 times, alternating; medians (the machine
+                                                          # speeds up and slows down by half between minutes)
 Env: PYTHON (the interpreter with tinygrad and numpy; default: bench/bench_python.py makes one under the cache), CARGO (the cargo command, default `cargo`; e.g.
 CARGO="flock /tmp/cargo.lock nice -n 10 cargo" to serialize builds). candle's binary (bench/candle) is built when missing.
 
@@ -131,6 +133,11 @@ def cpu_busy(secs=1.0):
   except OSError: return 0.0
   return 1 - (i1 - i0) / max(t1 - t0, 1)
 
+def median_figures(runs):
+  """{name: figure} with each figure's value the median over `runs` (a list of {name: figure})."""
+  names = dict.fromkeys(n for r in runs for n in r)
+  return {n: {**next(r[n] for r in runs if n in r), "value": statistics.median(r[n]["value"] for r in runs if n in r)} for n in names}
+
 def fmt(d): return "—" if d is None else f"{d['value']:.4g} {d['unit']}"
 
 def ratio(ours, other):
@@ -157,6 +164,7 @@ def main():
   ap.add_argument("--skip", type=lambda s: [x for x in s.split(",") if x], default=[], help="comma list of " + ",".join(IMPLS))
   ap.add_argument("--filter", default="", help="run only figures whose name contains this")
   ap.add_argument("--runs", type=int, default=0, help="timed runs per figure (default per figure: 5, or 3 for the big ones)")
+  ap.add_argument("--rounds", type=int, default=1, help="run the implementations this many times in turn; report medians")
   ap.add_argument("--worker", choices=["numpy", "tinygrad"], help=argparse.SUPPRESS)
   args = ap.parse_args()
   if args.worker: return worker(args.worker)
@@ -168,8 +176,8 @@ def main():
   if "candle" in cmds and not os.path.exists(candle):
     cargo = shlex.split(os.environ.get("CARGO", "cargo"))
     subprocess.run(cargo + ["build", "--release", "--manifest-path", os.path.join(ROOT, "bench/candle/Cargo.toml")], cwd=ROOT, check=True)
-  results = {impl: run(impl, cmd, env) for impl, (cmd, env) in cmds.items()}
-  print(table(results))
+  rounds = [{impl: run(impl, cmd, env) for impl, (cmd, env) in cmds.items()} for _ in range(max(args.rounds, 1))]
+  print(table({impl: median_figures([r[impl] for r in rounds]) for impl in cmds}))
 
 if __name__ == "__main__":
   main()
