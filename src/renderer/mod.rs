@@ -332,3 +332,21 @@ impl CpuFeatures {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::CpuFeatures;
+
+    #[test]
+    fn an_x86_64_level_limits_the_features() {
+        let all = CpuFeatures { fma: true, avx2: true, avx512: true, vnni: true, neon: false };
+        let (v2, v3, v4) = (all.limited_to("x86-64-v2"), all.limited_to("x86-64-v3"), all.limited_to("x86-64-v4"));
+        assert_eq!((v2.vector_bytes(), v2.vector_registers(), v2.fma), (16, 16, false));
+        assert_eq!((v3.vector_bytes(), v3.vector_registers(), v3.fma, v3.vnni), (32, 16, true, false));
+        assert_eq!((v4.vector_bytes(), v4.vector_registers(), v4.vnni), (64, 32, false));
+        assert_eq!(all.limited_to(""), all);
+        // (a level never adds what the machine lacks)
+        let avx2 = CpuFeatures { avx512: false, vnni: false, ..all };
+        assert_eq!(avx2.limited_to("x86-64-v4").vector_bytes(), 32);
+    }
+}
