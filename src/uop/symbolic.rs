@@ -417,10 +417,12 @@ fn fold_index_given_valid(i: &UOp) -> Option<UOp> {
     }
     let divs = |u: &UOp| u.toposort().iter().filter(|u| DIVMOD.contains(u.op)).count();
     let (idx, mut n) = (i.src[1].clone(), divs(&i.src[1]));
-    let dividends: Vec<UOp> = idx.toposort().into_iter().filter(|u| DIVMOD.contains(u.op)).map(|u| u.src[0].clone()).collect();
+    // (every node inside a division's dividend, walked once)
+    let divs_in = idx.toposort().into_iter().filter(|u| DIVMOD.contains(u.op));
+    let dividends: rustc_hash::FxHashSet<UOp> = divs_in.flat_map(|u| u.src[0].toposort()).collect();
     let mut best = None;
     for (e, (lo, hi)) in bounds {
-        if (lo, hi) == e.bounds() || lo > hi || !dividends.iter().any(|d| *d == e || d.toposort().contains(&e)) {
+        if (lo, hi) == e.bounds() || lo > hi || !dividends.contains(&e) {
             continue;
         }
         let v = UOp::variable(&format!("given_valid_{}", e.key()), lo, hi);
