@@ -242,9 +242,15 @@ pub static PROFILE: ContextVar = ContextVar::new("PROFILE", 0);
 pub static SPLIT_REDUCEOP: ContextVar = ContextVar::new("SPLIT_REDUCEOP", 1);
 /// 1 lets the hand-coded opts use tensor cores (the TC opt) where the target has them (tinygrad `TC`). Default 1.
 pub static TC: ContextVar = ContextVar::new("TC", 1);
+/// The allreduce of a sharded reduction (tinygrad `RING`): 0 naive (every device copies every shard), 1 ring
+/// (reduce-scatter, then all-gather) for more than 2 devices and more than [`RING_ALLREDUCE_THRESHOLD`] elements,
+/// 2 ring always. Default 1.
+pub static RING: ContextVar = ContextVar::new("RING", 1);
+/// The element count above which `RING=1` takes the ring (tinygrad's, found empirically). Default 256,000.
+pub static RING_ALLREDUCE_THRESHOLD: ContextVar = ContextVar::new("RING_ALLREDUCE_THRESHOLD", 256_000);
 
 /// Every [`ContextVar`] above with the values it accepts, for [`check_settings`].
-static CONTEXT_VARS: [(&ContextVar, i64, i64); 15] = [
+static CONTEXT_VARS: [(&ContextVar, i64, i64); 17] = [
     (&DEBUG, 0, 7),
     (&BEAM, 0, 1024),
     (&NOOPT, 0, 1),
@@ -260,6 +266,8 @@ static CONTEXT_VARS: [(&ContextVar, i64, i64); 15] = [
     (&TC, 0, 1),
     (&VIZ, -1, 1),
     (&PROFILE, 0, 1),
+    (&RING, 0, 2),
+    (&RING_ALLREDUCE_THRESHOLD, 0, i64::MAX),
 ];
 
 static DEV_GLOBAL: LazyLock<RwLock<String>> = LazyLock::new(|| RwLock::new(getenv_str("DEV", "")));

@@ -54,3 +54,30 @@ fn short_training_reaches_90_percent_under_gcc() {
         common::rerun("short_training_reaches_90_percent", &[("CC", "gcc")]);
     }
 }
+
+/// The beautiful_mnist example binary `cargo test` builds beside this test (`target/<profile>/examples/`).
+fn example_binary() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let profile_dir = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>/deps/");
+    profile_dir.join("examples").join(format!("beautiful_mnist{}", std::env::consts::EXE_SUFFIX))
+}
+
+/// tinygrad's beautiful_mnist_multigpu: `GPUS=2` trains on `CPU` and `CPU:1` (weights replicated, each batch split
+/// along its rows, the batch reductions allreduced) and must reach the single device's 97.5% at 70 steps.
+#[test]
+fn data_parallel_training_on_two_devices_reaches_97_5_percent() {
+    let dir = std::env::var("TINYGRAD_DATA_DIR").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/datasets").into());
+    let weights = std::env::temp_dir().join(format!("gpus2-{}.safetensors", std::process::id()));
+    let out = std::process::Command::new(example_binary())
+        .envs([("GPUS", "2"), ("STEPS", "70"), ("SEED", "1337"), ("TINYGRAD_DATA_DIR", dir.as_str())])
+        .env("WEIGHTS", &weights)
+        .output()
+        .expect("the beautiful_mnist example runs");
+    let _ = std::fs::remove_file(&weights);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("training on CPU, CPU:1"), "{stdout}");
+    let acc: f32 =
+        stdout.lines().find_map(|l| l.strip_prefix("test accuracy: ")?.strip_suffix('%')?.parse().ok()).expect("an accuracy line");
+    assert!(acc >= 97.5, "GPUS=2: test accuracy {acc:.2}% after 70 steps\n{stdout}");
+}

@@ -8,6 +8,11 @@
 //! step gathers its batch, `X_train[samples]` (uint8 pixels, fed unnormalized), as tinygrad's does. The draw is the
 //! jit's input rather than made inside it: the RNG counter lives on the host, so a replayed step would reuse the
 //! captured draw.
+//!
+//! Data-parallel on several devices (tinygrad's examples/beautiful_mnist_multigpu.py): `GPUS=n` trains on the
+//! default device's instances `DEV:0`..`DEV:n-1` (`GPUS=2`: `CPU` and `CPU:1`), `DEVICES=CL,CPU` on those named;
+//! the weights and optimizer state are replicated on each, each step's batch is sharded along its rows, and the
+//! reductions over the batch (the loss, BatchNorm's statistics, the weights' gradients) are allreduces.
 
 mod model;
 
@@ -17,8 +22,25 @@ use std::process::ExitCode;
 use std::time::Instant;
 use tinygrad::helpers::{getenv_int, getenv_output_path, getenv_str};
 use tinygrad::nn::{optim, state, Module};
-use tinygrad::runtime::{check_env, run_main};
+use tinygrad::runtime::{canonicalize_device, check_env, default_device, run_main};
 use tinygrad::{dtypes, Result, Tensor, TinyJit};
+
+/// The devices to train on: `DEVICES` (comma-separated), else `GPUS` instances of the default device, else the
+/// default device alone.
+fn train_devices() -> Result<Vec<String>> {
+    let named = getenv_str("DEVICES", "");
+    if !named.is_empty() {
+        let devs: Vec<String> = named.split(',').map(canonicalize_device).collect();
+        for d in &devs {
+            tinygrad::runtime::open_device(d)?;
+        }
+        return Ok(devs);
+    }
+    let gpus = getenv_int("GPUS", 1, 1, 64)?;
+    let base = default_device();
+    let base = base.split(':').next().unwrap_or("CPU");
+    Ok(if gpus == 1 { vec![default_device()] } else { (0..gpus).map(|i| canonicalize_device(&format!("{base}:{i}"))).collect() })
+}
 
 /// The test accuracy in percent.
 fn accuracy(model: &Model, x: &Tensor, y: &Tensor) -> Result<f32> {
@@ -42,6 +64,15 @@ fn train() -> Result<()> {
     Tensor::manual_seed(seed);
     let (x_train, y_train, x_test, y_test) = tinygrad::nn::datasets::mnist()?;
     let model = Model::new();
+    let devices = train_devices()?;
+    let devs: Vec<&str> = devices.iter().map(String::as_str).collect();
+    if devs.len() > 1 {
+        println!("training on {}", devs.join(", "));
+        model.get_parameters().iter().for_each(|p| _ = p.shard_(&devs, None));
+    }
+    // a batch split along its rows over the devices (itself on one device)
+    let shard = |t: Tensor| if devs.len() > 1 && t.shape()[0].is_multiple_of(devs.len()) { t.shard(&devs, Some(0)) } else { t };
+    let (x_test, y_test) = (shard(x_test), shard(y_test));
     if let Some(sd) = eval_state {
         model.load_state_dict(&sd, true)?;
         println!("test accuracy: {:.2}%", accuracy(&model, &x_test, &y_test)?);
@@ -50,10 +81,12 @@ fn train() -> Result<()> {
     let opt = optim::adam_with(&model.get_parameters(), optim::AdamOpts::default());
     let n = x_train.shape()[0] as i64;
     // `X_train[samples]`: a gather once codegen collapses the one-hot sum
-    let batch = |t: &Tensor, samples: &Tensor| t.getitem(&[samples.into()]);
+    let batch = |t: &Tensor, samples: &Tensor| shard(t.getitem(&[samples.into()]));
     // io[0]: the batch's row indices, int32 (BS,)
-    let mut train_step =
-        TinyJit::new(|io: &[Tensor]| Ok(vec![model.train_step(&opt, &batch(&x_train, &io[0]), &batch(&y_train, &io[0]))?]));
+    // (the loss is replicated on every device: the jit returns the first device's)
+    let mut train_step = TinyJit::new(|io: &[Tensor]| {
+        Ok(vec![model.train_step(&opt, &batch(&x_train, &io[0]), &batch(&y_train, &io[0]))?.to(devs[0]).contiguous()])
+    });
     let bar = ProgressBar::new(steps as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"));
     let (mut test_acc, mut times) = (f32::NAN, Vec::with_capacity(steps));

@@ -1,4 +1,4 @@
-//! Capturing launched kernels for replay (tinygrad `capturing` in `engine/realize.py`). In: a closure that
+//! Capturing launched kernels and copies for replay (tinygrad `capturing` in `engine/realize.py`). In: a closure that
 //! realizes tensors. Out: the [`Kernels`] it launched on this thread, which [`Kernels::replay`] runs again on
 //! other buffers and variable values, skipping scheduling and codegen. TinyJit (`tensor::jit`) is built on it.
 
@@ -49,6 +49,15 @@ impl Kernels {
     /// The BUFFERs the kernels read and write.
     pub fn buffers(&self) -> impl Iterator<Item = &UOp> {
         self.items.iter().flat_map(|ei| &ei.bufs)
+    }
+    /// The number of kernels among them (not counting copies).
+    pub fn kernel_count(&self) -> usize {
+        self.items.iter().filter(|ei| ei.runner().is_some()).count()
+    }
+    /// Each copy between devices among them, in order: (from, to), canonical device names.
+    pub fn copies(&self) -> Vec<(String, String)> {
+        let dev = |b: &UOp| crate::runtime::canonicalize_device(&info(b).device);
+        self.items.iter().filter(|ei| ei.runner().is_none()).map(|ei| (dev(&ei.bufs[1]), dev(&ei.bufs[0]))).collect()
     }
     /// Whether `buf` is an output the captured function created (not one it was given).
     pub fn created(&self, buf: &UOp) -> bool {

@@ -22,30 +22,41 @@ pub use search::beam_search;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-/// A device as realize uses it: the runtime's [`runtime::Device`] and the kernels compiled for it so far
-/// (tinygrad `Device[name]`).
+/// A device as realize uses it (tinygrad `Device[name]`): the runtime's [`runtime::Device`] and the kernels compiled
+/// for it so far, shared by its instances (`CPU` and `CPU:1` compile once).
 struct Device {
+    /// The canonical name (`CPU`, `CPU:1`).
     name: &'static str,
     rt: &'static dyn runtime::Device,
-    runners: Mutex<FxHashMap<UOp, Arc<Runner>>>,
+    runners: &'static Runners,
 }
 
+/// Compiled kernels by AST.
+type Runners = Mutex<FxHashMap<UOp, Arc<Runner>>>;
+
 /// The device named `name` (any case, `:0` optional: see [`runtime::canonicalize_device`]), opened on first use,
-/// with the kernels compiled for it: one per entry of the runtime's registry ([`runtime::DEVICES`]).
+/// one per canonical name: `CPU:1` is a device of its own on the CPU's runtime device.
 ///
 /// # Errors
 /// [`Error::Device`] for a name the registry does not have or a device that does not open.
 fn device(name: &str) -> Result<&'static Device> {
-    static OPENED: [OnceLock<Device>; runtime::DEVICES.len()] = [const { OnceLock::new() }; runtime::DEVICES.len()];
+    static RUNNERS: [OnceLock<Runners>; runtime::DEVICES.len()] = [const { OnceLock::new() }; runtime::DEVICES.len()];
+    static OPENED: OnceLock<Mutex<FxHashMap<String, &'static Device>>> = OnceLock::new();
+    let canon = canonicalize_device(name);
+    if let Some(d) = OPENED.get_or_init(Default::default).lock().get(&canon) {
+        return Ok(d);
+    }
     let rt = runtime::open_device(name)?;
     let slot = runtime::DEVICES.iter().position(|d| d.name == rt.name()).expect("an open device is in the registry");
-    Ok(OPENED[slot].get_or_init(|| {
+    let mut opened = OPENED.get_or_init(Default::default).lock();
+    Ok(*opened.entry(canon.clone()).or_insert_with(|| {
         // (under VIZ or PROFILE in the environment the trace or profile is written, and the viewer served, when the
         // process exits; a Context that sets them records only)
         if crate::helpers::getenv("VIZ", 0) != 0 || crate::helpers::getenv("PROFILE", 0) != 0 {
             crate::viz::register_exit();
         }
-        Device { name: rt.name(), rt, runners: Mutex::default() }
+        let runners = RUNNERS[slot].get_or_init(Default::default);
+        Box::leak(Box::new(Device { name: Box::leak(canon.into_boxed_str()), rt, runners }))
     }))
 }
 
@@ -217,12 +228,23 @@ pub fn copyin(u: &UOp, bytes: &[u8]) -> Result<()> {
     m.dev.rt.allocator().copyin(raw, bytes)
 }
 
-/// A kernel ready to launch on its buffers (tinygrad `ExecItem`): what realize runs and TinyJit replays.
+/// What an [`ExecItem`] runs.
+#[derive(Clone)]
+enum Work {
+    /// A compiled kernel.
+    Kernel(Arc<Runner>),
+    /// A copy of `bufs[1]` into `bufs[0]`, another device's buffer of the same size (tinygrad `BufferCopy`), through
+    /// the host.
+    Copy,
+}
+
+/// A kernel or a copy ready to launch on its buffers (tinygrad `ExecItem`): what realize runs and TinyJit replays.
 #[derive(Clone)]
 pub(crate) struct ExecItem {
-    runner: Arc<Runner>,
+    work: Work,
     /// BUFFER nodes by slot (slot 0 written).
     bufs: Vec<UOp>,
+    /// The device that runs it: a kernel's, or a copy's destination.
     dev: &'static Device,
     /// The values of the kernel's variables, in [`LinearKernel::vars`](crate::codegen::LinearKernel) order.
     vals: Vec<i32>,
@@ -242,7 +264,20 @@ impl ExecItem {
                 .1;
             i32::try_from(val).unwrap_or_else(|_| panic!("variable {v} = {val} does not fit a 32-bit int"))
         });
-        ExecItem { vals: vals.collect(), runner, bufs, dev }
+        ExecItem { vals: vals.collect(), work: Work::Kernel(runner), bufs, dev }
+    }
+
+    /// The copy of BUFFER `src` into BUFFER `dst` (same size and dtype) on `dst`'s device `dev`.
+    fn copy(dst: UOp, src: UOp, dev: &'static Device) -> ExecItem {
+        ExecItem { work: Work::Copy, bufs: vec![dst, src], dev, vals: vec![] }
+    }
+
+    /// The kernel it launches (None for a copy).
+    fn runner(&self) -> Option<&Arc<Runner>> {
+        match &self.work {
+            Work::Kernel(r) => Some(r),
+            Work::Copy => None,
+        }
     }
 
     /// The values of the kernel's variables among `var_vals` replaced (a TinyJit replay's bound inputs).
@@ -250,30 +285,36 @@ impl ExecItem {
     /// # Panics
     /// If a value does not fit an `int`.
     fn rebind(&mut self, var_vals: &[(Arc<str>, i64)]) {
-        for (slot, v) in self.vals.iter_mut().zip(&self.runner.kernel.vars) {
+        let Work::Kernel(runner) = &self.work else { return };
+        for (slot, v) in self.vals.iter_mut().zip(&runner.kernel.vars) {
             if let Some((_, val)) = var_vals.iter().find(|(n, _)| n == v) {
                 *slot = i32::try_from(*val).unwrap_or_else(|_| panic!("variable {v} = {val} does not fit a 32-bit int"));
             }
         }
     }
 
-    /// Launches the kernel (allocating buffers on first use), counting it in GlobalCounters; DEBUG=2 prints it.
+    /// Launches the kernel or makes the copy (allocating buffers on first use), counting a kernel in
+    /// GlobalCounters; DEBUG=2 prints it.
     fn run(&self) -> Result<std::time::Duration> {
         // (an output of no elements: nothing to compute, whatever the other axes' sizes)
         if info(&self.bufs[0]).size == 0 {
             return Ok(std::time::Duration::ZERO);
         }
+        let runner = match &self.work {
+            Work::Kernel(r) => r,
+            Work::Copy => return self.run_copy(),
+        };
         // a kernel may touch no more of a buffer than it holds (a scheduler bug otherwise, which a C kernel would
         // turn into a silent out-of-bounds access)
-        for &(slot, bytes) in &self.runner.args {
+        for &(slot, bytes) in &runner.args {
             let holds = self.bufs.get(slot).map_or(0, |b| info(b).size * b.dtype.itemsize());
-            assert!(holds >= bytes, "kernel {}: argument {slot} holds {holds} bytes, the kernel indexes {bytes}", self.runner.kernel.name);
+            assert!(holds >= bytes, "kernel {}: argument {slot} holds {holds} bytes, the kernel indexes {bytes}", runner.kernel.name);
         }
         let ptrs = self.bufs.iter().map(mem).collect::<Result<Vec<_>>>()?;
         assert!(
             !is_borrowed(&self.bufs[0]),
             "kernel {}: writes a tensor made by Tensor::from_blob, whose memory is read-only host bytes; write a .contiguous() copy",
-            self.runner.kernel.name
+            runner.kernel.name
         );
         // each buffer locked once (written: exclusive), in address order so concurrent launches can't deadlock
         let mut order: Vec<usize> = (0..ptrs.len()).filter(|&i| !ptrs[..i].contains(&ptrs[i])).collect();
@@ -287,11 +328,11 @@ impl ExecItem {
                 _read.push(lock(i).read());
             }
         }
-        let k = &self.runner.kernel;
-        let checked = self.runner.check.as_deref().map(|check| self.run_check(check, &ptrs)).transpose()?;
+        let k = &runner.kernel;
+        let checked = runner.check.as_deref().map(|check| self.run_check(check, &ptrs, k)).transpose()?;
         let tm = {
             let _p = profile::range(self.dev.name, "launch", || k.display_name.clone());
-            self.runner.program.launch(&ptrs, &self.vals, k.global_size, k.local_size)?
+            runner.program.launch(&ptrs, &self.vals, k.global_size, k.local_size)?
         };
         if let Some(want) = checked {
             let b = &self.bufs[0];
@@ -318,7 +359,7 @@ impl ExecItem {
 
     /// Runs `check`, the check compiler's build of the kernel, on copies of the buffers at `ptrs` (as they are before
     /// the kernel runs), and returns the bytes of its output.
-    fn run_check(&self, check: &dyn Program, ptrs: &[*mut u8]) -> Result<Vec<u8>> {
+    fn run_check(&self, check: &dyn Program, ptrs: &[*mut u8], k: &LinearKernel) -> Result<Vec<u8>> {
         let alloc = self.dev.rt.allocator();
         let mut copies: Vec<(*mut u8, RawBuffer)> = Vec::new();
         for (b, p) in self.bufs.iter().zip(ptrs) {
@@ -329,13 +370,37 @@ impl ExecItem {
             }
         }
         let shadow: Vec<*mut u8> = ptrs.iter().map(|p| copies.iter().find(|(q, _)| q == p).expect("copied").1.as_ptr()).collect();
-        let k = &self.runner.kernel;
         check.launch(&shadow, &self.vals, k.global_size, k.local_size)?;
         let out = &copies.iter().find(|(q, _)| *q == ptrs[0]).expect("copied").1;
         let mut bytes = vec![0u8; out.size()];
         alloc.copyout(&mut bytes, out)?;
         copies.into_iter().for_each(|(_, raw)| alloc.free(raw));
         Ok(bytes)
+    }
+}
+
+impl ExecItem {
+    /// Copies `bufs[1]` into `bufs[0]` through the host (its source read-locked, then its destination write-locked).
+    fn run_copy(&self) -> Result<std::time::Duration> {
+        let (dst, src) = (mem_of(&self.bufs[0])?, mem_of(&self.bufs[1])?);
+        let (draw, sraw) = (dst.raw.as_ref().expect("memory is held until drop"), src.raw.as_ref().expect("memory is held until drop"));
+        let t0 = Instant::now();
+        let _p = profile::range(self.dev.name, "copy", || format!("copy {} bytes from {}", sraw.size(), src.dev.name))
+            .map(|r| r.bytes(sraw.size() as u64));
+        let mut host = vec![0u8; sraw.size().min(draw.size())];
+        {
+            let _read = src.lock.read();
+            src.dev.rt.allocator().copyout(&mut host, sraw)?;
+        }
+        {
+            let _write = dst.lock.write();
+            dst.dev.rt.allocator().copyin(draw, &host)?;
+        }
+        let tm = t0.elapsed();
+        if DEBUG.value() >= 2 {
+            println!("*** {:<6} copy {:>10} bytes from {:<6} tm {:9.2}us", self.dev.name, host.len(), src.dev.name, tm.as_secs_f64() * 1e6);
+        }
+        Ok(tm)
     }
 }
 
@@ -518,36 +583,19 @@ pub fn run_with_opts(ast: &UOp, bufs: &[UOp], opts: &[Opt]) -> Result<std::time:
     ei.run()
 }
 
-/// The device `root` computes on: the device of the first buffer found walking down from it (canonical), else the
-/// default device (COPYs are gone by now).
+/// The device `root` computes on: the target of the first COPY or the device of the first buffer found walking down
+/// from it (canonical), else the default device.
 fn root_device(root: &UOp) -> String {
     let (mut stack, mut seen) = (vec![root], rustc_hash::FxHashSet::default());
     while let Some(u) = stack.pop() {
-        if let Arg::Buffer(b) = &u.arg {
-            return canonicalize_device(&b.device);
+        match &u.arg {
+            Arg::Buffer(b) => return canonicalize_device(&b.device),
+            Arg::Str(to) if u.op == Ops::COPY => return canonicalize_device(to),
+            _ => {}
         }
         stack.extend(u.src.iter().filter(|s| seen.insert(*s)));
     }
     crate::runtime::default_device()
-}
-
-/// `roots` with their COPYs (`topo` is their graph) replaced, innermost first, by buffers on the COPYs' devices
-/// holding their sources' values: each source realized on its own device, copied out to the host and into the new
-/// buffer (tinygrad's `BufferCopy`, through the host).
-fn resolve_copies(roots: &[UOp], topo: &[UOp]) -> Result<Vec<UOp>> {
-    // (a copy through the host while a TinyJit captures would be baked into its replays)
-    capture::jit_check_read()?;
-    let mut done: FxHashMap<UOp, UOp> = FxHashMap::default();
-    for copy in topo.iter().filter(|u| u.op == Ops::COPY) {
-        let src = copy.src[0].substitute(&done);
-        let src = if contiguous_buffer(&src).is_some() { src } else { UOp::new(Ops::CONTIGUOUS, src.dtype, [src], Arg::None) };
-        let view = realize(&[src])?.pop().expect("one root, one view");
-        let Arg::Str(to) = &copy.arg else { panic!("COPY without a device: {:?}", copy.arg) };
-        let shape = copy.shape().expect("a COPY has its source's shape").to_vec();
-        let buf = buffer_from_bytes(&copyout(&view)?, copy.dtype, shape.iter().product(), to);
-        done.insert(copy.clone(), crate::schedule::buffer_view(&buf, &shape));
-    }
-    Ok(UOp::sink(roots.to_vec()).substitute(&done).src.to_vec())
 }
 
 /// Compiles the kernels of `asts` that `dev` has not compiled yet, all at once: optimized and rendered in parallel,
@@ -615,12 +663,13 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
     }
     let t0 = Instant::now();
     let topo = UOp::sink(roots.to_vec()).toposort();
-    if topo.iter().any(|u| u.op == Ops::COPY) {
-        return realize(&resolve_copies(roots, &topo)?);
+    if topo.iter().any(|u| u.op == Ops::MULTI) {
+        return realize_multi(&crate::schedule::multi::lower(roots, &crate::runtime::default_device()));
     }
-    // roots on several devices: one schedule per device
+    // roots on several devices with no copy between them: one schedule per device (with copies, one schedule: its
+    // kernels run on their buffers' devices, its copies move data between them)
     let devs: Vec<String> = roots.iter().map(root_device).collect();
-    if devs.iter().any(|d| *d != devs[0]) {
+    if devs.iter().any(|d| *d != devs[0]) && !topo.iter().any(|u| u.op == Ops::COPY) {
         let mut out: Vec<Option<UOp>> = vec![None; roots.len()];
         for d in &devs {
             let (idx, part): (Vec<usize>, Vec<UOp>) =
@@ -635,7 +684,9 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
     let group = track::group(|| "Schedule".into());
     let sched = {
         let _p = profile::range("TINY", "schedule", || format!("schedule {} roots", roots.len()));
-        create_schedule(roots, &device(&device_name)?.rt.renderer())
+        let dev = device(&device_name)?;
+        // (the schedule's new buffers are on this device instance)
+        create_schedule(roots, &crate::renderer::Renderer { device: dev.name, ..dev.rt.renderer() })
     };
     group.rename(|| format!("Schedule {} Kernel{}", sched.items.len(), if sched.items.len() == 1 { "" } else { "s" }));
     let viz_group = group.index();
@@ -644,7 +695,7 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
         println!("scheduled {} kernels in {:.2} ms", sched.items.len(), t0.elapsed().as_secs_f64() * 1e3);
     }
     // each kernel runs on the device of the buffer it writes, which all the buffers it reads are on too
-    for item in &sched.items {
+    for item in sched.items.iter().filter(|i| i.ast.op != Ops::COPY) {
         let on = |b: &UOp| canonicalize_device(&info(b).device);
         if let Some(other) = item.bufs.iter().find(|b| on(b) != on(&item.bufs[0])) {
             let mut two = [on(&item.bufs[0]), on(other)];
@@ -657,16 +708,20 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
     distinct.sort_by_key(|d| d.name);
     distinct.dedup_by_key(|d| d.name);
     for dev in distinct {
-        let asts: Vec<&UOp> = sched.items.iter().zip(&devs).filter(|(_, d)| d.name == dev.name).map(|(i, _)| &i.ast).collect();
+        let asts: Vec<&UOp> =
+            sched.items.iter().zip(&devs).filter(|(i, d)| d.name == dev.name && i.ast.op != Ops::COPY).map(|(i, _)| &i.ast).collect();
         compile_missing(dev, &asts)?;
     }
     // under BEAM each kernel is searched on its real inputs (tinygrad passes the realized buffers to beam_search): it
     // compiles once the kernels before it have run
     if beam_width() >= 1 {
         for (item, dev) in sched.items.into_iter().zip(devs) {
-            let ei = ExecItem::new(runner(dev, &item.ast, Some(&item.bufs))?, item.bufs, dev, &sched.var_vals);
+            let ei = match item.ast.op {
+                Ops::COPY => ExecItem::copy(item.bufs[0].clone(), item.bufs[1].clone(), dev),
+                _ => ExecItem::new(runner(dev, &item.ast, Some(&item.bufs))?, item.bufs, dev, &sched.var_vals),
+            };
             capture::record(&ei);
-            track::call(viz_group, || (ei.runner.kernel.name.clone(), ei.runner.viz));
+            track::call(viz_group, || (runner_name(&ei), ei.runner().and_then(|r| r.viz)));
             ei.run()?;
         }
         return Ok(sched.outputs);
@@ -676,16 +731,38 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
         .into_iter()
         .zip(devs)
         .map(|(item, dev)| {
-            let ei = ExecItem::new(runner(dev, &item.ast, None)?, item.bufs, dev, &sched.var_vals);
+            let ei = match item.ast.op {
+                Ops::COPY => ExecItem::copy(item.bufs[0].clone(), item.bufs[1].clone(), dev),
+                _ => ExecItem::new(runner(dev, &item.ast, None)?, item.bufs, dev, &sched.var_vals),
+            };
             capture::record(&ei);
             Ok(ei)
         })
         .collect::<Result<Vec<_>>>()?;
     for ei in &items {
-        track::call(viz_group, || (ei.runner.kernel.name.clone(), ei.runner.viz));
+        track::call(viz_group, || (runner_name(ei), ei.runner().and_then(|r| r.viz)));
     }
     run_items(items)?;
     Ok(sched.outputs)
+}
+
+/// Realizes lowered multi-device roots ([`crate::schedule::multi::lower`]): each shard of a MULTI root and every other
+/// root, together; a MULTI root becomes the MULTI of its shards' buffer views.
+fn realize_multi(roots: &[UOp]) -> Result<Vec<UOp>> {
+    let flat: Vec<UOp> = roots.iter().flat_map(|r| if r.op == Ops::MULTI { r.src.to_vec() } else { vec![r.clone()] }).collect();
+    let mut done = realize(&flat)?.into_iter();
+    Ok(roots
+        .iter()
+        .map(|r| match r.op {
+            Ops::MULTI => r.with_src(done.by_ref().take(r.src.len()).collect::<Vec<_>>()),
+            _ => done.next().expect("one view per root"),
+        })
+        .collect())
+}
+
+/// What VIZ calls an item: its kernel's name, or `copy`.
+fn runner_name(ei: &ExecItem) -> String {
+    ei.runner().map_or_else(|| "copy".into(), |r| r.kernel.name.clone())
 }
 
 /// Launches `items` in order. A batch of CPU kernels runs on a thread of the CPU pool (see
@@ -694,7 +771,7 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
 /// item drops once it has run, so a buffer no later kernel holds is freed at its last use.
 fn run_items(items: Vec<ExecItem>) -> Result<()> {
     let batch = items.iter().all(|ei| ei.dev.rt.launcher() == runtime::Launcher::HostThreads)
-        && items.iter().any(|ei| crate::runtime::cpu::parallel_launch(&ei.runner.kernel));
+        && items.iter().any(|ei| ei.runner().is_some_and(|r| crate::runtime::cpu::parallel_launch(&r.kernel)));
     let run = move || items.into_iter().try_for_each(|ei| ei.run().map(drop));
     if batch {
         crate::runtime::cpu::run_batch(run)

@@ -36,7 +36,7 @@ pub struct Optimizer {
 /// Float32 zeros of `t`'s shape in a buffer of their own (assigned in place by each step); device memory comes at
 /// the first step, so building an optimizer cannot fail.
 fn zeros_like_f32(t: &Tensor) -> Tensor {
-    Tensor::from_slice(&vec![0f32; t.numel()], t.shape())
+    Tensor::from_slice(&vec![0f32; t.numel()], t.shape()).shard_like(t)
 }
 
 fn buffer(v: f32) -> Tensor {

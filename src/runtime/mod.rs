@@ -36,15 +36,18 @@ pub struct DeviceEntry {
     pub aliases: &'static [&'static str],
     /// The device, opened on first use (later calls return the same one, or the same error).
     pub open: fn() -> Result<&'static dyn Device>,
+    /// Whether `NAME:1`, `NAME:2`, ... are instances of it (tinygrad's `CPU:1`): separate devices to the engine
+    /// (their own buffers and launches) on the one runtime device. False where an index names other hardware.
+    pub instances: bool,
 }
 
 /// The devices of this build, the default first: `CPU` (C compiled by clang or gcc), `PYTHON` (the interpreter of
 /// linear UOps, tinygrad's PYTHON device), `CL` (OpenCL), `CUDA` (NVIDIA GPUs).
 pub static DEVICES: [DeviceEntry; 4] = [
-    DeviceEntry { name: "CPU", aliases: &["CLANG"], open: || Ok(cpu::device()) },
-    DeviceEntry { name: "PYTHON", aliases: &[], open: || Ok(python::device()) },
-    DeviceEntry { name: "CL", aliases: &[], open: || Ok(cl::device()?) },
-    DeviceEntry { name: "CUDA", aliases: &[], open: || Ok(cuda::device()?) },
+    DeviceEntry { name: "CPU", aliases: &["CLANG"], open: || Ok(cpu::device()), instances: true },
+    DeviceEntry { name: "PYTHON", aliases: &[], open: || Ok(python::device()), instances: true },
+    DeviceEntry { name: "CL", aliases: &[], open: || Ok(cl::device()?), instances: true },
+    DeviceEntry { name: "CUDA", aliases: &[], open: || Ok(cuda::device()?), instances: false },
 ];
 
 /// The registry's device names, comma-separated, for messages.
@@ -71,15 +74,16 @@ pub fn canonicalize_device(name: &str) -> String {
     }
 }
 
-/// The device named `name` (any case; `:0` optional), opened on first use.
+/// The runtime device named `name` (any case; `:0` optional), opened on first use. Instances (`CPU:1`, `CL:2`: see
+/// [`DeviceEntry::instances`]) are the same runtime device; the engine keeps their buffers and launches apart.
 ///
 /// # Errors
-/// [`Error::Device`] for a name this build does not have, an index other than 0 (one device of each kind is opened),
-/// or a device that does not open (no OpenCL driver, no GPU), saying what to do.
+/// [`Error::Device`] for a name this build does not have, an index other than 0 of a device without instances (one
+/// GPU is opened), or a device that does not open (no OpenCL driver, no GPU), saying what to do.
 pub fn open_device(name: &str) -> Result<&'static dyn Device> {
     let err = |msg: String| Error::Device { device: name.into(), msg };
     match parse_device(name) {
-        Some((d, 0)) => (d.open)(),
+        Some((d, i)) if i == 0 || d.instances => (d.open)(),
         Some((d, i)) => Err(err(format!("device {} index {i}: this build opens the first {} device only; use {}", d.name, d.name, d.name))),
         None => Err(err(format!("unknown device; this build has {} (set DEV to one of them)", device_names()))),
     }

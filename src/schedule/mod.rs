@@ -3,6 +3,7 @@
 //! ([`ScheduleItem`]: a kernel AST and the buffers it reads and writes), and the buffer view each tensor
 //! becomes. Follows tinygrad's `schedule/` (kernel boundaries) and rangeify (movement ops become indexing).
 
+pub mod multi;
 mod rangeify;
 mod target;
 
@@ -13,7 +14,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::{Arc, LazyLock};
 
 /// One kernel to run: `ast` is a SINK of STOREs over DEFINE_GLOBALs `0..bufs.len()`; `bufs[i]` is the BUFFER
-/// node of DEFINE_GLOBAL `i` (`bufs[0]` is written, the rest read).
+/// node of DEFINE_GLOBAL `i` (`bufs[0]` is written, the rest read). Or a copy between devices: `ast` is a COPY with
+/// no sources (arg the destination device), `bufs` the destination and the source.
 pub struct ScheduleItem {
     /// The kernel, before optimization and lowering.
     pub ast: UOp,
@@ -62,11 +64,14 @@ enum Src {
 }
 
 /// A schedule with the buffers abstracted away: what the cache keeps. Each kernel: its AST, its buffers, and
-/// its output: a new buffer of `size` elements, or (an assign) an input buffer.
+/// its output: a new buffer of `size` elements on a device, or (an assign) an input buffer.
 struct Template {
-    kernels: Vec<(UOp, Vec<Src>, Result<usize, usize>)>,
+    kernels: Vec<(UOp, Vec<Src>, Output)>,
     outputs: Vec<Option<usize>>,
 }
+
+/// A cached kernel's output: a new buffer (elements, device), or the input buffer an assign writes.
+type Output = Result<(usize, Arc<str>), usize>;
 
 /// A schedule's cache key: the graph with its buffers abstracted, and what the target rewrites read (device, vector
 /// width, workgroups, `SPLIT_REDUCEOP`).
@@ -82,7 +87,7 @@ fn info_size(buf: &UOp) -> usize {
     }
 }
 
-/// `roots` with every BUFFER replaced by a placeholder numbered by first appearance (same dtype and size) and
+/// `roots` with every BUFFER replaced by a placeholder numbered by first appearance (same dtype, size and device) and
 /// every BIND by its variable; the BUFFERs in that order; the variables' values, sorted by name.
 ///
 /// # Panics
@@ -95,7 +100,8 @@ fn normalize(roots: &[UOp]) -> (UOp, Vec<UOp>, VarVals) {
         let new = match &u.arg {
             Arg::Buffer(b) => {
                 inputs.push(u.clone());
-                UOp::new(Ops::BUFFER, u.dtype, [], Arg::Ints(vec![inputs.len() as i64 - 1, b.size as i64].into()))
+                let device = UOp::new(Ops::DEVICE, crate::dtype::dtypes::VOID, [], Arg::Str(b.device.clone()));
+                UOp::new(Ops::BUFFER, u.dtype, [device], Arg::Ints(vec![inputs.len() as i64 - 1, b.size as i64].into()))
             }
             _ if u.op == Ops::BIND => {
                 let Arg::Var { name, .. } = &u.src[0].arg else { unreachable!("the spec checks BIND's variable") };
@@ -144,16 +150,22 @@ pub fn create_schedule(roots: &[UOp], ren: &Renderer) -> Schedule {
         let mut outs: Vec<UOp> = Vec::with_capacity(t.kernels.len());
         let mut items = Vec::with_capacity(t.kernels.len());
         for (ast, srcs, out) in &t.kernels {
-            let dtype = ast.src[0].src[0].src[0].dtype.base();
-            outs.push(match *out {
-                Ok(size) => UOp::new(Ops::BUFFER, dtype, [], Arg::Buffer(BufferInfo::new(size, device))),
-                Err(input) => inputs[input].clone(),
-            });
-            let bufs = srcs.iter().map(|s| match *s {
+            let buf = |s: &Src| match *s {
                 Src::Input(i) => inputs[i].clone(),
                 Src::Kernel(k) => outs[k].clone(),
+            };
+            let reads: Vec<UOp> = srcs[1..].iter().map(buf).collect();
+            outs.push(match out {
+                Ok((size, on)) => {
+                    let dtype = if ast.op == Ops::COPY { ast.dtype } else { ast.src[0].src[0].src[0].dtype.base() };
+                    UOp::new(Ops::BUFFER, dtype, [], Arg::Buffer(BufferInfo::new(*size, on)))
+                }
+                Err(input) => inputs[*input].clone(),
             });
-            items.push(ScheduleItem { ast: ast.clone(), bufs: bufs.collect() });
+            items.push(ScheduleItem {
+                ast: ast.clone(),
+                bufs: std::iter::once(outs.last().expect("pushed").clone()).chain(reads).collect(),
+            });
         }
         let outputs =
             roots.iter().zip(&t.outputs).map(|(r, k)| k.map_or_else(|| r.clone(), |k| buffer_view(&outs[k], r.shape().unwrap()))).collect();
@@ -170,7 +182,8 @@ pub fn create_schedule(roots: &[UOp], ren: &Renderer) -> Schedule {
             Some(Src::Input(i)) => Err(*i),
             _ => {
                 index.insert(it.bufs[0].clone(), Src::Kernel(k));
-                Ok(info_size(&it.bufs[0]))
+                let Arg::Buffer(b) = &it.bufs[0].arg else { unreachable!("a BUFFER") };
+                Ok((b.size, b.device.clone()))
             }
         };
         kernels.push((it.ast.clone(), it.bufs.iter().map(|b| index[b]).collect(), out));
@@ -210,13 +223,17 @@ fn schedule_uncached(roots: &[UOp], ren: &Renderer) -> Schedule {
     let mut seen: FxHashSet<(UOp, bool)> = FxHashSet::default();
     loop {
         while let Some(k) = work.pop() {
+            // a copy between devices reads its source from a buffer of its own
+            if k.op == Ops::COPY && contiguous_buffer(&k.src[0]).is_none() && realized.insert(k.src[0].clone()) {
+                work.push(k.src[0].clone());
+            }
             // (node, reached through a broadcast or reduce) from this kernel's root
             let mut stack: Vec<(UOp, bool)> = k.src.iter().map(|s| (s.clone(), k.op == Ops::REDUCE_AXIS)).collect();
             while let Some((u, dirty)) = stack.pop() {
                 if u.op == Ops::BUFFER || realized.contains(&u) || !seen.insert((u.clone(), dirty)) {
                     continue;
                 }
-                if matches!(u.op, Ops::CONTIGUOUS | Ops::ASSIGN) || (u.op == Ops::REDUCE_AXIS && dirty) {
+                if matches!(u.op, Ops::CONTIGUOUS | Ops::ASSIGN | Ops::COPY) || (u.op == Ops::REDUCE_AXIS && dirty) {
                     realized.insert(u.clone());
                     work.push(u);
                     continue;
@@ -268,20 +285,30 @@ fn schedule_uncached(roots: &[UOp], ren: &Renderer) -> Schedule {
         }
     }
     let order: Vec<UOp> = UOp::sink(roots.to_vec()).toposort().into_iter().filter(|u| realized.contains(u)).collect();
+    let on = devices(&order, &realized, device);
     // an output buffer per realized node (an ASSIGN writes its target's); roots keep their own
     let mut bufs: FxHashMap<UOp, UOp> = FxHashMap::default();
     let mut items = Vec::with_capacity(order.len());
     for k in &order {
-        let out = if k.op == Ops::ASSIGN {
-            contiguous_buffer(&k.src[0])
+        let numel = k.shape().expect("realized nodes have shapes").iter().product();
+        let new_buffer = || UOp::new(Ops::BUFFER, k.dtype, [], Arg::Buffer(BufferInfo::new(numel, &on[k])));
+        let (ast, out, inputs) = if k.op == Ops::COPY {
+            let src = contiguous_buffer(&k.src[0]).unwrap_or_else(|| &bufs[&k.src[0]]).clone();
+            (UOp::new(Ops::COPY, k.dtype, [], k.arg.clone()), new_buffer(), vec![src])
+        } else if k.op == Ops::ASSIGN {
+            let out = contiguous_buffer(&k.src[0])
                 .unwrap_or_else(|| panic!("assign: the target must be a realized buffer, got {}", k.src[0].op))
-                .clone()
+                .clone();
+            let (ast, inputs) = rangeify::build_kernel(k, &out, &bufs);
+            (ast, out, inputs)
         } else {
-            let shape = k.shape().expect("realized nodes have shapes");
-            UOp::new(Ops::BUFFER, k.dtype, [], Arg::Buffer(BufferInfo::new(shape.iter().product(), device)))
+            // (a kernel never reads its new output buffer: the one it gets, on its inputs' device, comes after)
+            let (ast, inputs) = rangeify::build_kernel(k, &UOp::new(Ops::NOOP, k.dtype, [], Arg::None), &bufs);
+            (ast, new_buffer(), inputs)
         };
-        let (ast, inputs) = rangeify::build_kernel(k, &out, &bufs);
-        spec::verify(&ast, &spec::KERNEL_SPEC, "rangeify");
+        if ast.op != Ops::COPY {
+            spec::verify(&ast, &spec::KERNEL_SPEC, "rangeify");
+        }
         items.push(ScheduleItem { ast, bufs: std::iter::once(out.clone()).chain(inputs).collect() });
         bufs.insert(k.clone(), out);
     }
@@ -339,7 +366,11 @@ fn order_reads_before_assigns(order: &[UOp], mut items: Vec<ScheduleItem>, bufs:
             .filter(|&i| !done[i])
             .find_map(|i| olds[i].iter().position(|b| !done[assigner[b]]).map(|j| (i, olds[i].remove(j))))
             .expect("schedule: a cycle of kernels with no assign in it");
-        let copy = UOp::new(Ops::BUFFER, b.dtype, [], Arg::Buffer(BufferInfo::new(info_size(&b), device)));
+        let on = match &b.arg {
+            Arg::Buffer(info) => info.device.clone(),
+            _ => device.into(),
+        };
+        let copy = UOp::new(Ops::BUFFER, b.dtype, [], Arg::Buffer(BufferInfo::new(info_size(&b), &on)));
         let (ast, inputs) = rangeify::build_kernel(&UOp::new(Ops::CONTIGUOUS, b.dtype, [b.clone()], Arg::None), &copy, bufs);
         copies.push(ScheduleItem { ast, bufs: [vec![copy.clone()], inputs].concat() });
         let reads = redirected.entry(i).or_insert_with(|| bufs.clone());
@@ -350,6 +381,49 @@ fn order_reads_before_assigns(order: &[UOp], mut items: Vec<ScheduleItem>, bufs:
     }
     let mut slots: Vec<Option<ScheduleItem>> = items.into_iter().map(Some).collect();
     copies.into_iter().chain(out.into_iter().map(|i| slots[i].take().expect("each kernel once"))).collect()
+}
+
+/// The device each realized node (`order`, in toposort order) computes on and its buffer lives on: a copy's
+/// destination, else the device of the first buffer its kernel reads (a BUFFER, or a realized node's), else (a kernel
+/// of constants) the device of the first kernel that reads it (not a copy), else `default`.
+fn devices(order: &[UOp], realized: &FxHashSet<UOp>, default: &str) -> FxHashMap<UOp, Arc<str>> {
+    let mut on: FxHashMap<UOp, Arc<str>> = FxHashMap::default();
+    let mut reads: FxHashMap<&UOp, Vec<&UOp>> = FxHashMap::default();
+    for k in order {
+        let (mut stack, mut seen, mut found) = (k.src.iter().collect::<Vec<_>>(), FxHashSet::default(), None);
+        if let (Ops::COPY, Arg::Str(to)) = (k.op, &k.arg) {
+            found = Some(to.clone());
+        }
+        while let Some(u) = stack.pop() {
+            if !seen.insert(u) {
+                continue;
+            }
+            match &u.arg {
+                Arg::Buffer(b) => _ = found.get_or_insert_with(|| b.device.clone()),
+                _ if realized.contains(u) => {
+                    // (a copy's source is on some other device)
+                    if k.op != Ops::COPY {
+                        reads.entry(k).or_default().push(u);
+                    }
+                    if let Some(d) = on.get(u) {
+                        found.get_or_insert_with(|| d.clone());
+                    }
+                }
+                _ => stack.extend(u.src.iter()),
+            }
+        }
+        if let Some(d) = found {
+            on.insert(k.clone(), d);
+        }
+    }
+    for k in order.iter().rev() {
+        let d: Arc<str> = on.get(k).cloned().unwrap_or_else(|| default.into());
+        on.insert(k.clone(), d.clone());
+        for r in reads.get(k).into_iter().flatten() {
+            on.entry((*r).clone()).or_insert_with(|| d.clone());
+        }
+    }
+    on
 }
 
 /// Elements a reduction reads (its source's), from which two side by side in one kernel get kernels of their own.

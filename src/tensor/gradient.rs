@@ -46,6 +46,11 @@ fn rule(ret: &UOp, g: &Tensor) -> Vec<Option<Tensor>> {
         Ops::CMPLT | Ops::CMPNE | Ops::CMPEQ | Ops::DETACH | Ops::BITCAST => vec![None; ret.src.len()],
         Ops::CONTIGUOUS => vec![Some(g.clone())],
         Ops::COPY => vec![Some(g.to(&t(0).device()))],
+        // shard j gets its block of the gradient; a replicated tensor's gradient goes through its first shard once
+        Ops::MULTI => {
+            let (devs, axis) = Tensor::multi_devices(ret);
+            (0..ret.src.len()).map(|j| (axis.is_some() || j == 0).then(|| g.shard_part(j, &devs, axis))).collect()
+        }
         Ops::CONTIGUOUS_BACKWARD => vec![Some(g.contiguous())],
         Ops::RESHAPE => vec![Some(g.reshape(src_shape()))],
         Ops::PERMUTE => {

@@ -8,6 +8,7 @@ mod gradient;
 mod jit;
 mod math;
 mod movement;
+mod multi;
 mod ops;
 mod random;
 mod reduce;
@@ -339,25 +340,32 @@ impl Tensor {
         self.uop().dtype
     }
     /// The device this tensor lives on: the target of the [`Tensor::to`] nearest its root, else the device of the
-    /// buffers it reads, else (constants) the default device.
+    /// buffers it reads, else (constants) the default device. A sharded tensor's ([`Tensor::shard`]) devices
+    /// joined by commas (tinygrad's tuple): `CPU,CPU:1`.
     pub fn device(&self) -> String {
-        let (mut stack, mut seen) = (vec![self.uop()], rustc_hash::FxHashSet::default());
+        // (a graph that reads a sharded tensor anywhere above a COPY is sharded)
+        let (mut stack, mut seen, mut found) = (vec![self.uop()], rustc_hash::FxHashSet::default(), None);
         while let Some(u) = stack.pop() {
             match &u.arg {
-                Arg::Str(d) if u.op == Ops::COPY => return d.to_string(),
-                Arg::Buffer(b) => return crate::runtime::canonicalize_device(&b.device),
+                _ if u.op == Ops::MULTI => return Tensor::multi_devices(&u).0.join(","),
+                Arg::Str(d) if u.op == Ops::COPY => _ = found.get_or_insert_with(|| d.to_string()),
+                Arg::Buffer(b) => _ = found.get_or_insert_with(|| crate::runtime::canonicalize_device(&b.device)),
                 _ => stack.extend(u.src.iter().filter(|s| seen.insert((*s).clone())).cloned()),
             }
         }
-        default_device()
+        found.unwrap_or_else(default_device)
     }
 
     /// This tensor on `device` (tinygrad `Tensor.to`): itself when it is there already, else a lazy copy (COPY) that
-    /// realize makes through the host. Gradients flow back to the source's device.
+    /// realize makes through the host. Gradients flow back to the source's device. A sharded tensor is gathered on
+    /// `device`; a comma-separated list of devices replicates the tensor on each ([`Tensor::shard`] with no axis).
     ///
     /// # Panics
     /// If `device` is not a device of this build ([`crate::runtime::DEVICES`]).
     pub fn to(&self, device: &str) -> Tensor {
+        if device.contains(',') {
+            return self.shard(&device.split(',').collect::<Vec<_>>(), None);
+        }
         let d = crate::runtime::canonicalize_device(device);
         assert!(
             crate::runtime::parse_device(device).is_some(),
@@ -434,6 +442,9 @@ impl Tensor {
     /// As [`Tensor::realize`]; [`crate::Error::Jit`] while a TinyJit captures (the value would be baked in).
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         engine::jit_check_read()?;
+        if self.is_sharded() {
+            return self.to(self.device().split(',').next().expect("a device")).to_bytes();
+        }
         self.realize()?;
         engine::copyout(&self.uop())
     }
@@ -520,9 +531,7 @@ impl Tensor {
     /// As [`Tensor::realize`]; [`crate::Error::Jit`] while a TinyJit captures (the value would be baked in).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         assert_eq!(T::DTYPE, self.dtype(), "to_vec: tensor is {}, asked for {}", self.dtype(), T::DTYPE);
-        engine::jit_check_read()?;
-        self.realize()?;
-        let bytes = engine::copyout(&self.uop())?;
+        let bytes = self.to_bytes()?;
         Ok(bytes.chunks_exact(T::DTYPE.itemsize()).map(T::from_bytes).collect())
     }
     /// The one element of a 1-element tensor (tinygrad `item`).
@@ -552,6 +561,14 @@ impl Tensor {
         let v = if vs.is_empty() && !s.is_empty() { v.reshape(vec![1; s.len()]).expand(s.clone()) } else { v };
         assert_eq!(s, v.shape(), "assign: shapes {s:?} and {vs:?} differ");
         let u = self.uop();
+        // a sharded tensor: each shard is assigned its block of the value, on its device
+        if u.op == Ops::MULTI {
+            let (devs, axis) = Tensor::multi_devices(&u);
+            let parts: Vec<UOp> =
+                u.src.iter().enumerate().map(|(j, s)| Tensor::from_uop(s.clone()).assign(v.shard_part(j, &devs, axis)).uop()).collect();
+            self.set_uop(u.with_src(parts));
+            return self;
+        }
         let target = if u.op == Ops::ASSIGN { u.src[0].clone() } else { u };
         // host bytes from_blob borrows are read-only: the tensor (or the view) moves to a copy of them first
         let blob = target.toposort().into_iter().find(|b| b.op == Ops::BUFFER && engine::borrowed_bytes(b).is_some());

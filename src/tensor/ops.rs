@@ -48,7 +48,7 @@ impl IntoAxes for std::ops::RangeFull {
     }
 }
 
-fn norm_axis(a: i64, ndim: usize, op: &str) -> usize {
+pub(super) fn norm_axis(a: i64, ndim: usize, op: &str) -> usize {
     let n = ndim.max(1) as i64;
     assert!((-n..n).contains(&a), "{op}: axis {a} out of range for {ndim} dims");
     a.rem_euclid(n) as usize

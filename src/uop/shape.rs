@@ -33,6 +33,11 @@ fn compute(u: &UOp) -> Option<Box<[usize]>> {
             _ => return None,
         },
         Ops::WHERE => src(1)?.into(),
+        // the shards' blocks along the axis in arg (-1: replicated, each shard the whole)
+        Ops::MULTI => match u.arg {
+            Arg::Int(a) if a >= 0 => src(0)?.iter().enumerate().map(|(i, &s)| if i == a as usize { s * u.src.len() } else { s }).collect(),
+            _ => src(0)?.into(),
+        },
         op if GroupOp::ALU.contains(op)
             || matches!(
                 op,
