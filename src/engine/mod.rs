@@ -236,6 +236,35 @@ enum Work {
     /// A copy of `bufs[1]` into `bufs[0]`, another device's buffer of the same size (tinygrad `BufferCopy`), through
     /// the host.
     Copy,
+    /// The sum of `bufs[1]` over the processes of this thread's [`Collective`], into `bufs[0]`.
+    AllReduce,
+}
+
+/// A group of processes that sum buffers together (MPI ranks: `nn::mpi`), what an ALLREDUCE node runs. Each process
+/// of the group must run the same ALLREDUCEs in the same order.
+pub trait Collective {
+    /// The number of processes.
+    fn size(&self) -> usize;
+    /// Replaces `bytes` (elements of `dtype`) by their element-wise sum over the processes.
+    ///
+    /// # Errors
+    /// A dtype the group cannot sum, or the group failing (a process gone).
+    fn allreduce_sum(&self, bytes: &mut [u8], dtype: DType) -> Result<()>;
+}
+
+thread_local! {
+    /// This thread's process group: ALLREDUCE items run on the thread that realizes them.
+    static COLLECTIVE: std::cell::RefCell<Option<Box<dyn Collective>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Makes `c` this thread's process group (`None`: none, so an ALLREDUCE sums over this process alone).
+pub fn set_collective(c: Option<Box<dyn Collective>>) {
+    COLLECTIVE.with(|g| *g.borrow_mut() = c);
+}
+
+/// The number of processes an ALLREDUCE realized on this thread sums over (1 without a group).
+pub fn collective_size() -> usize {
+    COLLECTIVE.with(|g| g.borrow().as_ref().map_or(1, |c| c.size()))
 }
 
 /// A kernel or a copy ready to launch on its buffers (tinygrad `ExecItem`): what realize runs and TinyJit replays.
@@ -272,11 +301,16 @@ impl ExecItem {
         ExecItem { work: Work::Copy, bufs: vec![dst, src], dev, vals: vec![] }
     }
 
-    /// The kernel it launches (None for a copy).
+    /// The sum of BUFFER `src` over the processes into BUFFER `dst` (same size and dtype) on their device `dev`.
+    fn allreduce(dst: UOp, src: UOp, dev: &'static Device) -> ExecItem {
+        ExecItem { work: Work::AllReduce, bufs: vec![dst, src], dev, vals: vec![] }
+    }
+
+    /// The kernel it launches (None for a copy or an allreduce).
     fn runner(&self) -> Option<&Arc<Runner>> {
         match &self.work {
             Work::Kernel(r) => Some(r),
-            Work::Copy => None,
+            _ => None,
         }
     }
 
@@ -303,6 +337,7 @@ impl ExecItem {
         let runner = match &self.work {
             Work::Kernel(r) => r,
             Work::Copy => return self.run_copy(),
+            Work::AllReduce => return self.run_allreduce(),
         };
         // a kernel may touch no more of a buffer than it holds (a scheduler bug otherwise, which a C kernel would
         // turn into a silent out-of-bounds access)
@@ -399,6 +434,37 @@ impl ExecItem {
         let tm = t0.elapsed();
         if DEBUG.value() >= 2 {
             println!("*** {:<6} copy {:>10} bytes from {:<6} tm {:9.2}us", self.dev.name, host.len(), src.dev.name, tm.as_secs_f64() * 1e6);
+        }
+        Ok(tm)
+    }
+
+    /// Sums `bufs[1]` over this thread's process group into `bufs[0]` through the host.
+    fn run_allreduce(&self) -> Result<std::time::Duration> {
+        let (dst, src) = (mem_of(&self.bufs[0])?, mem_of(&self.bufs[1])?);
+        let (draw, sraw) = (dst.raw.as_ref().expect("memory is held until drop"), src.raw.as_ref().expect("memory is held until drop"));
+        let t0 = Instant::now();
+        let _p =
+            profile::range(self.dev.name, "allreduce", || format!("allreduce {} bytes", sraw.size())).map(|r| r.bytes(sraw.size() as u64));
+        let n = info(&self.bufs[1]).size * self.bufs[1].dtype.itemsize();
+        let mut host = vec![0u8; sraw.size()];
+        {
+            let _read = src.lock.read();
+            src.dev.rt.allocator().copyout(&mut host, sraw)?;
+        }
+        COLLECTIVE.with(|g| g.borrow().as_ref().map_or(Ok(()), |c| c.allreduce_sum(&mut host[..n], self.bufs[1].dtype)))?;
+        {
+            let _write = dst.lock.write();
+            dst.dev.rt.allocator().copyin(draw, &host[..draw.size().min(host.len())])?;
+        }
+        let tm = t0.elapsed();
+        if DEBUG.value() >= 2 {
+            println!(
+                "*** {:<6} allreduce {:>10} bytes over {} processes tm {:9.2}us",
+                self.dev.name,
+                n,
+                collective_size(),
+                tm.as_secs_f64() * 1e6
+            );
         }
         Ok(tm)
     }
@@ -695,7 +761,7 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
         println!("scheduled {} kernels in {:.2} ms", sched.items.len(), t0.elapsed().as_secs_f64() * 1e3);
     }
     // each kernel runs on the device of the buffer it writes, which all the buffers it reads are on too
-    for item in sched.items.iter().filter(|i| i.ast.op != Ops::COPY) {
+    for item in sched.items.iter().filter(|i| !matches!(i.ast.op, Ops::COPY | Ops::ALLREDUCE)) {
         let on = |b: &UOp| canonicalize_device(&info(b).device);
         if let Some(other) = item.bufs.iter().find(|b| on(b) != on(&item.bufs[0])) {
             let mut two = [on(&item.bufs[0]), on(other)];
@@ -708,8 +774,13 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
     distinct.sort_by_key(|d| d.name);
     distinct.dedup_by_key(|d| d.name);
     for dev in distinct {
-        let asts: Vec<&UOp> =
-            sched.items.iter().zip(&devs).filter(|(i, d)| d.name == dev.name && i.ast.op != Ops::COPY).map(|(i, _)| &i.ast).collect();
+        let asts: Vec<&UOp> = sched
+            .items
+            .iter()
+            .zip(&devs)
+            .filter(|(i, d)| d.name == dev.name && !matches!(i.ast.op, Ops::COPY | Ops::ALLREDUCE))
+            .map(|(i, _)| &i.ast)
+            .collect();
         compile_missing(dev, &asts)?;
     }
     // under BEAM each kernel is searched on its real inputs (tinygrad passes the realized buffers to beam_search): it
@@ -718,6 +789,7 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
         for (item, dev) in sched.items.into_iter().zip(devs) {
             let ei = match item.ast.op {
                 Ops::COPY => ExecItem::copy(item.bufs[0].clone(), item.bufs[1].clone(), dev),
+                Ops::ALLREDUCE => ExecItem::allreduce(item.bufs[0].clone(), item.bufs[1].clone(), dev),
                 _ => ExecItem::new(runner(dev, &item.ast, Some(&item.bufs))?, item.bufs, dev, &sched.var_vals),
             };
             capture::record(&ei);
@@ -733,6 +805,7 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
         .map(|(item, dev)| {
             let ei = match item.ast.op {
                 Ops::COPY => ExecItem::copy(item.bufs[0].clone(), item.bufs[1].clone(), dev),
+                Ops::ALLREDUCE => ExecItem::allreduce(item.bufs[0].clone(), item.bufs[1].clone(), dev),
                 _ => ExecItem::new(runner(dev, &item.ast, None)?, item.bufs, dev, &sched.var_vals),
             };
             capture::record(&ei);
@@ -760,9 +833,13 @@ fn realize_multi(roots: &[UOp]) -> Result<Vec<UOp>> {
         .collect())
 }
 
-/// What VIZ calls an item: its kernel's name, or `copy`.
+/// What VIZ calls an item: its kernel's name, `copy` or `allreduce`.
 fn runner_name(ei: &ExecItem) -> String {
-    ei.runner().map_or_else(|| "copy".into(), |r| r.kernel.name.clone())
+    match &ei.work {
+        Work::Kernel(r) => r.kernel.name.clone(),
+        Work::Copy => "copy".into(),
+        Work::AllReduce => "allreduce".into(),
+    }
 }
 
 /// Launches `items` in order. A batch of CPU kernels runs on a thread of the CPU pool (see
@@ -770,7 +847,8 @@ fn runner_name(ei: &ExecItem) -> String {
 /// no wake-up and sleep of this thread per kernel (a decode step launches ~600 kernels: 25% of its time). Each
 /// item drops once it has run, so a buffer no later kernel holds is freed at its last use.
 fn run_items(items: Vec<ExecItem>) -> Result<()> {
-    let batch = items.iter().all(|ei| ei.dev.rt.launcher() == runtime::Launcher::HostThreads)
+    // (an allreduce runs on this thread, whose process group it sums over)
+    let batch = items.iter().all(|ei| ei.dev.rt.launcher() == runtime::Launcher::HostThreads && !matches!(ei.work, Work::AllReduce))
         && items.iter().any(|ei| ei.runner().is_some_and(|r| crate::runtime::cpu::parallel_launch(&r.kernel)));
     let run = move || items.into_iter().try_for_each(|ei| ei.run().map(drop));
     if batch {

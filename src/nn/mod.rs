@@ -4,6 +4,8 @@
 
 pub mod datasets;
 pub mod gguf;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod optim;
 pub mod state;
 
@@ -204,6 +206,13 @@ impl BatchNorm {
         let mask: Vec<i64> = (0..x.ndim() as i64).map(|a| if a == 1 { -1 } else { 1 }).collect();
         let (mean, var) = match (&self.running_mean, &self.running_var) {
             (Some(m), Some(v)) if !training => (m.clone(), v.clone()),
+            // under a process group (data-parallel training over MPI) the statistics are of every process's batch
+            _ if crate::engine::collective_size() > 1 => {
+                let n = (x.numel() / x.shape()[1] * crate::engine::collective_size()) as f64;
+                let mean = x.sum(axes.clone()).allreduce_processes() / n;
+                let y = x - mean.detach().reshape(mask);
+                (mean, (&y * &y).sum(axes).allreduce_processes() / n)
+            }
             _ => {
                 let mean = x.mean(axes.clone());
                 let y = x - mean.detach().reshape(mask);
@@ -211,7 +220,7 @@ impl BatchNorm {
             }
         };
         if let (Some(rm), Some(rv), true) = (&self.running_mean, &self.running_var, training) {
-            let (n, c) = (x.numel() as f64, x.shape()[1] as f64);
+            let (n, c) = ((x.numel() * crate::engine::collective_size()) as f64, x.shape()[1] as f64);
             rm.assign(rm * (1.0 - self.momentum) + mean.detach() * self.momentum);
             rv.assign(rv * (1.0 - self.momentum) + var.detach() * (self.momentum * n / (n - c)));
             self.num_batches_tracked.assign(&self.num_batches_tracked + 1);

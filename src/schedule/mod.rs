@@ -15,7 +15,8 @@ use std::sync::{Arc, LazyLock};
 
 /// One kernel to run: `ast` is a SINK of STOREs over DEFINE_GLOBALs `0..bufs.len()`; `bufs[i]` is the BUFFER
 /// node of DEFINE_GLOBAL `i` (`bufs[0]` is written, the rest read). Or a copy between devices: `ast` is a COPY with
-/// no sources (arg the destination device), `bufs` the destination and the source.
+/// no sources (arg the destination device), `bufs` the destination and the source; or a sum over processes, an
+/// ALLREDUCE with no sources (`bufs` likewise).
 pub struct ScheduleItem {
     /// The kernel, before optimization and lowering.
     pub ast: UOp,
@@ -157,7 +158,8 @@ pub fn create_schedule(roots: &[UOp], ren: &Renderer) -> Schedule {
             let reads: Vec<UOp> = srcs[1..].iter().map(buf).collect();
             outs.push(match out {
                 Ok((size, on)) => {
-                    let dtype = if ast.op == Ops::COPY { ast.dtype } else { ast.src[0].src[0].src[0].dtype.base() };
+                    let dtype =
+                        if matches!(ast.op, Ops::COPY | Ops::ALLREDUCE) { ast.dtype } else { ast.src[0].src[0].src[0].dtype.base() };
                     UOp::new(Ops::BUFFER, dtype, [], Arg::Buffer(BufferInfo::new(*size, on)))
                 }
                 Err(input) => inputs[*input].clone(),
@@ -223,8 +225,8 @@ fn schedule_uncached(roots: &[UOp], ren: &Renderer) -> Schedule {
     let mut seen: FxHashSet<(UOp, bool)> = FxHashSet::default();
     loop {
         while let Some(k) = work.pop() {
-            // a copy between devices reads its source from a buffer of its own
-            if k.op == Ops::COPY && contiguous_buffer(&k.src[0]).is_none() && realized.insert(k.src[0].clone()) {
+            // a copy between devices (or processes) reads its source from a buffer of its own
+            if matches!(k.op, Ops::COPY | Ops::ALLREDUCE) && contiguous_buffer(&k.src[0]).is_none() && realized.insert(k.src[0].clone()) {
                 work.push(k.src[0].clone());
             }
             // (node, reached through a broadcast or reduce) from this kernel's root
@@ -233,7 +235,7 @@ fn schedule_uncached(roots: &[UOp], ren: &Renderer) -> Schedule {
                 if u.op == Ops::BUFFER || realized.contains(&u) || !seen.insert((u.clone(), dirty)) {
                     continue;
                 }
-                if matches!(u.op, Ops::CONTIGUOUS | Ops::ASSIGN | Ops::COPY) || (u.op == Ops::REDUCE_AXIS && dirty) {
+                if matches!(u.op, Ops::CONTIGUOUS | Ops::ASSIGN | Ops::COPY | Ops::ALLREDUCE) || (u.op == Ops::REDUCE_AXIS && dirty) {
                     realized.insert(u.clone());
                     work.push(u);
                     continue;
@@ -292,9 +294,9 @@ fn schedule_uncached(roots: &[UOp], ren: &Renderer) -> Schedule {
     for k in &order {
         let numel = k.shape().expect("realized nodes have shapes").iter().product();
         let new_buffer = || UOp::new(Ops::BUFFER, k.dtype, [], Arg::Buffer(BufferInfo::new(numel, &on[k])));
-        let (ast, out, inputs) = if k.op == Ops::COPY {
+        let (ast, out, inputs) = if matches!(k.op, Ops::COPY | Ops::ALLREDUCE) {
             let src = contiguous_buffer(&k.src[0]).unwrap_or_else(|| &bufs[&k.src[0]]).clone();
-            (UOp::new(Ops::COPY, k.dtype, [], k.arg.clone()), new_buffer(), vec![src])
+            (UOp::new(k.op, k.dtype, [], k.arg.clone()), new_buffer(), vec![src])
         } else if k.op == Ops::ASSIGN {
             let out = contiguous_buffer(&k.src[0])
                 .unwrap_or_else(|| panic!("assign: the target must be a realized buffer, got {}", k.src[0].op))
@@ -306,7 +308,7 @@ fn schedule_uncached(roots: &[UOp], ren: &Renderer) -> Schedule {
             let (ast, inputs) = rangeify::build_kernel(k, &UOp::new(Ops::NOOP, k.dtype, [], Arg::None), &bufs);
             (ast, new_buffer(), inputs)
         };
-        if ast.op != Ops::COPY {
+        if !matches!(ast.op, Ops::COPY | Ops::ALLREDUCE) {
             spec::verify(&ast, &spec::KERNEL_SPEC, "rangeify");
         }
         items.push(ScheduleItem { ast, bufs: std::iter::once(out.clone()).chain(inputs).collect() });

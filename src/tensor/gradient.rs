@@ -46,6 +46,8 @@ fn rule(ret: &UOp, g: &Tensor) -> Vec<Option<Tensor>> {
         Ops::CMPLT | Ops::CMPNE | Ops::CMPEQ | Ops::DETACH | Ops::BITCAST => vec![None; ret.src.len()],
         Ops::CONTIGUOUS => vec![Some(g.clone())],
         Ops::COPY => vec![Some(g.to(&t(0).device()))],
+        // every process's output is the sum of every process's input: each input's gradient sums every output's
+        Ops::ALLREDUCE => vec![Some(g.allreduce_processes())],
         // shard j gets its block of the gradient; a replicated tensor's gradient goes through its first shard once
         Ops::MULTI => {
             let (devs, axis) = Tensor::multi_devices(ret);

@@ -56,6 +56,14 @@ impl Tensor {
             _ => self.to(&y.device()),
         }
     }
+    /// The element-wise sum of this tensor over the processes of this thread's process group
+    /// ([`crate::engine::set_collective`]: MPI ranks with `nn::mpi`), the same on every process; itself without a group.
+    /// Realized as a schedule item (a TinyJit replays it); every process must realize the same sums in the same order.
+    /// Its gradient is the sum over the processes of the output's gradient.
+    pub fn allreduce_processes(&self) -> Tensor {
+        let u = self.uop();
+        Tensor::from_uop(UOp::new(Ops::ALLREDUCE, u.dtype, [u], Arg::Op(Ops::ADD)))
+    }
     /// Whether this tensor's graph reads a sharded tensor (its [`Tensor::device`] lists several).
     pub fn is_sharded(&self) -> bool {
         self.device().contains(',')

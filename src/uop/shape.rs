@@ -41,7 +41,15 @@ fn compute(u: &UOp) -> Option<Box<[usize]>> {
         op if GroupOp::ALU.contains(op)
             || matches!(
                 op,
-                Ops::CAST | Ops::BITCAST | Ops::CONTIGUOUS | Ops::CONTIGUOUS_BACKWARD | Ops::DETACH | Ops::COPY | Ops::ASSIGN | Ops::FLIP
+                Ops::CAST
+                    | Ops::BITCAST
+                    | Ops::CONTIGUOUS
+                    | Ops::CONTIGUOUS_BACKWARD
+                    | Ops::DETACH
+                    | Ops::COPY
+                    | Ops::ALLREDUCE
+                    | Ops::ASSIGN
+                    | Ops::FLIP
             ) =>
         {
             src(0)?.into()

@@ -144,7 +144,7 @@ fn tensor() -> PatternMatcher {
             Arg::ReduceAxis(op, axes) => check(a.dtype == x.dtype && GroupOp::REDUCE.contains(*op) && a.shape().is_some_and(|s| axes.iter().all(|&i| i < s.len()))),
             _ => bad(),
         },
-        one_src(&[CONTIGUOUS, CONTIGUOUS_BACKWARD, DETACH, COPY]) => |x, a| check(a.dtype == x.dtype),
+        one_src(&[CONTIGUOUS, CONTIGUOUS_BACKWARD, DETACH, COPY, ALLREDUCE]) => |x, a| check(a.dtype == x.dtype),
         UPat::ops(ASSIGN).src([var("t"), var("v")]).named("x") => |x, t, v| check(t.dtype == x.dtype && v.dtype == x.dtype && t.shape() == v.shape()),
         // broadcasting is explicit: an elementwise op's sources have one shape
         UPat::ops(GroupOp::ELEMENTWISE).named("x") => |x| {
