@@ -245,11 +245,11 @@ enum Work {
 pub trait Collective {
     /// The number of processes.
     fn size(&self) -> usize;
-    /// Replaces `bytes` (elements of `dtype`) by their element-wise sum over the processes.
+    /// Writes into `dst` the element-wise sum over the processes of `src` (elements of `dtype`; same length).
     ///
     /// # Errors
     /// A dtype the group cannot sum, or the group failing (a process gone).
-    fn allreduce_sum(&self, bytes: &mut [u8], dtype: DType) -> Result<()>;
+    fn allreduce_sum(&self, src: &[u8], dst: &mut [u8], dtype: DType) -> Result<()>;
 }
 
 thread_local! {
@@ -438,23 +438,31 @@ impl ExecItem {
         Ok(tm)
     }
 
-    /// Sums `bufs[1]` over this thread's process group into `bufs[0]` through the host.
+    /// Sums `bufs[1]` over this thread's process group into `bufs[0]`: in place where the device's memory is host
+    /// memory, else through host copies.
     fn run_allreduce(&self) -> Result<std::time::Duration> {
         let (dst, src) = (mem_of(&self.bufs[0])?, mem_of(&self.bufs[1])?);
         let (draw, sraw) = (dst.raw.as_ref().expect("memory is held until drop"), src.raw.as_ref().expect("memory is held until drop"));
         let t0 = Instant::now();
         let _p =
             profile::range(self.dev.name, "allreduce", || format!("allreduce {} bytes", sraw.size())).map(|r| r.bytes(sraw.size() as u64));
-        let n = info(&self.bufs[1]).size * self.bufs[1].dtype.itemsize();
-        let mut host = vec![0u8; sraw.size()];
-        {
-            let _read = src.lock.read();
+        let (n, dtype) = (info(&self.bufs[1]).size * self.bufs[1].dtype.itemsize(), self.bufs[1].dtype);
+        let mut sum = |s: &[u8], d: &mut [u8]| {
+            COLLECTIVE.with(|g| match g.borrow().as_ref() {
+                Some(c) => c.allreduce_sum(&s[..n], &mut d[..n], dtype),
+                None => {
+                    d[..n].copy_from_slice(&s[..n]);
+                    Ok(())
+                }
+            })
+        };
+        let alloc = self.dev.rt.allocator();
+        let (_read, _write) = (src.lock.read(), dst.lock.write());
+        if alloc.in_host(sraw, draw, &mut sum).transpose()?.is_none() {
+            let (mut host, mut out) = (vec![0u8; sraw.size()], vec![0u8; draw.size()]);
             src.dev.rt.allocator().copyout(&mut host, sraw)?;
-        }
-        COLLECTIVE.with(|g| g.borrow().as_ref().map_or(Ok(()), |c| c.allreduce_sum(&mut host[..n], self.bufs[1].dtype)))?;
-        {
-            let _write = dst.lock.write();
-            dst.dev.rt.allocator().copyin(draw, &host[..draw.size().min(host.len())])?;
+            sum(&host, &mut out)?;
+            alloc.copyin(draw, &out)?;
         }
         let tm = t0.elapsed();
         if DEBUG.value() >= 2 {

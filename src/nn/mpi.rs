@@ -43,26 +43,18 @@ fn watched<T>(busy: &AtomicU64, epoch: Instant, f: impl FnOnce() -> T) -> T {
     out
 }
 
-/// Element types an allreduce sums: their native-endian bytes.
-trait Summable: Equivalence + Copy + Default {
-    fn read(b: &[u8]) -> Self;
-    fn write(self, out: &mut [u8]);
-}
-macro_rules! summable {
-    ($($t:ty),*) => {$(impl Summable for $t {
-        fn read(b: &[u8]) -> Self { <$t>::from_ne_bytes(b.try_into().expect("one element")) }
-        fn write(self, out: &mut [u8]) { out.copy_from_slice(&self.to_ne_bytes()) }
-    })*};
-}
-summable!(f32, f64, i32, i64);
-
-/// Sums `bytes` (elements of `T`) over `comm`'s ranks in place.
-fn sum_as<T: Summable>(comm: &SimpleCommunicator, bytes: &mut [u8]) -> Result<()> {
-    let w = std::mem::size_of::<T>();
-    let send: Vec<T> = bytes.chunks_exact(w).map(T::read).collect();
-    let mut recv = vec![T::default(); send.len()];
-    comm.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum());
-    bytes.chunks_exact_mut(w).zip(recv).for_each(|(out, x)| x.write(out));
+/// Sums `src` (elements of `T`) over `comm`'s ranks into `dst`: MPI reads and writes the bytes in place where they
+/// are aligned to `T` (a device buffer is), else element copies.
+fn sum_as<T: Equivalence + Copy + Default + bytemuck::Pod>(comm: &SimpleCommunicator, src: &[u8], dst: &mut [u8]) -> Result<()> {
+    match (bytemuck::try_cast_slice::<u8, T>(src), bytemuck::try_cast_slice_mut::<u8, T>(dst)) {
+        (Ok(s), Ok(d)) => comm.all_reduce_into(s, d, SystemOperation::sum()),
+        _ => {
+            let s: Vec<T> = bytemuck::pod_collect_to_vec(src);
+            let mut d = vec![T::default(); s.len()];
+            comm.all_reduce_into(&s[..], &mut d[..], SystemOperation::sum());
+            dst.copy_from_slice(bytemuck::cast_slice(&d));
+        }
+    }
     Ok(())
 }
 
@@ -70,12 +62,12 @@ impl Collective for Group {
     fn size(&self) -> usize {
         self.comm.size() as usize
     }
-    fn allreduce_sum(&self, bytes: &mut [u8], dtype: DType) -> Result<()> {
+    fn allreduce_sum(&self, src: &[u8], dst: &mut [u8], dtype: DType) -> Result<()> {
         watched(&self.busy, self.epoch, || match dtype {
-            d if d == dtypes::FLOAT32 => sum_as::<f32>(&self.comm, bytes),
-            d if d == dtypes::FLOAT64 => sum_as::<f64>(&self.comm, bytes),
-            d if d == dtypes::INT32 => sum_as::<i32>(&self.comm, bytes),
-            d if d == dtypes::INT64 => sum_as::<i64>(&self.comm, bytes),
+            d if d == dtypes::FLOAT32 => sum_as::<f32>(&self.comm, src, dst),
+            d if d == dtypes::FLOAT64 => sum_as::<f64>(&self.comm, src, dst),
+            d if d == dtypes::INT32 => sum_as::<i32>(&self.comm, src, dst),
+            d if d == dtypes::INT64 => sum_as::<i64>(&self.comm, src, dst),
             d => {
                 Err(Error::Device { device: "MPI".into(), msg: format!("an allreduce over MPI of {d}: cast to float32 (or int32) first") })
             }
@@ -117,6 +109,10 @@ impl DataParallel {
     /// The number of ranks.
     pub fn size(&self) -> usize {
         self.world.size() as usize
+    }
+    /// The world communicator (every rank), for raw MPI calls beside the group's.
+    pub fn world(&self) -> &SimpleCommunicator {
+        &self.world
     }
     /// Whether this is rank 0, the one that prints and saves.
     pub fn is_root(&self) -> bool {

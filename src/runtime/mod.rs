@@ -341,6 +341,9 @@ pub fn global_slots(k: &LinearKernel) -> Vec<usize> {
     slots
 }
 
+/// What [`Allocator::in_host`] runs: a source's bytes read, a destination's written.
+pub type InHost<'a> = dyn FnMut(&[u8], &mut [u8]) -> Result<()> + 'a;
+
 /// A device's memory manager (tinygrad `Allocator` with `LRUAllocator`'s cache): freed buffers are kept, keyed by
 /// size, and handed back by the next `alloc` of the same size.
 pub trait Allocator: Send + Sync {
@@ -363,6 +366,15 @@ pub trait Allocator: Send + Sync {
     /// Copies `src` into host bytes `dst` (tinygrad `_copyout`). Errors as [`Allocator::copyin`]; panics when the
     /// sizes differ.
     fn copyout(&self, dst: &mut [u8], src: &RawBuffer) -> Result<()>;
+    /// Runs `f` on the bytes of `src` and of `dst`, two distinct buffers of this device, in place, where its memory is
+    /// host memory (the CPU's), so a host-side consumer (a sum over MPI) copies nothing. None (the default): the
+    /// caller copies out and in.
+    ///
+    /// # Panics
+    /// If `src` and `dst` are the same buffer.
+    fn in_host(&self, _src: &RawBuffer, _dst: &RawBuffer, _f: &mut InHost) -> Option<Result<()>> {
+        None
+    }
 }
 
 /// A compiled kernel: the object's bytes and the name of the kernel's function in it.

@@ -143,6 +143,16 @@ impl Allocator for CpuAllocator {
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
+
+    fn in_host(&self, src: &RawBuffer, dst: &RawBuffer, f: &mut crate::runtime::InHost) -> Option<Result<()>> {
+        assert!(src.as_ptr() != dst.as_ptr(), "in_host: the source and the destination are one buffer");
+        // SAFETY: both are live buffers valid for their size bytes (allocations of this allocator, or borrowed host
+        // bytes for src), distinct allocations (checked above), so the shared and the exclusive slice do not
+        // overlap; the caller holds src's read lock and dst's write lock while `f` runs.
+        let (s, d) =
+            unsafe { (std::slice::from_raw_parts(src.as_ptr(), src.size()), std::slice::from_raw_parts_mut(dst.as_ptr(), dst.size())) };
+        Some(f(s, d))
+    }
 }
 
 // **************** program ****************
