@@ -94,7 +94,11 @@ fn sharded_ops_match_unsharded_forward_and_backward() {
     check_sharded("softmax", &[4, 6], two, |x| x.softmax(-1));
     check_sharded("matmul", &[4, 6], two, |x| x.matmul(&x.transpose(0, 1)));
     check_sharded("four_devices", &[8, 4], &CPUS, |x| (x * 2.0f32).sum(0) + x.max(..));
-    check_sharded("python_instances", &[4, 2], &["PYTHON", "PYTHON:1"], |x| x.sum(0) * x.sum(1).sum(..));
+    let py = &["PYTHON", "PYTHON:1"][..];
+    check_sharded("python_mul_add", &[4, 2], py, |x| x * x * 0.5f32 + x);
+    check_sharded("python_sums", &[4, 2], py, |x| x.sum(0) * x.sum(1).sum(..));
+    check_sharded("python_movement", &[4, 2], py, |x| x.reshape([2, 4]).permute([1, 0]).pad(&[(1, 0), (0, 1)]).flip([0]));
+    check_sharded("python_softmax", &[4, 2], py, |x| x.softmax(0));
 }
 
 #[test]

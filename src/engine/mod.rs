@@ -759,8 +759,10 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
     let sched = {
         let _p = profile::range("TINY", "schedule", || format!("schedule {} roots", roots.len()));
         let dev = device(&device_name)?;
-        // (the schedule's new buffers are on this device instance)
-        create_schedule(roots, &crate::renderer::Renderer { device: dev.name, ..dev.rt.renderer() })
+        // (a kernel of constants only, read by no other kernel, is on this device instance: the roots', else, when
+        // copies join several devices, the default device, where Tensor::device says constants are)
+        let consts = if topo.iter().any(|u| u.op == Ops::COPY) { device(&crate::runtime::default_device())? } else { dev };
+        create_schedule(roots, &crate::renderer::Renderer { device: consts.name, ..dev.rt.renderer() })
     };
     group.rename(|| format!("Schedule {} Kernel{}", sched.items.len(), if sched.items.len() == 1 { "" } else { "s" }));
     let viz_group = group.index();
