@@ -114,6 +114,14 @@ fn sharded_tensors_gather_assign_and_reshard() {
     w.assign(&x + 1.0f32);
     w.realize().unwrap();
     assert_eq!(w.to_vec::<f32>().unwrap(), (1..13).map(|i| i as f32).collect::<Vec<_>>());
+    // an unsharded tensor assigned a sharded value gathers it; random draws like a sharded tensor are sharded
+    let plain = Tensor::zeros([4, 3]).contiguous();
+    plain.realize().unwrap();
+    plain.assign(&x * 2.0f32);
+    assert_eq!(plain.to_vec::<f32>().unwrap(), (0..12).map(|i| 2.0 * i as f32).collect::<Vec<_>>());
+    let r = x.rand_like();
+    assert!(r.is_sharded() && r.shape() == [4, 3]);
+    assert!(r.to_vec::<f32>().unwrap().iter().all(|v| (0.0..1.0).contains(v)));
     // every replica holds the whole
     let shard1 = Tensor::from_uop(w.uop().src[1].clone());
     assert_eq!((shard1.device(), shard1.to_vec::<f32>().unwrap()), ("CPU:1".to_string(), (1..13).map(|i| i as f32).collect::<Vec<_>>()));

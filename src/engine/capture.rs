@@ -57,7 +57,7 @@ impl Kernels {
     /// Each copy between devices among them, in order: (from, to), canonical device names.
     pub fn copies(&self) -> Vec<(String, String)> {
         let dev = |b: &UOp| crate::runtime::canonicalize_device(&info(b).device);
-        self.items.iter().filter(|ei| ei.runner().is_none()).map(|ei| (dev(&ei.bufs[1]), dev(&ei.bufs[0]))).collect()
+        self.items.iter().filter(|ei| ei.is_copy()).map(|ei| (dev(&ei.bufs[1]), dev(&ei.bufs[0]))).collect()
     }
     /// Whether `buf` is an output the captured function created (not one it was given).
     pub fn created(&self, buf: &UOp) -> bool {

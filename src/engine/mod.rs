@@ -306,6 +306,11 @@ impl ExecItem {
         ExecItem { work: Work::AllReduce, bufs: vec![dst, src], dev, vals: vec![] }
     }
 
+    /// Whether it is a copy between devices.
+    fn is_copy(&self) -> bool {
+        matches!(self.work, Work::Copy)
+    }
+
     /// The kernel it launches (None for a copy or an allreduce).
     fn runner(&self) -> Option<&Arc<Runner>> {
         match &self.work {
@@ -457,8 +462,18 @@ impl ExecItem {
             })
         };
         let alloc = self.dev.rt.allocator();
-        let (_read, _write) = (src.lock.read(), dst.lock.write());
-        if alloc.in_host(sraw, draw, &mut sum).transpose()?.is_none() {
+        // (locks in address order, as a kernel's launch takes them)
+        let (_r, _w, _r2, _w2);
+        if sraw.as_ptr() < draw.as_ptr() {
+            (_r, _w) = (Some(src.lock.read()), Some(dst.lock.write()));
+            (_r2, _w2) = (None, None);
+        } else {
+            (_w2, _r2) = (Some(dst.lock.write()), Some(src.lock.read()));
+            (_r, _w) = (None, None);
+        }
+        // SAFETY: src and dst are distinct live buffers of this device (an allreduce writes a new buffer), and their
+        // read and write locks are held while `sum` runs, which touches no other buffer.
+        if unsafe { alloc.in_host(sraw, draw, &mut sum) }.transpose()?.is_none() {
             let (mut host, mut out) = (vec![0u8; sraw.size()], vec![0u8; draw.size()]);
             src.dev.rt.allocator().copyout(&mut host, sraw)?;
             sum(&host, &mut out)?;

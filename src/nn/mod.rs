@@ -207,7 +207,7 @@ impl BatchNorm {
         let (mean, var) = match (&self.running_mean, &self.running_var) {
             (Some(m), Some(v)) if !training => (m.clone(), v.clone()),
             // under a process group (data-parallel training over MPI) the statistics are of every process's batch
-            _ if crate::engine::collective_size() > 1 => {
+            _ if training && crate::engine::collective_size() > 1 => {
                 let n = (x.numel() / x.shape()[1] * crate::engine::collective_size()) as f64;
                 let mean = x.sum(axes.clone()).allreduce_processes() / n;
                 let y = x - mean.detach().reshape(mask);

@@ -367,12 +367,16 @@ pub trait Allocator: Send + Sync {
     /// sizes differ.
     fn copyout(&self, dst: &mut [u8], src: &RawBuffer) -> Result<()>;
     /// Runs `f` on the bytes of `src` and of `dst`, two distinct buffers of this device, in place, where its memory is
-    /// host memory (the CPU's), so a host-side consumer (a sum over MPI) copies nothing. None (the default): the
-    /// caller copies out and in.
+    /// host memory (the CPU's), so a host-side consumer (a sum over MPI) copies nothing; `dst` is zeroed first. None
+    /// (the default): the caller copies out and in.
+    ///
+    /// # Safety
+    /// `src` and `dst` are distinct, disjoint, live buffers; nothing else reads `dst` or writes either while `f` runs
+    /// (the caller holds their locks), and `f` reaches neither through other means.
     ///
     /// # Panics
-    /// If `src` and `dst` are the same buffer.
-    fn in_host(&self, _src: &RawBuffer, _dst: &RawBuffer, _f: &mut InHost) -> Option<Result<()>> {
+    /// If `src` and `dst` start at the same address.
+    unsafe fn in_host(&self, _src: &RawBuffer, _dst: &RawBuffer, _f: &mut InHost) -> Option<Result<()>> {
         None
     }
 }

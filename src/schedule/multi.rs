@@ -204,6 +204,12 @@ fn lower_node(u: &UOp, vals: &[Value], default_device: &str) -> Value {
     }
     let Some(Value::Multi { axis, devs, xs: first }) = vals.iter().find(|v| matches!(v, Value::Multi { .. })).cloned() else {
         let src: Vec<UOp> = vals.iter().map(|v| if let Value::Plain(x) = v { x.clone() } else { unreachable!() }).collect();
+        // (a shard's block moved to its own device: no copy)
+        if let (Ops::COPY, Arg::Str(d)) = (u.op, &u.arg) {
+            if graph_device(&src[0]).is_some_and(|at| at == **d) {
+                return Value::Plain(src[0].clone());
+            }
+        }
         return Value::Plain(if src.iter().zip(u.src.iter()).all(|(a, b)| a == b) { u.clone() } else { u.with_src(src) });
     };
     let n = devs.len();

@@ -561,6 +561,8 @@ impl Tensor {
         let v = if vs.is_empty() && !s.is_empty() { v.reshape(vec![1; s.len()]).expand(s.clone()) } else { v };
         assert_eq!(s, v.shape(), "assign: shapes {s:?} and {vs:?} differ");
         let u = self.uop();
+        // an unsharded tensor reads a sharded value gathered on its device
+        let v = if u.op != Ops::MULTI && v.is_sharded() { v.to(&self.device()) } else { v };
         // a sharded tensor: each shard is assigned its block of the value, on its device
         if u.op == Ops::MULTI {
             let (devs, axis) = Tensor::multi_devices(&u);

@@ -232,6 +232,10 @@ impl Tensor {
         let dtype = opts.dtype.unwrap_or(dtypes::DEFAULT_FLOAT);
         let (nmant, udt) = float_layout(dtype);
         let device = opts.device_or_default();
+        // (a sharded tensor's devices: drawn on the first, then a copy on each)
+        if let Some((first, _)) = device.split_once(',') {
+            return Tensor::rand_with(shape, RandOpts { device: Some(first.to_string()), ..opts }).to(&device);
+        }
         let numel: usize = shape.iter().product();
         let num = (numel * dtype.itemsize()).div_ceil(4);
         let (key, counter) = next_counter(&device, num);

@@ -144,13 +144,15 @@ impl Allocator for CpuAllocator {
         Ok(())
     }
 
-    fn in_host(&self, src: &RawBuffer, dst: &RawBuffer, f: &mut crate::runtime::InHost) -> Option<Result<()>> {
+    unsafe fn in_host(&self, src: &RawBuffer, dst: &RawBuffer, f: &mut crate::runtime::InHost) -> Option<Result<()>> {
         assert!(src.as_ptr() != dst.as_ptr(), "in_host: the source and the destination are one buffer");
         // SAFETY: both are live buffers valid for their size bytes (allocations of this allocator, or borrowed host
-        // bytes for src), distinct allocations (checked above), so the shared and the exclusive slice do not
-        // overlap; the caller holds src's read lock and dst's write lock while `f` runs.
-        let (s, d) =
-            unsafe { (std::slice::from_raw_parts(src.as_ptr(), src.size()), std::slice::from_raw_parts_mut(dst.as_ptr(), dst.size())) };
+        // bytes for src), disjoint and not otherwise accessed while `f` runs (the caller's contract); dst is zeroed
+        // before it becomes a slice, so the exclusive slice covers initialized bytes.
+        let (s, d) = unsafe {
+            std::ptr::write_bytes(dst.as_ptr(), 0, dst.size());
+            (std::slice::from_raw_parts(src.as_ptr(), src.size()), std::slice::from_raw_parts_mut(dst.as_ptr(), dst.size()))
+        };
         Some(f(s, d))
     }
 }
