@@ -127,29 +127,31 @@ fn sharded_tensors_gather_assign_and_reshard() {
     assert_eq!((shard1.device(), shard1.to_vec::<f32>().unwrap()), ("CPU:1".to_string(), (1..13).map(|i| i as f32).collect::<Vec<_>>()));
 }
 
+/// What the sum over the sharded axis of a (4, `cols`) tensor split over [`CPUS`] launches, under `RING=ring`.
+fn allreduce_items(ring: i64, cols: usize) -> tinygrad::engine::Kernels {
+    let _ring = Context::new(&[(&RING, ring)]);
+    let t = Tensor::empty([4, cols], dtypes::FLOAT32).shard(&CPUS, Some(0));
+    t.realize().unwrap();
+    capture(|| t.sum(0).realize().map(drop).unwrap()).1
+}
+
 #[test]
 fn ring_allreduce_copies_form_a_ring() {
-    let _ring = Context::new(&[(&RING, 2)]);
-    let t = Tensor::empty([4, 400], dtypes::FLOAT32).shard(&CPUS, Some(0));
-    t.realize().unwrap();
-    let (_, k) = capture(|| t.sum(0).realize().map(drop).unwrap());
-    let pairs = k.copies();
+    let pairs = allreduce_items(2, 400).copies();
     // N(N-1) in the reduce-scatter and N(N-1) in the all-gather, between N neighbouring pairs
     assert_eq!(pairs.len(), 4 * 3 * 2);
     let mut distinct = pairs.clone();
     distinct.sort();
     distinct.dedup();
     assert_eq!(distinct.len(), 4, "{distinct:?}");
+    let _ring = Context::new(&[(&RING, 2)]);
     let ones = Tensor::ones([4, 400]).contiguous().shard(&CPUS, Some(0));
     assert_eq!(ones.sum(0).to_vec::<f32>().unwrap(), vec![4.0; 400]);
 }
 
 #[test]
 fn naive_allreduce_copies_every_shard_to_every_device() {
-    let _naive = Context::new(&[(&RING, 0)]);
-    let t = Tensor::empty([4, 4096], dtypes::FLOAT32).shard(&CPUS, Some(0));
-    t.realize().unwrap();
-    let (_, k) = capture(|| t.sum(0).realize().map(drop).unwrap());
+    let k = allreduce_items(0, 4096);
     let pairs = k.copies();
     assert_eq!(pairs.len(), 4 * 3);
     assert!(pairs.iter().all(|(from, to)| from != to));
