@@ -122,6 +122,17 @@ fn sharded_tensors_gather_assign_and_reshard() {
     let r = x.rand_like();
     assert!(r.is_sharded() && r.shape() == [4, 3]);
     assert!(r.to_vec::<f32>().unwrap().iter().all(|v| (0.0..1.0).contains(v)));
+    // a slice of a sharded tensor assigned (across both shards, and off the sharded axis) writes its shards
+    let xs = Tensor::arange(0.0, 12.0, 1.0).cast(dtypes::FLOAT32).reshape([4, 3]).contiguous().shard(&CPUS[..2], Some(0));
+    xs.realize().unwrap();
+    xs.shrink(&[(1, 3), (0, 3)]).assign(Tensor::full([2, 3], -1.0f32));
+    xs.shrink(&[(0, 4), (2, 3)]).assign(Tensor::full([4, 1], 9.0f32));
+    let want = [0.0, 1.0, 9.0, -1.0, -1.0, 9.0, -1.0, -1.0, 9.0, 9.0, 10.0, 9.0];
+    assert_eq!(xs.to_vec::<f32>().unwrap(), want);
+    assert_eq!(Tensor::from_uop(xs.uop().src[1].clone()).to_vec::<f32>().unwrap(), want[6..]);
+    // shard_like of a sharded graph (not itself a MULTI) takes the sharding lowering gives it
+    let like = Tensor::ones([4, 3]).shard_like(&(&x * 2.0f32).transpose(0, 1).transpose(0, 1));
+    assert_eq!((like.uop().op, tinygrad::schedule::multi::multi_axis(&like.uop())), (tinygrad::uop::Ops::MULTI, Some(0)));
     // every replica holds the whole
     let shard1 = Tensor::from_uop(w.uop().src[1].clone());
     assert_eq!((shard1.device(), shard1.to_vec::<f32>().unwrap()), ("CPU:1".to_string(), (1..13).map(|i| i as f32).collect::<Vec<_>>()));
@@ -241,4 +252,67 @@ fn opencl_and_cpu_shard_together() {
         return;
     }
     check_sharded("cl_and_cpu", &[4, 6], &["CL", "CPU"], |x| (x * x).sum(1) + x.max(0).sum(..));
+}
+
+#[test]
+fn kernels_on_two_devices_run_at_the_same_time() {
+    // two matmuls (interpreted, tens of ms each), one on each PYTHON instance, realized together: their launches
+    // overlap in time on the profile, where one queue for both would run them one after the other
+    let _profile = Context::new(&[(&tinygrad::helpers::PROFILE, 1)]);
+    let devs = ["PYTHON:6", "PYTHON:7"];
+    let xs: Vec<Tensor> =
+        devs.iter().map(|d| Tensor::arange(0.0, 9216.0, 1.0).reshape([96, 96]).div(9216.0f32).to(d).realize().unwrap().clone()).collect();
+    let ys: Vec<Tensor> = xs.iter().map(|x| x.matmul(x)).collect();
+    Tensor::realize_all(&ys.iter().collect::<Vec<_>>()).unwrap();
+    let want = (Tensor::arange(0.0, 9216.0, 1.0).reshape([96, 96]).div(9216.0f32))
+        .matmul(&Tensor::arange(0.0, 9216.0, 1.0).reshape([96, 96]).div(9216.0f32));
+    let want = want.to_vec::<f32>().unwrap();
+    ys.iter().for_each(|y| close(&y.to_vec::<f32>().unwrap(), &want, 1e-5, "matmul"));
+    let launches: Vec<(u64, u64)> = devs
+        .iter()
+        .map(|d| {
+            let ev = tinygrad::profile::events();
+            let l = ev.iter().rfind(|e| e.device == *d && e.kind == "launch").expect("a launch on each device");
+            (l.start_ns, l.start_ns + l.dur_ns)
+        })
+        .collect();
+    let (a, b) = (launches[0], launches[1]);
+    assert!(a.0 < b.1 && b.0 < a.1, "the launches on {devs:?} did not overlap: {launches:?}");
+}
+
+/// A process group of two identical processes whose sums take `delay`: the sum is twice the buffer.
+struct SlowPair(std::time::Duration);
+impl tinygrad::engine::Collective for SlowPair {
+    fn size(&self) -> usize {
+        2
+    }
+    fn allreduce_sum(&self, src: &[u8], dst: &mut [u8], dtype: tinygrad::DType) -> tinygrad::Result<()> {
+        assert_eq!(dtype, dtypes::FLOAT32);
+        std::thread::sleep(self.0);
+        for (d, s) in dst.chunks_exact_mut(4).zip(src.chunks_exact(4)) {
+            d.copy_from_slice(&(2.0 * f32::from_le_bytes(s.try_into().unwrap())).to_le_bytes());
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn kernels_that_do_not_need_an_allreduce_run_during_it() {
+    // a slow sum over processes and a matmul that does not read it, realized together on one device: the matmul runs
+    // while the sum waits (as the remaining backward pass runs while the first gradient buckets are summed)
+    let _on = (Context::new(&[(&tinygrad::helpers::PROFILE, 1)]), Context::new(&[]).dev("CPU:5"));
+    tinygrad::engine::set_collective(Some(Box::new(SlowPair(std::time::Duration::from_millis(300)))));
+    let x = Tensor::arange(0.0, 64.0, 1.0).cast(dtypes::FLOAT32).realize().unwrap().clone();
+    let w = Tensor::arange(0.0, 4096.0, 1.0).reshape([64, 64]).div(4096.0f32).realize().unwrap().clone();
+    let (sum, prod) = (x.allreduce_processes() + 1.0f32, w.matmul(&w));
+    Tensor::realize_all(&[&sum, &prod]).unwrap();
+    tinygrad::engine::set_collective(None);
+    assert_eq!(sum.to_vec::<f32>().unwrap(), (0..64).map(|i| 2.0 * i as f32 + 1.0).collect::<Vec<_>>());
+    let ev = tinygrad::profile::events();
+    let on = |kind: &str| {
+        let e = ev.iter().rfind(|e| e.device == "CPU:5" && e.kind == kind && (kind != "launch" || e.name.starts_with('r')));
+        e.map(|e| (e.start_ns, e.start_ns + e.dur_ns)).unwrap_or_else(|| panic!("no {kind} on CPU:5"))
+    };
+    let (ar, mm) = (on("allreduce"), on("launch"));
+    assert!(mm.0 > ar.0 && mm.1 < ar.1, "the matmul {mm:?} did not run during the allreduce {ar:?}");
 }

@@ -10,8 +10,10 @@
 //! ```
 //!
 //! Env: STEPS (default 70), BS (default 512, split over the ranks), SEED, OPT (`adam`, the default, or `sgd`: lr 0.01,
-//! momentum 0.9; Adam's step divides by the gradient's magnitude, so an element whose gradient is rounding noise
-//! moves by its sign, and a comparison with one process is made under SGD), WEIGHTS (rank 0 saves there, default
+//! momentum 0.9), DTYPE (`float32`, the default, or `float64`: tests/mpi.rs compares 10 steps with one process's in
+//! float64, where float32's last-bit differences in BatchNorm's statistics would flip max-pool choices), BUCKET_KB (the
+//! largest gradient bucket summed in one allreduce, default 25,600: one bucket for this model; smaller ones let the
+//! first buckets' sums run beside the rest of the backward pass), WEIGHTS (rank 0 saves there, default
 //! `beautiful_mnist_mpi.safetensors`), MPI_TIMEOUT (seconds a collective waits before this rank gives up, default
 //! 300), and for the tests MPI_FAIL_RANK / MPI_FAIL_AT_STEP (that rank exits with an error before that step, from 1).
 
@@ -28,7 +30,7 @@ use tinygrad::nn::mpi::DataParallel;
 use tinygrad::nn::{optim, state, Module};
 use tinygrad::runtime::{check_env, run_main};
 use tinygrad::tensor::Reduction;
-use tinygrad::{dtypes, Result, Tensor, TinyJit};
+use tinygrad::{dtypes, Error, Result, Tensor, TinyJit};
 
 fn main() -> ExitCode {
     run_main(train)
@@ -41,12 +43,20 @@ fn train() -> Result<()> {
     let bs = getenv_int("BS", 512, 1, 60_000)? as usize;
     let seed = getenv_int("SEED", 1337, 0, i64::MAX)? as u64;
     let fail = (getenv_int("MPI_FAIL_RANK", -1, -1, i64::MAX)?, getenv_int("MPI_FAIL_AT_STEP", -1, -1, i64::MAX)?);
+    let bucket = getenv_int("BUCKET_KB", 25 << 10, 1, i64::MAX)? as usize * 1024;
     let weights = getenv_output_path("WEIGHTS", "beautiful_mnist_mpi.safetensors")?;
     let t0 = Instant::now();
     Tensor::manual_seed(seed);
     let (x_train, y_train, x_test, y_test) = tinygrad::nn::datasets::mnist()?;
     let model = Model::new();
     let params = model.get_parameters();
+    // DTYPE=float64: the whole model in double precision (so a comparison with one process is not lost to float32
+    // rounding that flips a max-pool's choice)
+    match getenv_str("DTYPE", "float32").as_str() {
+        "float32" => {}
+        "float64" => params.iter().filter(|p| p.dtype().is_float()).for_each(|p| _ = p.replace(&p.cast(dtypes::FLOAT64))),
+        v => return Err(Error::Env { var: "DTYPE".into(), value: v.into(), allowed: "float32 or float64".into() }),
+    }
     let all: Vec<&Tensor> = params.iter().collect();
     dp.broadcast(&all)?;
     if dp.is_root() {
@@ -67,7 +77,7 @@ fn train() -> Result<()> {
         let (x, y) = (x_train.getitem(&[(&samples).into()]), y_train.getitem(&[(&samples).into()]));
         let loss = model.forward(&x).sparse_categorical_crossentropy(&y, -1, 0.0, Reduction::Mean);
         loss.backward();
-        dp.allreduce_gradients(&trainable, 25 << 20);
+        dp.allreduce_gradients(&trainable, bucket);
         // the whole batch's loss: the mean of the ranks'
         let whole = loss.allreduce_processes() / dp.size() as f64;
         let mut ts = vec![whole.clone()];
@@ -81,7 +91,7 @@ fn train() -> Result<()> {
             std::process::exit(3);
         }
         let t = Instant::now();
-        let loss = train_step.call(&[Tensor::randint([bs], 0, n)])?[0].item::<f32>()?;
+        let loss = train_step.call(&[Tensor::randint([bs], 0, n)])?[0].cast(dtypes::FLOAT32).item::<f32>()?;
         dp.check_equal(&all)?;
         if dp.is_root() {
             println!(

@@ -408,6 +408,14 @@ impl RT {
     fn to(&self, device: &str) -> Res<RT> {
         guard(|| RT(self.0.to(device)))
     }
+    /// Split over `devices` along `axis` (`None`: replicated), tinygrad `shard`.
+    #[pyo3(signature = (devices, axis=None))]
+    fn shard(&self, devices: Vec<String>, axis: Option<i64>) -> Res<RT> {
+        guard(|| RT(self.0.shard(&devices.iter().map(String::as_str).collect::<Vec<_>>(), axis)))
+    }
+    fn shard_like(&self, y: PyRef<RT>) -> Res<RT> {
+        guard(|| RT(self.0.shard_like(&y.0)))
+    }
 
     // ---- reductions and scans
     /// A reduction over `axis` (`None`: all axes).

@@ -112,7 +112,9 @@ class Tensor:
   @property
   def dtype(self) -> DType: return FROM_ENGINE[self._t.dtype]
   @property
-  def device(self) -> str: return self._t.device
+  def device(self) -> str | tuple[str, ...]:
+    d = self._t.device
+    return tuple(d.split(",")) if "," in d else d
   @property
   def ndim(self) -> int: return len(self._t.shape)
   def numel(self) -> int: return prod(self._t.shape)
@@ -182,11 +184,17 @@ class Tensor:
   def clone(self, device=None) -> Tensor:
     out = _w(self._t.unary("contiguous"))
     return out.to(device) if device is not None else out
-  def to(self, device: str | None) -> Tensor:
-    return self if device is None or _canon(device) == self.device else _w(self._t.to(_canon(device)))
-  def to_(self, device: str | None) -> Tensor:
-    if device is not None and _canon(device) != self.device: self._t.replace(self._t.to(_canon(device)))
+  def to(self, device: str | tuple[str, ...] | None) -> Tensor:
+    return self if device is None or _canon(device) == self.device else _w(self._t.to(_joined(device)))
+  def to_(self, device: str | tuple[str, ...] | None) -> Tensor:
+    if device is not None and _canon(device) != self.device: self._t.replace(self._t.to(_joined(device)))
     return self
+  def shard(self, devices: tuple[str, ...], axis: int | None = None) -> Tensor:
+    return _w(self._t.shard([_canon(d) for d in devices], axis))
+  def shard_(self, devices: tuple[str, ...], axis: int | None = None) -> Tensor:
+    self._t.replace(self._t.shard([_canon(d) for d in devices], axis))
+    return self
+  def shard_like(self, y: Tensor) -> Tensor: return _w(self._t.shard_like(y._t))
   def cpu(self) -> Tensor: return self.to("CPU")
 
   # ---- creation
@@ -623,9 +631,13 @@ def _seq(first, rest) -> list[Tensor]:
     return list(first)
   return [first, *rest]
 
-def _canon(device: str) -> str:
+def _canon(device: str | tuple[str, ...]):
+  if isinstance(device, tuple): return tuple(_canon(d) for d in device)
   d = device.upper() if isinstance(device, str) else device
   return {"CLANG": "CPU", "LLVM": "CPU", "GPU": "CL", "OPENCL": "CL"}.get(d, d)
+
+def _joined(device: str | tuple[str, ...]) -> str:
+  return ",".join(_canon(device)) if isinstance(device, tuple) else _canon(device)
 
 def _pyconst(v, dt: DType):
   if isinstance(v, Variable): v = v.val

@@ -12,6 +12,7 @@ use crate::runtime::{self, canonicalize_device, Compiled, Program, RawBuffer};
 use crate::schedule::{contiguous_buffer, create_schedule};
 use crate::uop::{track, Arg, BufferInfo, Ops, UOp};
 mod capture;
+mod queue;
 mod search;
 
 pub(crate) use capture::jit_check_read;
@@ -750,33 +751,46 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
         bufs.iter().try_for_each(|b| device(&info(b).device).map(drop))?;
         return Ok(roots.to_vec());
     }
-    let t0 = Instant::now();
     let topo = UOp::sink(roots.to_vec()).toposort();
     if topo.iter().any(|u| u.op == Ops::MULTI) {
         return realize_multi(&crate::schedule::multi::lower(roots, &crate::runtime::default_device()));
     }
-    // roots on several devices with no copy between them: one schedule per device (with copies, one schedule: its
-    // kernels run on their buffers' devices, its copies move data between them)
+    // roots on several devices with no copy between them: one schedule per device, for that device's target (with
+    // copies, one schedule: its kernels run on their buffers' devices, its copies move data between them); the
+    // schedules' items then run together, each device's on its own queue
+    let copies = topo.iter().any(|u| u.op == Ops::COPY);
+    drop(topo);
     let devs: Vec<String> = roots.iter().map(root_device).collect();
-    if devs.iter().any(|d| *d != devs[0]) && !topo.iter().any(|u| u.op == Ops::COPY) {
-        let mut out: Vec<Option<UOp>> = vec![None; roots.len()];
-        for d in &devs {
-            let (idx, part): (Vec<usize>, Vec<UOp>) =
-                (0..roots.len()).filter(|&i| devs[i] == *d && out[i].is_none()).map(|i| (i, roots[i].clone())).unzip();
-            if !idx.is_empty() {
-                idx.into_iter().zip(realize(&part)?).for_each(|(i, u)| out[i] = Some(u));
-            }
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, d) in devs.iter().enumerate() {
+        match groups.iter_mut().find(|(g, _)| copies || g == d) {
+            Some((_, idx)) => idx.push(i),
+            None => groups.push((d.clone(), vec![i])),
         }
-        return Ok(out.into_iter().map(|u| u.expect("every root realized")).collect());
     }
-    let device_name = devs.first().cloned().unwrap_or_else(crate::runtime::default_device);
+    let (mut items, mut out) = (Vec::new(), vec![None; roots.len()]);
+    for (device_name, idx) in groups {
+        let part: Vec<UOp> = idx.iter().map(|&i| roots[i].clone()).collect();
+        let (its, outputs) = schedule_items(&part, &device_name, copies)?;
+        items.extend(its);
+        idx.into_iter().zip(outputs).for_each(|(i, u)| out[i] = Some(u));
+    }
+    run_items(items)?;
+    Ok(out.into_iter().map(|u| u.expect("every root realized")).collect())
+}
+
+/// Schedules `roots` (on `device_name`; `copies`: their graph copies between devices) and compiles its kernels;
+/// returns the items to run and the roots' buffer views. Under BEAM each kernel is searched on its real inputs and run
+/// here (tinygrad passes the realized buffers to beam_search), so no items are left to run.
+fn schedule_items(roots: &[UOp], device_name: &str, copies: bool) -> Result<(Vec<ExecItem>, Vec<UOp>)> {
+    let t0 = Instant::now();
     let group = track::group(|| "Schedule".into());
     let sched = {
         let _p = profile::range("TINY", "schedule", || format!("schedule {} roots", roots.len()));
-        let dev = device(&device_name)?;
+        let dev = device(device_name)?;
         // (a kernel of constants only, read by no other kernel, is on this device instance: the roots', else, when
         // copies join several devices, the default device, where Tensor::device says constants are)
-        let consts = if topo.iter().any(|u| u.op == Ops::COPY) { device(&crate::runtime::default_device())? } else { dev };
+        let consts = if copies { device(&crate::runtime::default_device())? } else { dev };
         create_schedule(roots, &crate::renderer::Renderer { device: consts.name, ..dev.rt.renderer() })
     };
     group.rename(|| format!("Schedule {} Kernel{}", sched.items.len(), if sched.items.len() == 1 { "" } else { "s" }));
@@ -821,7 +835,7 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
             track::call(viz_group, || (runner_name(&ei), ei.runner().and_then(|r| r.viz)));
             ei.run()?;
         }
-        return Ok(sched.outputs);
+        return Ok((Vec::new(), sched.outputs));
     }
     let items = sched
         .items
@@ -840,8 +854,7 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
     for ei in &items {
         track::call(viz_group, || (runner_name(ei), ei.runner().and_then(|r| r.viz)));
     }
-    run_items(items)?;
-    Ok(sched.outputs)
+    Ok((items, sched.outputs))
 }
 
 /// Realizes lowered multi-device roots ([`crate::schedule::multi::lower`]): each shard of a MULTI root and every other
@@ -867,13 +880,16 @@ fn runner_name(ei: &ExecItem) -> String {
     }
 }
 
-/// Launches `items` in order. A batch of CPU kernels runs on a thread of the CPU pool (see
+/// Launches `items` in order: items on several devices, or allreduces among them, on one queue per device at once
+/// ([`queue::run_queues`]). A batch of CPU kernels runs on a thread of the CPU pool (see
 /// [`crate::runtime::cpu::run_batch`]): each parallel kernel is split between that thread and the others, with
 /// no wake-up and sleep of this thread per kernel (a decode step launches ~600 kernels: 25% of its time). Each
 /// item drops once it has run, so a buffer no later kernel holds is freed at its last use.
 fn run_items(items: Vec<ExecItem>) -> Result<()> {
-    // (an allreduce runs on this thread, whose process group it sums over)
-    let batch = items.iter().all(|ei| ei.dev.rt.launcher() == runtime::Launcher::HostThreads && !matches!(ei.work, Work::AllReduce))
+    if queue::spans_queues(&items) {
+        return queue::run_queues(items);
+    }
+    let batch = items.iter().all(|ei| ei.dev.rt.launcher() == runtime::Launcher::HostThreads)
         && items.iter().any(|ei| ei.runner().is_some_and(|r| crate::runtime::cpu::parallel_launch(&r.kernel)));
     let run = move || items.into_iter().try_for_each(|ei| ei.run().map(drop));
     if batch {

@@ -155,8 +155,11 @@ impl DataParallel {
     /// # Panics
     /// If a parameter that requires a gradient has none (call `backward()` first).
     pub fn allreduce_gradients(&self, params: &[Tensor], bucket_bytes: usize) {
+        // (last parameter first: a backward pass makes the last layers' gradients first, so the first buckets' sums
+        // can run while it computes the rest, as PyTorch's DDP orders its buckets)
         let grads: Vec<(&Tensor, Tensor)> = params
             .iter()
+            .rev()
             .filter(|p| p.requires_grad())
             .map(|p| (p, p.grad().expect("allreduce_gradients: call backward() first")))
             .collect();

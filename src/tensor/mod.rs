@@ -134,15 +134,16 @@ pub(crate) fn realize_pending<'a>(bufs: impl IntoIterator<Item = &'a UOp>) -> Re
     Tensor::realize_all(&assigns.iter().collect::<Vec<_>>())
 }
 
-/// For a view (SHRINK, RESHAPE, PERMUTE, FLIP) of a realized contiguous buffer: that buffer view, and the view
-/// ops from the outermost in.
+/// For a view (SHRINK, RESHAPE, PERMUTE, FLIP) of a realized contiguous buffer, or of a sharded tensor whose shards
+/// are: that buffer view (or MULTI), and the view ops from the outermost in.
 fn view_of_buffer(u: &UOp) -> Option<(UOp, Vec<UOp>)> {
     let (mut u, mut views) = (u.clone(), Vec::new());
     while matches!(u.op, Ops::SHRINK | Ops::RESHAPE | Ops::PERMUTE | Ops::FLIP) && !engine::is_contiguous_buffer(&u) {
         views.push(u.clone());
         u = u.src[0].clone();
     }
-    engine::is_contiguous_buffer(&u).then_some((u, views))
+    let sharded_buffers = u.op == Ops::MULTI && u.src.iter().all(engine::is_contiguous_buffer);
+    (sharded_buffers || engine::is_contiguous_buffer(&u)).then_some((u, views))
 }
 
 /// `t`, shaped like view `w`'s output, placed where `w` reads from its source (zeros, or false, elsewhere).
@@ -592,9 +593,12 @@ impl Tensor {
                     }
                     let base_t = Tensor::from_uop(base.clone());
                     base_t.assign(mask.where_(&full, &base_t));
-                    let buf = crate::schedule::contiguous_buffer(&base).expect("a buffer view").clone();
-                    if let Some((_, owner)) = ASSIGNS.lock().pending.get_mut(&buf) {
-                        *owner = std::sync::Weak::new();
+                    let shards = if base.op == Ops::MULTI { base.src.to_vec() } else { vec![base.clone()] };
+                    for shard in &shards {
+                        let buf = crate::schedule::contiguous_buffer(shard).expect("a buffer view");
+                        if let Some((_, owner)) = ASSIGNS.lock().pending.get_mut(buf) {
+                            *owner = std::sync::Weak::new();
+                        }
                     }
                 }
                 None => self.set_uop(v.uop()),

@@ -44,10 +44,15 @@ impl Tensor {
         self.set_uop(self.shard(devices, axis).uop());
         self
     }
-    /// This tensor sharded as `y` is (tinygrad `shard_like`): over its devices on its axis when `y` is a sharded
-    /// tensor's MULTI, else moved to `y`'s device.
+    /// This tensor sharded as `y` is (tinygrad `shard_like`): over its devices on its axis when `y` is sharded (the
+    /// axis its graph has once lowered per device), else moved to `y`'s device.
     pub fn shard_like(&self, y: &Tensor) -> Tensor {
         let u = y.uop();
+        let u = if u.op != Ops::MULTI && y.is_sharded() {
+            crate::schedule::multi::lower(&[u], &crate::runtime::default_device()).remove(0)
+        } else {
+            u
+        };
         match u.op {
             Ops::MULTI => {
                 let devs: Vec<String> = u.src.iter().map(|s| Tensor::from_uop(s.clone()).device()).collect();
