@@ -1,9 +1,10 @@
 //! Launch queues: the items of one schedule (or one TinyJit replay) that span several devices, run at the same time.
 //! In: [`ExecItem`]s in schedule order. Out: each run, in order on its queue (a device's kernels and the copies into
 //! it; the process group's allreduces on the calling thread), after the items of other queues it depends on: the last
-//! writer of each buffer it reads, and the last writer and readers since of the buffer it writes. So CL and CPU
-//! kernels overlap, and an allreduce of gradients overlaps the backward kernels that follow it (tinygrad gets both
-//! from each device's own command queue and its timeline signals, `HCQ`).
+//! writer of each buffer it reads, and the last writer and readers since of the buffer it writes. So a GPU's kernels
+//! overlap the CPU's, and an allreduce of gradients overlaps the backward kernels that follow it (tinygrad gets both
+//! from each device's own command queue and its timeline signals, `HCQ`). Devices whose kernels already use all the
+//! host's cores (CPU instances, an OpenCL CPU device) share one queue: at once they would only split the same cores.
 
 use super::{ExecItem, Work};
 use crate::error::{Error, Result};
@@ -11,13 +12,15 @@ use parking_lot::{Condvar, Mutex};
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 
-/// A queue: a device's canonical name, or `None` for the calling thread (allreduces, which sum over its process
-/// group).
+/// A queue: a device's canonical name, `host cores` for the devices whose kernels spread over all the host's cores
+/// (`runtime::Device::on_host_cores`: CPU instances run one after another), or `None` for the calling thread
+/// (allreduces, which sum over its process group).
 type Queue = Option<&'static str>;
 
 fn queue(ei: &ExecItem) -> Queue {
     match ei.work {
         Work::AllReduce => None,
+        _ if ei.dev.rt.on_host_cores() => Some("host cores"),
         _ => Some(ei.dev.name),
     }
 }
@@ -99,7 +102,7 @@ type Lane = Vec<Option<(usize, ExecItem, Vec<usize>)>>;
 
 /// Runs `items` on their queues at once: each device's on a thread of its own, allreduces on this thread. A queue runs its items in order, but when the next one waits
 /// on another queue it runs a later one that is ready (so the kernels after an allreduce that do not need its sum go
-/// on while it runs). Each item drops once it has run.
+/// on while it runs); the allreduces run strictly in order. Each item drops once it has run.
 ///
 /// # Errors
 /// The first item's error; the other queues stop before their next item.
@@ -120,8 +123,11 @@ pub(super) fn run_queues(items: Vec<ExecItem>) -> Result<()> {
             None => lanes.push((q, vec![Some((i, ei, on))])),
         }
     }
-    let run_lane = |mut lane: Lane| {
+    // (the allreduces keep their order: every process of the group must make the same sums in the same order)
+    let run_lane = |(q, mut lane): (Queue, Lane)| {
         let _guard = AbortOnPanic(&progress);
+        let n = lane.len();
+        let reach = |head: usize| if q.is_none() { head + 1 } else { n };
         let ready = |slot: &Option<(usize, ExecItem, Vec<usize>)>| {
             slot.as_ref().is_some_and(|(_, _, on)| on.iter().all(|&d| progress.done[d].load(Acquire)))
         };
@@ -131,7 +137,7 @@ pub(super) fn run_queues(items: Vec<ExecItem>) -> Result<()> {
             if progress.abort.load(Acquire) {
                 return;
             }
-            let Some(j) = (head..lane.len()).find(|&j| ready(&lane[j])) else {
+            let Some(j) = (head..reach(head)).find(|&j| ready(&lane[j])) else {
                 if !progress.wait_change(seen) {
                     return;
                 }
@@ -150,10 +156,10 @@ pub(super) fn run_queues(items: Vec<ExecItem>) -> Result<()> {
     };
     // this thread takes the allreduces, else the first queue
     let here = lanes.iter().position(|(q, _)| q.is_none()).unwrap_or(0);
-    let mine = lanes.swap_remove(here).1;
+    let mine = lanes.swap_remove(here);
     let ctx = crate::helpers::Context::snapshot();
     std::thread::scope(|s| {
-        for (_, lane) in lanes {
+        for lane in lanes {
             let (ctx, run_lane) = (&ctx, &run_lane);
             // (not on the CPU pool as one device's batch runs: a pool thread waiting on another queue could hold
             // up the parallel kernels that queue waits on)

@@ -9,7 +9,7 @@ use crate::renderer::LinearKernel;
 use crate::renderer::Renderer;
 use opencl3::command_queue::{enqueue_read_buffer, enqueue_write_buffer, CommandQueue};
 use opencl3::context::Context;
-use opencl3::device::{Device as DeviceId, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_GPU};
+use opencl3::device::{Device as DeviceId, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU};
 use opencl3::error_codes::{error_text, DLOPEN_RUNTIME_LOAD_FAILED};
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
@@ -45,6 +45,8 @@ pub struct ClDevice {
     queue: Arc<CommandQueue>,
     /// Whether the device has `cl_khr_fp16`.
     fp16: bool,
+    /// Whether it is the host's CPU (PoCL's, say).
+    cpu: bool,
     allocator: ClAllocator,
     compiler: ClCompiler,
 }
@@ -71,7 +73,8 @@ impl ClDevice {
         let fp16 = id.extensions().is_ok_and(|ext| ext.split_whitespace().any(|e| e == "cl_khr_fp16"));
         let allocator = ClAllocator { context: context.clone(), queue: queue.clone(), cache: FreeCache::default() };
         let compiler = ClCompiler { context: context.clone(), id, name };
-        Ok(ClDevice { context, queue, fp16, allocator, compiler })
+        let cpu = id.dev_type().is_ok_and(|t| t & CL_DEVICE_TYPE_CPU != 0);
+        Ok(ClDevice { context, queue, fp16, cpu, allocator, compiler })
     }
 
     /// The first GPU of the first platform that has one, else the first device of any type; why not, as text.
@@ -92,6 +95,9 @@ impl Device for ClDevice {
     }
     fn launcher(&self) -> super::Launcher {
         super::Launcher::Grid
+    }
+    fn on_host_cores(&self) -> bool {
+        self.cpu
     }
     fn renderer(&self) -> Renderer {
         Renderer::opencl(self.fp16)

@@ -457,6 +457,11 @@ pub trait Device: Send + Sync {
     fn name(&self) -> &'static str;
     /// How kernels run, which decides how the engine launches them and how BEAM times them.
     fn launcher(&self) -> Launcher;
+    /// Whether its kernels already spread over all the host's cores (the CPU's pool, an OpenCL CPU device): devices
+    /// that do share one launch queue in the engine, as two at once would only split the same cores.
+    fn on_host_cores(&self) -> bool {
+        false
+    }
     /// What codegen may use on this device and the language it renders (read at each use: it follows settings
     /// such as `NUM_CPU_THREADS`).
     fn renderer(&self) -> Renderer;

@@ -59,6 +59,9 @@ impl Device for CpuDevice {
     fn launcher(&self) -> super::Launcher {
         super::Launcher::HostThreads
     }
+    fn on_host_cores(&self) -> bool {
+        true
+    }
     fn renderer(&self) -> Renderer {
         Renderer::cpu()
     }
