@@ -161,6 +161,11 @@ pub struct RawBuffer {
     keep: Option<bytes::Bytes>,
 }
 
+/// Host buffers of at least this many bytes are 2 MiB aligned and advised onto huge pages.
+const HUGE: usize = 4 << 20;
+/// The size of a huge page on x86-64 and arm64 Linux.
+const HUGE_PAGE: usize = 2 << 20;
+
 /// Bytes past the end of every host [`RawBuffer`] that a kernel may read (never write): what the CPU renderer's
 /// [`crate::renderer::Renderer::overread`] promises codegen.
 pub const OVERREAD: usize = crate::renderer::CPU_OVERREAD;
@@ -177,7 +182,8 @@ impl RawBuffer {
     /// The layout of a `size`-byte host buffer: 64-byte aligned, with [`OVERREAD`] readable bytes past its end (so
     /// `size` 0 is a real allocation too).
     fn layout(size: usize) -> Option<Layout> {
-        Layout::from_size_align(size.checked_add(OVERREAD)?, 64).ok()
+        let align = if size >= HUGE { HUGE_PAGE } else { 64 };
+        Layout::from_size_align(size.checked_add(OVERREAD)?, align).ok()
     }
 
     /// A new uninitialized 64-byte-aligned host buffer of `size` bytes. Errors with [`Error::Device`] when the
@@ -190,6 +196,15 @@ impl RawBuffer {
         let layout = Self::layout(size).ok_or_else(oom)?;
         // SAFETY: the layout has non-zero size.
         let ptr = unsafe { std::alloc::alloc(layout) };
+        // a large buffer on 2 MiB pages where the kernel allows (transparent huge pages in `madvise` mode, as numpy
+        // asks for its large arrays): a kernel striding through it (a matrix-vector product reading a column strip of
+        // every row) misses the TLB once per 2 MiB instead of once per 4 KiB
+        #[cfg(target_os = "linux")]
+        if size >= HUGE && !ptr.is_null() {
+            // SAFETY: `ptr` starts a live allocation of `layout.size()` bytes, 2 MiB aligned; MADV_HUGEPAGE is advice
+            // that changes no contents, and a failure (no THP in this kernel) leaves ordinary pages.
+            unsafe { libc::madvise(ptr.cast(), layout.size(), libc::MADV_HUGEPAGE) };
+        }
         /// Frees a host buffer.
         ///
         /// # Safety
