@@ -367,6 +367,15 @@ mod tests {
         let z = a.alloc(0).unwrap();
         assert_eq!((z.size(), z.as_ptr() as usize % 64), (0, 0));
         a.free(z);
+        // a large buffer starts a 2 MiB page (advised onto a huge page), and is written and read back whole
+        let big = a.alloc(5 << 20).unwrap();
+        assert_eq!(big.as_ptr() as usize % (2 << 20), 0);
+        let bytes: Vec<u8> = (0..5usize << 20).map(|i| (i % 251) as u8).collect();
+        a.copyin(&big, &bytes).unwrap();
+        let mut back = vec![0u8; 5 << 20];
+        a.copyout(&mut back, &big).unwrap();
+        assert!(back == bytes);
+        a.free(big);
         a.free_cache();
         assert_eq!(a.cache.cached(), (0, 0));
     }
