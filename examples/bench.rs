@@ -57,6 +57,9 @@ impl Bench {
     /// Times `f` (one warm-up, then the median of `runs` calls) and prints figure `name`'s JSON line.
     fn time(&self, name: &str, unit: Unit, runs: usize, f: impl Fn() -> Result<()>) -> Result<()> {
         let runs = self.runs.unwrap_or(runs).max(1);
+        // (a GPU's launches return before its kernels end)
+        let dev = tinygrad::runtime::open_device(&tinygrad::runtime::default_device())?;
+        let f = || f().and_then(|()| dev.synchronize());
         f()?;
         let mut ts: Vec<f64> = (0..runs)
             .map(|_| {

@@ -1,6 +1,6 @@
 //! A seeded random-graph differential fuzzer (tinygrad's fuzz_schedule / fuzz_uops in spirit): random programs of
 //! elementwise, reduce and movement ops over float32 inputs, with the gradients of a scalar loss, realized fused on
-//! every device (CPU, PYTHON, and CL where OpenCL has a device: required under CI) and unfused on the interpreter (every forward op its own kernel: `contiguous` after
+//! every device (CPU, PYTHON, CL where OpenCL has a device: required under CI, and CUDA where a GPU is) and unfused on the interpreter (every forward op its own kernel: `contiguous` after
 //! each); all results must agree within float32 tolerance. A failure prints the seed, the device and the program.
 //!
 //! The CPU's programs run again with gcc compiling the kernels and clang checking each (`CC_CHECK`, see
@@ -237,5 +237,13 @@ fn fused_on_opencl_matches_unfused_on_the_interpreter() {
             assert!(std::env::var_os("CI").is_none(), "CI must have an OpenCL device (.ci/run installs PoCL): {e}");
             eprintln!("skipping: {e}");
         }
+    }
+}
+
+#[test]
+fn fused_on_cuda_matches_unfused_on_the_interpreter() {
+    match tinygrad::runtime::cuda::device() {
+        Ok(_) => seeds().into_iter().for_each(|s| check(s, "CUDA")),
+        Err(e) => eprintln!("skipping: {e}"),
     }
 }

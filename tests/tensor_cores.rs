@@ -35,10 +35,15 @@ fn reference(a: &[f32], b: &[f32], (batch, m, k, n): (usize, usize, usize, usize
 /// A matmul of `dims = (batch, m, k, n)` in `dt` on the interpreter (with a bias and relu when `epilogue`): its
 /// kernel's AST and buffers, the expected output, and the tensor.
 fn matmul(dt: DType, dims: (usize, usize, usize, usize), epilogue: bool) -> (Tensor, Vec<f32>) {
+    matmul_on("PYTHON", dt, dims, epilogue)
+}
+
+/// [`matmul`] on device `dev`.
+fn matmul_on(dev: &str, dt: DType, dims: (usize, usize, usize, usize), epilogue: bool) -> (Tensor, Vec<f32>) {
     let (batch, m, k, n) = dims;
     let (a, b, bias) = (ints(batch, m, k, 0), ints(batch, k, n, 1), ints(1, 1, n, 2));
     let t = |v: &[f32], shape: [usize; 3]| {
-        let x = Tensor::from_slice(v, shape).cast(dt).to("PYTHON");
+        let x = Tensor::from_slice(v, shape).cast(dt).to(dev);
         x.realize().unwrap();
         x
     };
@@ -86,6 +91,24 @@ fn half_matmuls_run_on_tensor_cores() {
             let opts = hand_coded_optimizations(&kernel(&ast, &Renderer::python()));
             assert_eq!(opts.first().map(|o| o.op), Some(OptOps::Tc), "{dims:?}: {opts:?}");
             assert_eq!(values(&out), want, "{dims:?} epilogue {epilogue} opts {opts:?}");
+        }
+    }
+}
+
+/// On a real GPU (skipped without one): half and bf16 matmuls take the TC opt for the device's renderer and equal
+/// the integer reference exactly.
+#[test]
+fn half_and_bf16_matmuls_run_on_a_gpus_tensor_cores() {
+    use tinygrad::runtime::Device;
+    let Ok(gpu) = tinygrad::runtime::cuda::device() else { return eprintln!("skipping: no CUDA device") };
+    let renderer = gpu.renderer();
+    for (dt, dims) in [(dtypes::FLOAT16, (1, 16, 16, 8)), (dtypes::FLOAT16, (2, 64, 128, 96)), (dtypes::BFLOAT16, (1, 16, 32, 16))] {
+        for epilogue in [false, true] {
+            let (out, want) = matmul_on("CUDA", dt, dims, epilogue);
+            let ast = tinygrad::schedule::create_schedule(&[out.uop()], &renderer).items.last().unwrap().ast.clone();
+            let opts = hand_coded_optimizations(&kernel(&ast, &renderer));
+            assert_eq!(opts.first().map(|o| o.op), Some(OptOps::Tc), "{dt:?} {dims:?}: {opts:?}");
+            assert_eq!(values(&out), want, "{dt:?} {dims:?} epilogue {epilogue} opts {opts:?}");
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The CUDA device, `DEV=CUDA` (tinygrad `runtime/ops_cuda.py`): CUDA C from [`Renderer::cuda`] compiled by NVRTC
 //! to PTX for the device's `compute_XY`, loaded by the driver (`cuModuleLoadData`, which assembles it for the GPU),
-//! `CUdeviceptr` buffers with a free cache, and kernels launched on the null stream and waited for. NVRTC and the
+//! `CUdeviceptr` buffers with a free cache, and kernels queued on the null stream (waited for only where a launch is
+//! timed: DEBUG>=2, PROFILE, BEAM; copies out wait for them). NVRTC and the
 //! driver (`libcuda.so.1`) are loaded at run time with `libloading`, so the crate builds and runs without them:
 //! [`device`] and [`NvrtcCompiler::new`] then err. Without a GPU, [`NvrtcCompiler`] and [`ptxas`] still check
 //! kernels down to machine code.
@@ -62,12 +63,12 @@ struct Nvrtc {
 }
 
 impl Nvrtc {
-    /// Loads NVRTC: the file `NVRTC_PATH` names when set, else `libnvrtc.so.12`, else `libnvrtc.so`. Errors with the
+    /// Loads NVRTC: the file `NVRTC_PATH` names when set, else `libnvrtc.so.13`, `libnvrtc.so.12`, `libnvrtc.so`. Errors with the
     /// message of [`NvrtcCompiler::new`]'s error.
     fn open() -> std::result::Result<Nvrtc, String> {
         let env = std::env::var_os("NVRTC_PATH").filter(|p| !p.is_empty()).map(PathBuf::from);
         let mut why = Vec::new();
-        for path in env.into_iter().chain(["libnvrtc.so.12", "libnvrtc.so"].map(PathBuf::from)) {
+        for path in env.into_iter().chain(["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"].map(PathBuf::from)) {
             // SAFETY: loading NVRTC runs its initializers, which need nothing from us.
             match unsafe { Library::new(&path) } {
                 Ok(lib) => {
@@ -171,7 +172,7 @@ pub struct NvrtcCompiler {
 
 impl NvrtcCompiler {
     /// A compiler for GPUs of architecture `arch` (`sm_80`: PTX for `compute_80`). Errors with [`Error::Device`]
-    /// when NVRTC does not load (see [`Nvrtc::open`]'s search: `NVRTC_PATH`, `libnvrtc.so.12`, `libnvrtc.so`).
+    /// when NVRTC does not load (see [`Nvrtc::open`]'s search: `NVRTC_PATH`, `libnvrtc.so.13`, `.12`, `libnvrtc.so`).
     pub fn new(arch: &str) -> Result<NvrtcCompiler> {
         Nvrtc::open().map(|nvrtc| Self::with(nvrtc, arch)).map_err(device_err)
     }
@@ -463,6 +464,12 @@ impl Device for CudaDevice {
         p.slots = Some(super::global_slots(k));
         Ok(Box::new(p))
     }
+    /// A `cuCtxSynchronize`.
+    fn synchronize(&self) -> Result<()> {
+        self.drv.current().map_err(device_err)?;
+        // SAFETY: no arguments; the context is current.
+        self.drv.check("cuCtxSynchronize", unsafe { (self.drv.ctx_synchronize)() }).map_err(device_err)
+    }
 }
 
 // **************** allocator ****************
@@ -602,8 +609,20 @@ impl Program for CudaProgram {
     /// Launches a grid of `global` blocks of `local` threads each with parameters: a pointer to each buffer's
     /// `CUdeviceptr` of `bufs` (for the kernel's slots), then a pointer to each `int` of `vals`; then waits for the
     /// context (`cuCtxSynchronize`). Returns the wall time from the launch to the kernel's end. Errors with
-    /// [`Error::Device`] naming the CUDA call and error, or a size past `u32`.
+    /// [`Error::Device`] naming the CUDA call and error (an earlier queued kernel's too), or a size past `u32`.
     fn launch(&self, bufs: &[*mut u8], vals: &[i32], global: [usize; 3], local: [usize; 3]) -> Result<Duration> {
+        let st = Instant::now();
+        self.enqueue(bufs, vals, global, local)?;
+        // SAFETY: no arguments; the context is current (enqueue made it so on this thread).
+        self.drv
+            .check("cuCtxSynchronize", unsafe { (self.drv.ctx_synchronize)() })
+            .map_err(|e| device_err(format!("kernel `{}`: {e}", self.name)))?;
+        Ok(st.elapsed())
+    }
+
+    /// Queues the launch on the null stream (the legacy default stream: every later launch and `cuMemcpy` of the
+    /// context waits for it) and returns.
+    fn enqueue(&self, bufs: &[*mut u8], vals: &[i32], global: [usize; 3], local: [usize; 3]) -> Result<()> {
         let fail = |msg: String| device_err(format!("kernel `{}`: {msg}", self.name));
         let slots: Vec<usize> = self.slots.clone().unwrap_or_else(|| (0..bufs.len()).collect());
         let ptrs = slots
@@ -620,16 +639,12 @@ impl Program for CudaProgram {
         let [lx, ly, lz] = dims(local, "block");
         let ([gx, gy, gz], [lx, ly, lz]) = ([gx?, gy?, gz?], [lx?, ly?, lz?]);
         self.drv.current().map_err(fail)?;
-        let st = Instant::now();
         // SAFETY: a function of a loaded module; `params` holds one pointer per kernel parameter, each to a live
         // value of the parameter's type (`CUdeviceptr` for a pointer, i32 for an int), read during the call; the
         // buffers are live (launch's contract); shared memory 0, the null stream, no extra.
         let code =
             unsafe { (self.drv.launch_kernel)(self.function, gx, gy, gz, lx, ly, lz, 0, null_mut(), params.as_mut_ptr(), null_mut()) };
-        self.drv.check("cuLaunchKernel", code).map_err(fail)?;
-        // SAFETY: no arguments; the context is current.
-        self.drv.check("cuCtxSynchronize", unsafe { (self.drv.ctx_synchronize)() }).map_err(fail)?;
-        Ok(st.elapsed())
+        self.drv.check("cuLaunchKernel", code).map_err(fail)
     }
 }
 

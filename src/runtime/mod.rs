@@ -451,6 +451,13 @@ pub trait Program: Send + Sync {
     /// during the launch. Errors with [`Error::Device`] when the device fails (the interpreter: an access out of
     /// bounds).
     fn launch(&self, bufs: &[*mut u8], vals: &[i32], global: [usize; 3], local: [usize; 3]) -> Result<Duration>;
+
+    /// Starts the kernel as [`launch`](Program::launch) does, without waiting for it where the device queues work
+    /// in order (CUDA: a later launch or copy on the stream waits for it; tinygrad does not wait either); the others
+    /// run it to the end. Errors as `launch`, except that a queued kernel's failure shows at the next wait.
+    fn enqueue(&self, bufs: &[*mut u8], vals: &[i32], global: [usize; 3], local: [usize; 3]) -> Result<()> {
+        self.launch(bufs, vals, global, local).map(drop)
+    }
 }
 
 /// How a device runs kernels: what the engine and BEAM need to know beyond what its [`Renderer`] offers codegen.
@@ -492,5 +499,10 @@ pub trait Device: Send + Sync {
     /// compares with the first's output (a compiler differential check; on the CPU `CC_CHECK`). None by default.
     fn check_compiler(&self) -> Result<Option<&dyn Compiler>> {
         Ok(None)
+    }
+    /// Waits for every kernel queued on the device (tinygrad `Device.synchronize`): what a timer of realizes needs
+    /// where launches do not wait ([`Program::enqueue`]). Errors with [`Error::Device`] when a queued kernel failed.
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
     }
 }

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# DEV=CUDA on a machine with an NVIDIA GPU, beside tinygrad 0.14's CUDA on the same GPU, in one run: conformance
+# (default and NOOPT=1), the differential fuzzer, the CUDA unit and tensor-core tests, beautiful_mnist, and an LLM
+# decode. Made for a lent machine with no compiler for Rust and no network, so everything comes prepared in DIR:
+#   bins.tar.xz   release builds (conformance, beautiful_mnist, llm, bench, and the test binaries fuzz_devices,
+#                 tensor_cores, libtests = `cargo test --release --lib`), stripped
+#   conformance/ datasets/   copies of ../shared's
+#   *.gguf        a GGUF model (a truncated SmolLM2 fits the lent machine's upload limit: bench/gguf_trunc.py)
+#   tinygrad-*.whl           tinygrad 0.14.0's wheel
+# Usage: bash bench/gpu_check.sh DIR   (logs under $OUT, else /tmp/gpu-check)
+set -u
+D=$(realpath "${1:-.dev}"); O=${OUT:-/tmp/gpu-check}; mkdir -p "$O"; B=/tmp/gpu-bin; mkdir -p $B; tar xJf "$D/bins.tar.xz" -C $B
+say() { echo "=== $* ($(date +%T))"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader; nproc
+NV=$(ls /usr/local/cuda/lib64/libnvrtc.so.1[0-9] 2>/dev/null | head -1)
+[ -n "$NV" ] || NV=$(find / -name 'libnvrtc.so.1[0-9]' -not -path '/proc/*' 2>/dev/null | head -1)
+export NVRTC_PATH=$NV LD_LIBRARY_PATH=$(dirname "$NV"):${LD_LIBRARY_PATH:-} TINYGRAD_DATA_DIR=$D/datasets CACHELEVEL=0
+echo "NVRTC: $NV"
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$D"/tinygrad-*.whl && export PYTHONPATH=/tmp/site
+
+say "correctness (in parallel)"
+DEV=CUDA timeout 150 $B/conformance "$D/conformance/ops" >"$O/conformance.txt" 2>&1 &
+DEV=CUDA NOOPT=1 timeout 150 $B/conformance "$D/conformance/ops" >"$O/conformance_noopt.txt" 2>&1 &
+timeout 150 $B/fuzz_devices fused_on_cuda --nocapture >"$O/fuzz.txt" 2>&1 &
+(timeout 80 $B/libtests runtime::cuda --nocapture; timeout 80 $B/tensor_cores gpu --nocapture) >"$O/unit.txt" 2>&1 &
+wait
+for f in conformance conformance_noopt fuzz unit; do say "$f"; grep -v "^test .* ok$" "$O/$f.txt" | tail -25; done
+
+say "beautiful_mnist, ours"
+DEV=CUDA timeout 100 $B/beautiful_mnist 2>&1 | grep -v "^\s*$" | tail -4
+say "beautiful_mnist, tinygrad 0.14"
+DEV=CUDA STEPS=30 timeout 100 python3 bench/beautiful_mnist_tinygrad.py 2>&1 | tail -3
+M=$(ls "$D"/*.gguf | head -1)
+say "LLM decode, ours ($M)"
+DEV=CUDA timeout 60 $B/llm --model "$M" --prompt "The capital of France is" --count 16 --temperature 0 2>&1 | tail -2
+DEV=CUDA timeout 90 $B/llm --model "$M" --benchmark 64 2>&1 | tail -9
+say "LLM decode, tinygrad 0.14"
+DEV=CUDA timeout 90 python3 bench/tinygrad_decode.py "$M" 64 2>&1 | tail -3
+say "matmuls, ours"
+DEV=CUDA FILTER=mat timeout 45 $B/bench 2>&1 | tail -8
+say done
