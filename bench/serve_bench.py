@@ -1,25 +1,51 @@
 """Tokens/s of `llm --serve` with one stream, then with several at once (the Batcher's slots decoding together).
 
   python3 bench/serve_bench.py [--url http://127.0.0.1:8080] [--tokens 128] [--streams 1,2,4] [--rounds 2]
+  python3 bench/serve_bench.py --long 1000 [--streams 2] [--tokens 256]
 
 Start the server first (`llm --model MODEL.gguf --serve 8080`, its default 4 slots). Each stream is a streamed
 `/v1/completions` request for `--tokens` greedy tokens after its own prompt; the figure is all streams' completion
 tokens over the wall time from the first request sent to the last token received (prefill included). The last of
 `--rounds` rounds is printed per stream count: the first compiles the decode step for that set of slots.
+
+`--long N`: while `--streams` streams (the first of `--streams`) decode, a request with a prompt of about N tokens
+arrives (the server needs `--max_context` above N); prints each stream's median gap between tokens before it came
+and its worst gap from its arrival until its first token, and their ratio (llama-server keeps streams going by
+prefilling long prompts in chunks between decode steps).
 """
 import argparse, json, threading, time, urllib.request
 
 PROMPTS = ["Once upon a time, in a small village by the sea,", "The history of the printing press begins",
            "Here is a recipe for a simple tomato soup:", "The three laws of motion state that"]
 
-def stream(url, prompt, tokens, out, i):
+def stream(url, prompt, tokens, out, i, times=None):
   body = json.dumps({"prompt": prompt, "max_tokens": tokens, "temperature": 0, "stream": True,
                      "stream_options": {"include_usage": True}}).encode()
   req = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
   with urllib.request.urlopen(req, timeout=600) as r:
     for line in r:
-      if line.startswith(b"data: {") and (chunk := json.loads(line[6:])).get("usage"):
-        out[i] = chunk["usage"]["completion_tokens"]
+      if not line.startswith(b"data: {"): continue
+      if (chunk := json.loads(line[6:])).get("usage"): out[i] = chunk["usage"]["completion_tokens"]
+      elif times is not None: times.append(time.perf_counter())
+
+def long_prompt(url, n, streams, tokens, sentence):
+  """Each stream's median gap before a prompt of about `n` tokens arrives and its worst gap until that prompt's
+  first token (one streamed token: its prefill is the wait)."""
+  times, out = [[] for _ in range(streams)], [0] * (streams + 1)
+  threads = [threading.Thread(target=stream, args=(url, PROMPTS[i % len(PROMPTS)], tokens, out, i, times[i])) for i in range(streams)]
+  for th in threads: th.start()
+  while min(len(t) for t in times) < 20: time.sleep(0.01)
+  first = []
+  sent = time.perf_counter()
+  stream(url, sentence * (n // 10), 1, out, streams, first)
+  done = first[0] if first else time.perf_counter()
+  for th in threads: th.join()
+  print(f"a prompt of {n // 10 * 10} words: its first token after {done - sent:.2f} s")
+  for i, ts in enumerate(times):
+    before = [b - a for a, b in zip(ts, ts[1:]) if b < sent]
+    during = [(b - a, a - sent) for a, b in zip(ts, ts[1:]) if b > sent and a < done]
+    idle, (worst, at) = sorted(before)[len(before) // 2], max(during, default=(0, 0))
+    print(f"stream {i}: idle gap {idle * 1e3:.1f} ms, worst gap during the prompt {worst * 1e3:.1f} ms ({at:+.2f} s from its arrival), {worst / idle:.2f}x")
 
 def run(url, n, tokens):
   out = [0] * n
@@ -35,7 +61,15 @@ if __name__ == "__main__":
   p.add_argument("--tokens", type=int, default=128)
   p.add_argument("--streams", default="1,2,4")
   p.add_argument("--rounds", type=int, default=2)
+  p.add_argument("--long", type=int, default=0)
   a = p.parse_args()
+  if a.long:
+    n = int(a.streams.split(",")[0])
+    print("warm-up (compiles the decode step for these slots and the prefill's chunks):")
+    long_prompt(a.url, a.long, n, a.tokens, "A lazy dog sleeps under a tree while the fox runs. ")
+    print("measured:")
+    long_prompt(a.url, a.long, n, a.tokens, "The quick brown fox jumps over the lazy dog. ")
+    raise SystemExit
   for n in map(int, a.streams.split(",")):
     for _ in range(a.rounds): made, s = run(a.url, n, a.tokens)
     print(f"{n} streams: {made} tokens in {s:.2f} s, {made / s:.1f} tok/s in total")

@@ -178,3 +178,38 @@ fn batcher_serves_requests_together_and_reuses_prefixes() {
     assert_eq!(cached, longer.len() - 1);
     assert_eq!(out, greedy[1][8..]);
 }
+
+/// A long prompt arriving while a request decodes is prefilled in chunks between its decode steps: the running
+/// request keeps receiving tokens before the long one's first (with the whole prompt in one pass it received at most
+/// one).
+#[test]
+fn batcher_interleaves_a_long_prompt_with_decoding() {
+    use std::sync::mpsc::channel;
+    use std::time::Instant;
+    use tinygrad::llm::batch::{Batcher, Event, Request};
+    let Some(file) = model("SmolLM2-135M-Instruct.Q4_1.gguf") else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let batcher = Batcher::spawn(Transformer::from_gguf(&file, "CPU", 512).unwrap(), |_| false, 2);
+    let submit = |prompt: Vec<u32>, max_tokens: usize| {
+        let (tx, rx) = channel();
+        batcher.submit(Request { prompt, max_tokens, sampler: Sampler::new(0.0, 0, 1.0, 0), events: tx }).unwrap();
+        rx
+    };
+    let running = submit(vec![1, 504, 3458, 282], 200);
+    let tokens = |rx: std::sync::mpsc::Receiver<Event>| -> Vec<Instant> {
+        rx.into_iter()
+            .take_while(|e| !matches!(e, Event::Done(_)))
+            .filter(|e| matches!(e, Event::Token(_)))
+            .map(|_| Instant::now())
+            .collect()
+    };
+    let reader = std::thread::spawn(move || tokens(running));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let long: Vec<u32> = (0..300).map(|i| 100 + i % 50).collect();
+    let sent = Instant::now();
+    let first = tokens(submit(long, 1))[0];
+    let times = reader.join().unwrap();
+    // (300 prompt tokens in chunks of at most 128, each followed by a decode step; in one pass: at most 1 token)
+    let during = times.iter().filter(|&&t| t > sent && t < first).count();
+    assert!(during >= 3, "the running request received {during} tokens while the long prompt was prefilled");
+}

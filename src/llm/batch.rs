@@ -3,7 +3,7 @@
 //! the model; each request gets a slot whose KV cache it keeps after it ends, so a later prompt that starts the
 //! same way (a chat's next turn) prefills only what is new.
 
-use super::generate::{prefill, span, Sampler};
+use super::generate::{span, Sampler};
 use super::model::{KvCache, StartPos, Transformer};
 use crate::error::{Error, Result};
 use crate::{Tensor, TinyJit};
@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// One generation: `prompt` (token ids, BOS included) continued by at most `max_tokens` tokens drawn by `sampler`.
 pub struct Request {
@@ -132,9 +133,13 @@ struct Active {
 /// The decode step a batcher's TinyJit replays: one capture per (slots in the batch, cache rows attended).
 type StepKey = (Vec<usize>, usize);
 type StepFn<'m> = Box<dyn FnMut(&[Tensor], &StepKey) -> Result<Vec<Tensor>> + 'm>;
+/// A prompt chunk's pass, replayed by a TinyJit: one capture per (slot, chunk length, cache rows attended).
+type ChunkKey = (usize, usize, usize);
+type ChunkFn<'m> = Box<dyn FnMut(&[Tensor], &ChunkKey) -> Result<Vec<Tensor>> + 'm>;
 
-/// The batcher thread: admits queued requests into free slots (prefilling each prompt past the longest prefix a
-/// free slot already holds), then runs one decode step for every active request at once, until the channel closes.
+/// The batcher thread: admits queued requests into free slots (each prompt is prefilled past the longest prefix a
+/// free slot already holds, a chunk per turn while other requests decode), then runs one decode step for every
+/// active request at once, until the channel closes.
 fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &Receiver<Request>) {
     let mut slots: Vec<Slot> = match (0..slots).map(|_| Ok(Slot { cache: model.new_cache()?, tokens: vec![], busy: false })).collect() {
         Ok(s) => s,
@@ -146,11 +151,17 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
         Ok(vec![model.decode(&x[0], &rows)])
     });
     let mut step = TinyJit::with_args(f);
+    let caches: Vec<KvCache> = slots.iter().map(|s| s.cache.clone()).collect();
+    let f: ChunkFn =
+        Box::new(move |x: &[Tensor], &(slot, _, span): &ChunkKey| Ok(vec![model.prefill(&caches[slot], &x[0], &x[1], &x[2], span)]));
+    let mut chunk_step = TinyJit::with_args(f);
     let (ctx, vocab) = (model.cfg.max_context, model.cfg.vocab);
     let mut queue: VecDeque<Request> = VecDeque::new();
+    let mut prefilling: VecDeque<(usize, Request)> = VecDeque::new();
     let mut active: Vec<Active> = Vec::new();
+    let (mut chunk, mut step_time) = (MIN_CHUNK, Duration::ZERO);
     loop {
-        if active.is_empty() && queue.is_empty() {
+        if active.is_empty() && queue.is_empty() && prefilling.is_empty() {
             match rx.recv() {
                 Ok(r) => queue.push_back(r),
                 Err(_) => return,
@@ -158,32 +169,48 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
         }
         queue.extend(rx.try_iter());
         // admit: the free slot that holds the longest prefix of the prompt (at least one prompt token is run, for
-        // its logits)
+        // its logits); its prompt is prefilled a chunk at a time below
         while !queue.is_empty() {
             let common = |s: &Slot| s.tokens.iter().zip(&queue[0].prompt).take_while(|(a, b)| a == b).count();
             let Some(i) = (0..slots.len()).filter(|&i| !slots[i].busy).max_by_key(|&i| common(&slots[i])) else { break };
             let keep = common(&slots[i]);
             let r = queue.pop_front().expect("a queued request");
             let keep = keep.min(r.prompt.len() - 1);
-            let slot = &mut slots[i];
-            slot.tokens.truncate(keep);
+            slots[i].tokens.truncate(keep);
             // (a request cancelled while queued is not prefilled)
             if r.events.send(Event::Started { cached: keep }).is_err() {
                 continue;
             }
-            match prefill(model, &slot.cache, keep, &r.prompt[keep..]) {
+            slots[i].busy = true;
+            prefilling.push_back((i, r));
+        }
+        // one chunk of the oldest prompt being prefilled: all of it when no stream waits, else a chunk that takes
+        // about one decode step, so the streams' gaps between tokens at most double (llama-server's chunked prefill)
+        if let Some((i, r)) = prefilling.pop_front() {
+            let slot = &mut slots[i];
+            let (at, left) = (slot.tokens.len(), r.prompt.len() - slot.tokens.len());
+            let n = if active.is_empty() { MAX_CHUNK } else { chunk }.min(left);
+            let t = Instant::now();
+            let pad = if active.is_empty() { 1 } else { chunk };
+            match prefill_chunk(&mut chunk_step, (i, pad), at, &r.prompt[at..at + n], ctx) {
                 Ok(logits) => {
-                    slot.tokens.extend_from_slice(&r.prompt[keep..]);
-                    slot.busy = true;
-                    let mut a = Active { slot: i, req: r, next: 0, made: 0 };
-                    if advance(&mut a, &logits, slot.tokens.len(), ctx, is_end) {
-                        active.push(a);
+                    slot.tokens.extend_from_slice(&r.prompt[at..at + n]);
+                    if !active.is_empty() {
+                        chunk = next_chunk(chunk, n, t.elapsed(), step_time);
+                    }
+                    if n < left {
+                        prefilling.push_front((i, r));
                     } else {
-                        slot.busy = false;
+                        let mut a = Active { slot: i, req: r, next: 0, made: 0 };
+                        if advance(&mut a, &logits, slot.tokens.len(), ctx, is_end) {
+                            active.push(a);
+                        } else {
+                            slot.busy = false;
+                        }
                     }
                 }
                 Err(e) => {
-                    slot.tokens.clear();
+                    (slot.busy, slot.tokens) = (false, vec![]);
                     let _ = r.events.send(Event::Failed(e.to_string()));
                 }
             }
@@ -206,7 +233,9 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
                 .enumerate()
                 .map(|(b, a)| Tensor::bind_var(&format!("start_pos{b}"), 0, ctx as i64 - 1, slots[a.slot].tokens.len() as i64)),
         );
+        let t = Instant::now();
         let logits = step.call_with(&inputs, key).and_then(|out| out[0].to_vec::<f32>());
+        step_time = t.elapsed();
         let logits = match logits {
             Ok(l) => l,
             Err(e) => {
@@ -228,6 +257,41 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
             }
         }
         active = still;
+    }
+}
+
+/// Logits after `tokens` (at most [`MAX_CHUNK`]), which enter slot `slot`'s cache at `at`, through `jit`: padded to a
+/// power of two of at least `pad` unless that passes the context `ctx` (as [`super::generate::prefill`] does), so
+/// a few captured graphs serve every chunk, a prompt's last one too.
+fn prefill_chunk(
+    jit: &mut TinyJit<ChunkFn, ChunkKey>,
+    (slot, pad): (usize, usize),
+    at: usize,
+    tokens: &[u32],
+    ctx: usize,
+) -> Result<Vec<f32>> {
+    let len = Some(tokens.len().next_power_of_two().max(pad)).filter(|n| at + n <= ctx).unwrap_or(tokens.len());
+    let mut ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+    ids.resize(len, 0);
+    let pos = Tensor::bind_var("prefill_start", 0, ctx as i64 - 1, at as i64);
+    let last = Tensor::bind_var("prefill_last", 0, MAX_CHUNK as i64 - 1, tokens.len() as i64 - 1);
+    jit.call_with(&[Tensor::from_slice(&ids, [len]), pos, last], (slot, len, span(at + len, ctx)))?[0].to_vec::<f32>()
+}
+
+/// Prompt tokens a prefill chunk takes at least and at most while streams decode (powers of two: prefill's
+/// compiled chunk lengths).
+const MIN_CHUNK: usize = 4;
+const MAX_CHUNK: usize = 128;
+
+/// The next chunk length after one of `n` tokens took `took` beside decode steps of `step`: half when it took
+/// longer than a step, double when it took under half of one.
+fn next_chunk(chunk: usize, n: usize, took: Duration, step: Duration) -> usize {
+    if took > step {
+        (n.next_power_of_two() / 2).clamp(MIN_CHUNK, MAX_CHUNK)
+    } else if n == chunk && took < step / 2 {
+        (chunk * 2).min(MAX_CHUNK)
+    } else {
+        chunk
     }
 }
 
