@@ -371,7 +371,7 @@ impl ExecItem {
         }
         let k = &runner.kernel;
         let checked = runner.check.as_deref().map(|check| self.run_check(check, &ptrs, k)).transpose()?;
-        let tm = if DEBUG.value() >= 2 || profile::enabled() || checked.is_some() {
+        let tm = if DEBUG.value() >= 2 || profile::enabled() {
             let _p = profile::range(self.dev.name, "launch", || k.display_name.clone());
             runner.program.launch(&ptrs, &self.vals, k.global_size, k.local_size)?
         } else {

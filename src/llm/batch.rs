@@ -3,7 +3,7 @@
 //! the model; each request gets a slot whose KV cache it keeps after it ends, so a later prompt that starts the
 //! same way (a chat's next turn) prefills only what is new.
 
-use super::generate::{span, Sampler};
+use super::generate::{chunk_inputs, span, Sampler, PREFILL_CHUNK};
 use super::model::{KvCache, StartPos, Transformer};
 use crate::error::{Error, Result};
 use crate::{Tensor, TinyJit};
@@ -185,13 +185,12 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
             prefilling.push_back((i, r));
         }
         // one chunk of the oldest prompt being prefilled: all of it when no stream waits, else a chunk that takes
-        // about one decode step, so the streams' gaps between tokens at most double (llama-server's chunked prefill)
+        // about one decode step, so the streams' gaps between tokens about double (llama-server's chunked prefill)
         if let Some((i, r)) = prefilling.pop_front() {
             let slot = &mut slots[i];
             let (at, left) = (slot.tokens.len(), r.prompt.len() - slot.tokens.len());
-            let n = if active.is_empty() { MAX_CHUNK } else { chunk }.min(left);
+            let (n, pad) = if active.is_empty() { (PREFILL_CHUNK.min(left), 1) } else { (chunk.min(left), chunk) };
             let t = Instant::now();
-            let pad = if active.is_empty() { 1 } else { chunk };
             match prefill_chunk(&mut chunk_step, (i, pad), at, &r.prompt[at..at + n], ctx) {
                 Ok(logits) => {
                     slot.tokens.extend_from_slice(&r.prompt[at..at + n]);
@@ -260,9 +259,9 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
     }
 }
 
-/// Logits after `tokens` (at most [`MAX_CHUNK`]), which enter slot `slot`'s cache at `at`, through `jit`: padded to a
-/// power of two of at least `pad` unless that passes the context `ctx` (as [`super::generate::prefill`] does), so
-/// a few captured graphs serve every chunk, a prompt's last one too.
+/// Logits after `tokens` (at most [`PREFILL_CHUNK`]), which enter slot `slot`'s cache at `at`, through `jit`: padded
+/// to a power of two of at least `pad` ([`chunk_inputs`]), so a few captured graphs serve every chunk, a prompt's
+/// last one too.
 fn prefill_chunk(
     jit: &mut TinyJit<ChunkFn, ChunkKey>,
     (slot, pad): (usize, usize),
@@ -270,26 +269,21 @@ fn prefill_chunk(
     tokens: &[u32],
     ctx: usize,
 ) -> Result<Vec<f32>> {
-    let len = Some(tokens.len().next_power_of_two().max(pad)).filter(|n| at + n <= ctx).unwrap_or(tokens.len());
-    let mut ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
-    ids.resize(len, 0);
-    let pos = Tensor::bind_var("prefill_start", 0, ctx as i64 - 1, at as i64);
-    let last = Tensor::bind_var("prefill_last", 0, MAX_CHUNK as i64 - 1, tokens.len() as i64 - 1);
-    jit.call_with(&[Tensor::from_slice(&ids, [len]), pos, last], (slot, len, span(at + len, ctx)))?[0].to_vec::<f32>()
+    let (inputs, (len, _, span)) = chunk_inputs(tokens, at, pad, ctx);
+    jit.call_with(&inputs, (slot, len, span))?[0].to_vec::<f32>()
 }
 
-/// Prompt tokens a prefill chunk takes at least and at most while streams decode (powers of two: prefill's
-/// compiled chunk lengths).
+/// Prompt tokens a prefill chunk takes at least while streams decode (a power of two, as prefill's chunk lengths; at
+/// most [`PREFILL_CHUNK`]).
 const MIN_CHUNK: usize = 4;
-const MAX_CHUNK: usize = 128;
 
 /// The next chunk length after one of `n` tokens took `took` beside decode steps of `step`: half when it took
 /// longer than a step, double when it took under half of one.
 fn next_chunk(chunk: usize, n: usize, took: Duration, step: Duration) -> usize {
     if took > step {
-        (n.next_power_of_two() / 2).clamp(MIN_CHUNK, MAX_CHUNK)
+        (n.next_power_of_two() / 2).clamp(MIN_CHUNK, PREFILL_CHUNK)
     } else if n == chunk && took < step / 2 {
-        (chunk * 2).min(MAX_CHUNK)
+        (chunk * 2).min(PREFILL_CHUNK)
     } else {
         chunk
     }

@@ -103,7 +103,7 @@ pub struct Session<'m> {
 }
 
 /// Tokens one prefill pass takes at most (longer prompts go in chunks).
-const PREFILL_CHUNK: usize = 128;
+pub(crate) const PREFILL_CHUNK: usize = 128;
 
 /// Logits after `tokens` (`[vocab]` float32), which enter `cache` at position `start`: in chunks of at most 128,
 /// each padded to a power of two and run with its start and last index as bound variables, so that a prompt of any
@@ -120,16 +120,23 @@ pub fn prefill(model: &Transformer, cache: &KvCache, start: usize, tokens: &[u32
     assert!(!tokens.is_empty() && start + tokens.len() <= ctx, "prefill: tokens {start}..{} in a context of {ctx}", start + tokens.len());
     let mut logits = Vec::new();
     for (i, chunk) in tokens.chunks(PREFILL_CHUNK).enumerate() {
-        let at = start + i * PREFILL_CHUNK;
-        let len = Some(chunk.len().next_power_of_two()).filter(|n| at + n <= ctx).unwrap_or(chunk.len());
-        let mut ids: Vec<i32> = chunk.iter().map(|&t| t as i32).collect();
-        ids.resize(len, 0);
-        let span = span(at + len, ctx);
-        let pos = Tensor::bind_var("prefill_start", 0, ctx as i64 - 1, at as i64);
-        let last = Tensor::bind_var("prefill_last", 0, PREFILL_CHUNK as i64 - 1, chunk.len() as i64 - 1);
-        logits = model.prefill(cache, &Tensor::from_slice(&ids, [len]), &pos, &last, span).to_vec::<f32>()?;
+        let ([ids, pos, last], (_, _, span)) = chunk_inputs(chunk, start + i * PREFILL_CHUNK, 1, ctx);
+        logits = model.prefill(cache, &ids, &pos, &last, span).to_vec::<f32>()?;
     }
     Ok(logits)
+}
+
+/// The inputs of [`Transformer::prefill`] for `tokens` (at most [`PREFILL_CHUNK`]) entering the cache at `at` in a
+/// context of `ctx`: the ids (`[len]` int32, padded with zeros to a power of two of at least `pad` unless that
+/// passes the context) and the bound variables `prefill_start` (`at`) and `prefill_last` (the last real token's
+/// index); then `(len, at, span)`, the cache rows the chunk attends over.
+pub(crate) fn chunk_inputs(tokens: &[u32], at: usize, pad: usize, ctx: usize) -> ([Tensor; 3], (usize, usize, usize)) {
+    let len = Some(tokens.len().next_power_of_two().max(pad)).filter(|n| at + n <= ctx).unwrap_or(tokens.len());
+    let mut ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+    ids.resize(len, 0);
+    let pos = Tensor::bind_var("prefill_start", 0, ctx as i64 - 1, at as i64);
+    let last = Tensor::bind_var("prefill_last", 0, PREFILL_CHUNK as i64 - 1, tokens.len() as i64 - 1);
+    ([Tensor::from_slice(&ids, [len]), pos, last], (len, at, span(at + len, ctx)))
 }
 
 impl<'m> Session<'m> {

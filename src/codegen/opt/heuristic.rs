@@ -67,8 +67,7 @@ fn group_reductions(k: &mut Kernel, reduces: &[UOp]) {
     if !k.ren.has_shared || reds.is_empty() {
         return;
     }
-    let loads: Vec<UOp> =
-        reduces.iter().flat_map(|r| r.src[0].toposort()).filter(|u| u.op == Ops::LOAD && u.src[0].op == Ops::INDEX).collect();
+    let loads = reduce_loads(reduces);
     let vector = |l: &UOp| outs.iter().all(|&i| ignores(l, &rngs[i])) && reds.iter().any(|&i| !ignores(l, &rngs[i]));
     let matvec = !outs.is_empty() && loads.iter().any(vector);
     let op = if matvec { OptOps::Group } else { OptOps::GroupTop };
@@ -80,6 +79,12 @@ fn group_reductions(k: &mut Kernel, reduces: &[UOp]) {
             return;
         }
     }
+}
+
+/// The loads `reduces` read through an INDEX.
+fn reduce_loads(reduces: &[UOp]) -> Vec<UOp> {
+    let through_index = |u: &UOp| u.op == Ops::LOAD && u.src[0].op == Ops::INDEX && u.src[0].src.len() >= 2;
+    reduces.iter().flat_map(|r| r.src[0].toposort()).filter(through_index).collect()
 }
 
 /// What the steps after GROUPTOP read off the kernel: its store, the loads its reductions read, its axes (their
@@ -108,11 +113,7 @@ impl Analysis {
     fn new(k: &Kernel, reduces: &[UOp]) -> Option<Analysis> {
         let store = k.ast.src.iter().find(|s| s.op == Ops::STORE)?.clone();
         let item = store.src[0].dtype.base().itemsize().max(1);
-        let loads = reduces
-            .iter()
-            .flat_map(|r| r.src[0].toposort())
-            .filter(|u| u.op == Ops::LOAD && u.src[0].op == Ops::INDEX && u.src[0].src.len() >= 2)
-            .collect();
+        let loads = reduce_loads(reduces);
         let rngs = k.rngs();
         Some(Analysis {
             store,
