@@ -398,7 +398,9 @@ impl Transformer {
             if let Some(n) = &b.post_attn_norm {
                 out = rms_norm(&out, n, c.eps);
             }
-            x = x + out;
+            // (the residual stream realized at each add, which fuses into the projection's kernel: left lazy, every
+            // layer's norm and add re-summed all earlier layers' outputs, 2L buffers read by two kernels in layer L)
+            x = (x + out).contiguous();
             let h = rms_norm(&x, &b.ffn_norm, c.eps).contiguous();
             // (realized: a kernel with two reductions over different loops optimizes only one)
             let gate = project(&h, &b.gate).contiguous();
@@ -407,7 +409,7 @@ impl Transformer {
             if let Some(n) = &b.post_ffn_norm {
                 out = rms_norm(&out, n, c.eps);
             }
-            x = x + out;
+            x = (x + out).contiguous();
         }
         let x = match out {
             Out::All => x,
