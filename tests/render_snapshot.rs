@@ -45,3 +45,10 @@ fn row_sum_vector_partials() {
 fn padded_rows_and_columns() {
     check("matmul_prime", &input(&[13, 24]).matmul(&input(&[24, 19])));
 }
+
+/// A matrix-vector product over the rows of a weight (decode's projections): each THREAD iteration's tile of rows is
+/// prefetched one iteration ahead in the reduction loop, a line per row and loop step.
+#[test]
+fn matvec_prefetches_the_next_row_tile() {
+    check("matvec_rows", &input(&[1, 512]).matmul(&input(&[256, 512]).transpose(0, 1)));
+}

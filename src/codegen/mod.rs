@@ -1,7 +1,8 @@
 //! Codegen. In: a kernel AST from the scheduler (a SINK of STOREs over typed RANGEs). Out: a [`LinearKernel`]:
 //! the UOps in the order a renderer prints them, with loops opened (RANGE) and closed (END). Passes, one line
 //! each in [`full_rewrite`]: simplify index math, collapse one-hot sums into gathers, apply opts (given, BEAM-searched or hand-coded), order reduce
-//! loops, decompose transcendentals, fuse multiply-adds, expand lane axes into vectors, lower reductions to accumulators, linearize. Follows tinygrad
+//! loops, decompose transcendentals, fuse multiply-adds, expand lane axes into vectors, lower reductions to accumulators (and, on CPUs, prefetch the next
+//! THREAD iteration's rows), linearize. Follows tinygrad
 //! `codegen/__init__.py` (`full_rewrite_to_sink`, `linearize`).
 
 mod decompositions;
@@ -63,6 +64,7 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
     let sink = expand::expand(&sink, if ren.vector_bytes == 0 { 0 } else { ren.vector_bytes.max(16) }, ren.mulacc);
     spec::verify(&sink, &spec::KERNEL_SPEC, "expand");
     let sink = lower::lower_reduces(&sink, ren.mulacc);
+    let sink = if ren.language == crate::renderer::Language::C { lower::add_prefetches(&sink) } else { sink };
     spec::verify(&sink, &spec::PROGRAM_SPEC, "lower reduces");
     let uops = linearize::linearize(&sink);
     spec::verify_list(&uops, &spec::PROGRAM_SPEC, "linearize");

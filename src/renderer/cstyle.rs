@@ -233,6 +233,12 @@ pub fn render_with(k: &LinearKernel, d: &(impl CStyle + ?Sized)) -> String {
             Ops::GEP | Ops::VECTORIZE | Ops::WMMA | Ops::CAST | Ops::BITCAST => Code::Expr(w.lanes(u, &a)),
             op if GroupOp::ALU.contains(op) => Code::Expr(w.alu(u, &a)),
             Ops::SINK | Ops::NOOP => Code::Stmt,
+            // a statement from a format string over the sources' expressions (a prefetch)
+            Ops::CUSTOM => {
+                let Arg::Str(f) = &u.arg else { unreachable!("CUSTOM without a format") };
+                w.line(format_args!("{}", a.iter().enumerate().fold(f.to_string(), |s, (i, x)| s.replace(&format!("{{{i}}}"), x))));
+                Code::Stmt
+            }
             op => panic!("C renderer: can't render {op}"),
         };
         r[i] = match code {

@@ -188,6 +188,8 @@ fn kernel() -> PatternMatcher {
             let first_range = x.src.iter().position(|s| s.op == RANGE);
             check(x.dtype == dtypes::VOID && first_range.is_some_and(|k| x.src[k..].iter().all(|s| s.op == RANGE)))
         },
+        // CUSTOM(sources...): a statement the renderer prints from the format string in its arg
+        UPat::ops(CUSTOM).named("x") => |x| check(x.dtype == dtypes::VOID && matches!(&x.arg, Arg::Str(_))),
         UPat::ops(VECTORIZE).named("x") => |x| check(x.src.len() == x.dtype.count as usize && x.src.len() > 1 && x.src.iter().all(|s| s.dtype == x.dtype.scalar())),
         UPat::ops(GEP).src([var("a")]).named("x") => |x, a| check(x.dtype == a.dtype.scalar() && matches!(x.arg, Arg::Int(k) if 0 <= k && k < i64::from(a.dtype.count))),
         // WMMA(a, b, c): a tensor core's D = A·B + C over a warp's fragments, named by its arg (one of the target's
