@@ -78,9 +78,13 @@ fn chain_wmma(acc: &UOp, val: &UOp) -> Option<UOp> {
 /// 64-byte line that loads differing only by a constant offset touch. A matrix-vector
 /// product's row tiles are streams too many and too far apart for the hardware prefetchers, so each tile's rows
 /// otherwise come from DRAM on demand (bench/prefetch_probe.c: 4.6 -> 10.6-12.9 GB/s a core; unchanged from L2).
+/// In: a lowered kernel (accumulators, ENDs); out: the same with CUSTOM statements among its reduction ENDs'
+/// sources. Prefetches never fault, so an address one tile past a buffer's end is harmless. tinygrad has no
+/// counterpart.
 pub fn add_prefetches(sink: &UOp) -> UOp {
     use crate::uop::AxisType;
     const MIN_BYTES: i64 = 1 << 16;
+    let large = |b: &UOp| b.op == Ops::DEFINE_GLOBAL && b.dtype.size.max(0) * b.dtype.base().itemsize() as i64 >= MIN_BYTES;
     let topo = sink.toposort();
     let Some(thread) = topo.iter().find(|u| u.op == Ops::RANGE && u.axis().1 == AxisType::Thread) else { return sink.clone() };
     let next: FxHashMap<UOp, UOp> = [(thread.clone(), thread + 1i64)].into_iter().collect();
@@ -92,7 +96,6 @@ pub fn add_prefetches(sink: &UOp) -> UOp {
         if body.iter().any(|u| u.op == Ops::RANGE && u != thread && !end.src.contains(u)) {
             continue;
         }
-        let large = |b: &UOp| b.op == Ops::DEFINE_GLOBAL && b.dtype.size.max(0) * b.dtype.base().itemsize() as i64 >= MIN_BYTES;
         // (buffer, base, offset) of each index: one per line the constant offsets reach
         let mut rows: Vec<(UOp, UOp, i64)> = Vec::new();
         for l in
