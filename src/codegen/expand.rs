@@ -60,6 +60,7 @@ fn vector_op(op: Ops) -> bool {
             | Ops::FDIV
             | Ops::NEG
             | Ops::MULACC
+            | Ops::DP4A
             | Ops::RECIPROCAL
             | Ops::MAX
             | Ops::SHL
@@ -332,7 +333,7 @@ fn vectorize(sink: &UOp, v: &UOp) -> UOp {
             }
             op if vector_op(op) && vector_dtype(u.dtype) && u.src.iter().all(|s| s.dtype == u.dtype) => {
                 // C broadcasts a scalar operand of arithmetic; MAX's bit select and shifts need both as vectors
-                let both = matches!(op, Ops::MAX | Ops::SHL | Ops::SHR | Ops::AND | Ops::OR | Ops::XOR);
+                let both = matches!(op, Ops::MAX | Ops::DP4A | Ops::SHL | Ops::SHR | Ops::AND | Ops::OR | Ops::XOR);
                 let src: Vec<UOp> = u.src.iter().map(|s| if both { broadcast(&vec[s]) } else { vec[s].clone() }).collect();
                 u.replace(op, u.dtype.vec(w as u16), src, u.arg.clone(), u.tag)
             }

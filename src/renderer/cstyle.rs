@@ -136,6 +136,17 @@ pub trait CStyle {
         };
         format!("{f}({}, {}, {})", arg(0), arg(1), arg(2))
     }
+    /// DP4A `a[2] + Σ_k u8(byte k of a[0]) · i8(byte k of a[1])` on int32 scalars (CUDA `__dp4a`'s sum with `a[0]`'s
+    /// bytes unsigned): bytes masked or sign-extended by shifts, C every dialect compiles.
+    fn dp4a(&self, a: &[&str]) -> String {
+        let terms: String =
+            (0..4).map(|k| format!("+((({}>>{})&255)*(((int)((unsigned){}<<{}))>>24))", a[0], 8 * k, a[1], 24 - 8 * k)).collect();
+        format!("({}{terms})", a[2])
+    }
+    /// DP4A `u` of vectors, over operands `a` (scalars broadcast): [`CStyle::dp4a`] a lane.
+    fn dp4a_vector(&self, u: &UOp, a: &[&str], defs: &mut Vec<String>) -> String {
+        dp4a_lanes(self, u, a, defs)
+    }
     /// The lane-wise max of vectors `a` and `b` of `dt`: C has no vector `?:`, so bits selected with the
     /// comparison's mask.
     fn max_vector(&self, dt: DType, a: &str, b: &str, defs: &mut Vec<String>) -> String {
@@ -170,9 +181,70 @@ pub trait CStyle {
     }
 }
 
-/// GNU C for the CPU device: every [`CStyle`] default.
+/// GNU C for the CPU device: [`CStyle`]'s defaults, and DP4A on vectors as the host's instructions.
 pub struct C;
-impl CStyle for C {}
+impl CStyle for C {
+    /// DP4A on vectors: `vpdpbusd` where the host has VNNI, else (16 or 32 bytes) each word's bytes split into even
+    /// and odd 16-bit lanes, unsigned and sign-extended, summed by `pmaddwd` (exact: no saturating `pmaddubsw`); other
+    /// widths and targets a lane at a time.
+    fn dp4a_vector(&self, u: &UOp, a: &[&str], defs: &mut Vec<String>) -> String {
+        let f = crate::renderer::CpuFeatures::host();
+        let vnni = |w: usize| {
+            let (clang, gcc) = (format!("__builtin_ia32_vpdpbusd{w}"), format!("__builtin_ia32_vpdpbusd_v{}si", w / 32));
+            format!("\n#if defined(__clang__)\n  return {clang}(c, a, b);\n#else\n  return {gcc}(c, a, b);\n#endif\n")
+        };
+        let madd = |w: usize| {
+            let st = format!("tg_short{}", w / 16);
+            let (mask, sh) = ("0x00ff00ff", format!("__builtin_ia32_pmaddwd{w}"));
+            format!(
+                " typedef short {st} __attribute__((vector_size({}))); return c + {sh}(({st})(a & {mask}), ((({st})(b << 8)) >> 8)) + {sh}(({st})((a >> 8) & {mask}), (({st})b) >> 8); ",
+                w / 8
+            )
+        };
+        let (x86, bytes) = (cfg!(target_arch = "x86_64"), u.dtype.itemsize());
+        let body = match bytes {
+            16 | 32 if x86 && f.vnni => vnni(bytes * 8),
+            64 if x86 && f.vnni && f.avx512 => vnni(512),
+            32 if x86 && f.avx2 && host_has_avx2() => madd(256),
+            16 if x86 => madd(128),
+            _ => return dp4a_lanes(self, u, a, defs),
+        };
+        if u.src.iter().any(|s| s.dtype.count == 1) {
+            return dp4a_lanes(self, u, a, defs);
+        }
+        let vt = self.vtype(u.dtype, defs);
+        let name = format!("tg_dp4a_{vt}");
+        define(
+            defs,
+            format!("#ifndef TG_DP4A_{vt}\n#define TG_DP4A_{vt}\nstatic inline __attribute__((always_inline)) {vt} {name}({vt} a, {vt} b, {vt} c) {{{body}}}\n#endif\n"),
+        );
+        format!("{name}({}, {}, {})", a[0], a[1], a[2])
+    }
+}
+
+/// [`CStyle::dp4a_vector`]'s default: a lane at a time.
+fn dp4a_lanes(d: &(impl CStyle + ?Sized), u: &UOp, a: &[&str], defs: &mut Vec<String>) -> String {
+    let lanes: Vec<String> = (0..u.dtype.count as i64)
+        .map(|k| {
+            let g: Vec<String> = u.src.iter().zip(a).map(|(s, x)| if s.dtype.count == 1 { x.to_string() } else { d.gep(x, k) }).collect();
+            d.dp4a(&[&g[0], &g[1], &g[2]])
+        })
+        .collect();
+    let vt = d.vtype(u.dtype, defs);
+    d.vectorize(&vt, &lanes.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// Whether this x86-64 CPU has AVX2's 32-byte integer instructions (`CpuFeatures::avx2` counts AVX alone too).
+fn host_has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
 
 /// Renders `k` as one C function named `k.name`.
 pub fn render(k: &LinearKernel) -> String {
@@ -212,10 +284,11 @@ pub fn render_with(k: &LinearKernel, d: &(impl CStyle + ?Sized)) -> String {
     let mut r: Vec<String> = vec![String::new(); uops.len()];
     let mut uses: Vec<usize> = vec![0; uops.len()];
     let mut nesting: Vec<usize> = vec![0; uops.len()];
-    // MAX prints its operands twice, a vector MULACC its scalar operands once a lane: count them as used twice so
+    // MAX prints its operands twice, DP4A four times, a vector MULACC its scalar operands once a lane: count them as used twice so
     // they get a name
-    let twice =
-        |u: &UOp, s: &UOp| u.op == Ops::MAX || (u.op == Ops::MULACC && u.dtype.count > s.dtype.count) || division_guard(u).is_some();
+    let twice = |u: &UOp, s: &UOp| {
+        matches!(u.op, Ops::MAX | Ops::DP4A) || (u.op == Ops::MULACC && u.dtype.count > s.dtype.count) || division_guard(u).is_some()
+    };
     uops.iter().for_each(|u| u.src.iter().for_each(|s| uses[at[s]] += if twice(u, s) { 2 } else { 1 }));
     let mut w = Writer { d, defs: Vec::new(), body: String::new(), depth: 1, names: 0 };
     for (i, u) in uops.iter().enumerate() {
@@ -425,6 +498,7 @@ impl<D: CStyle + ?Sized> Writer<'_, D> {
                 }
             }
             Ops::MULACC if u.dtype.count > 1 => d.mulacc_vector(u, a, &mut self.defs),
+            Ops::DP4A if u.dtype.count > 1 => d.dp4a_vector(u, a, &mut self.defs),
             Ops::MAX if u.dtype.count > 1 => d.max_vector(u.dtype, a[0], a[1], &mut self.defs),
             // (C computes narrow ints as `int`: the result wraps back to its type, as a `char` store would)
             _ if u.dtype.count == 1 && u.dtype.is_int() && u.dtype.itemsize() < 4 => {
@@ -666,6 +740,7 @@ fn alu_unguarded(u: &UOp, dt: DType, a: &[&str], d: &(impl CStyle + ?Sized)) -> 
         Ops::SHR => format!("({}>>{})", a[0], a[1]),
         Ops::WHERE => format!("({}?{}:{})", a[0], a[1], a[2]),
         Ops::MULACC => d.mulacc(dt, a),
+        Ops::DP4A => d.dp4a(a),
         Ops::NEG => format!("(-{})", a[0]),
         Ops::RECIPROCAL => format!("({}/{})", literal(ConstValue::Float(1.0), dt, d), a[0]),
         Ops::SQRT => d.math("sqrt", dt, a[0]),

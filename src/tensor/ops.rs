@@ -228,6 +228,23 @@ impl Tensor {
         let (cu, xu, yu) = (c.uop(), x.uop(), y.uop());
         Tensor::from_uop(cu.alu(Ops::WHERE, &[&xu, &yu]))
     }
+    /// `acc + Σ_k u8(byte k of self) · i8(byte k of b)`, elementwise on int32 tensors broadcast together: four 8-bit
+    /// products a word, `self`'s bytes unsigned and `b`'s signed (CUDA `__dp4a`, x86 VNNI `vpdpbusd`; no tinygrad
+    /// op). Wraps on overflow, as int32 sums do. Quantized matrix products use it: 4-bit weights times int8
+    /// activations, four a word. No gradient.
+    ///
+    /// # Panics
+    /// If `self`, `b` or `acc` is not int32, or the shapes do not broadcast.
+    pub fn dp4a(&self, b: &Tensor, acc: impl IntoOperand) -> Tensor {
+        let acc = acc.into_operand();
+        let acc = if acc.dtype().is_weak() { acc.cast(dtypes::INT32) } else { acc };
+        let dts = [self.dtype(), b.dtype(), acc.dtype()];
+        assert!(dts.iter().all(|&d| d == dtypes::INT32), "dp4a: needs int32 words, got {} . {} + {}", dts[0], dts[1], dts[2]);
+        let (a, b) = self.broadcasted(b, "dp4a");
+        let (a, acc) = a.broadcasted(&acc, "dp4a");
+        let b = b.expand(a.shape());
+        Tensor::from_uop(a.uop().alu(Ops::DP4A, &[&b.uop(), &acc.uop()]))
+    }
     /// `-self` (logical not for bools).
     pub fn neg(&self) -> Tensor {
         if self.dtype().is_bool() {

@@ -119,6 +119,12 @@ pub fn exec_alu(op: Ops, dtype: DType, src: &[ConstValue]) -> ConstValue {
         }
         (MULACC, [a, b, c]) if floats || dtype.is_float() => Float(a.as_f64().mul_add(b.as_f64(), c.as_f64())),
         (MULACC, [a, b, c]) => return exec_alu(ADD, dtype, &[exec_alu(MUL, dtype, &[*a, *b]), *c]),
+        // (CUDA's `__dp4a`, x86's `vpdpbusd`: the four bytes of `a` unsigned times those of `b` signed, plus `c`)
+        (DP4A, [a, b, c]) => {
+            let (a, b) = (a.as_i128() as u32, b.as_i128() as u32);
+            let byte = |x: u32, k: u32| (x >> (8 * k)) & 0xff;
+            Int((0..4).map(|k| byte(a, k) as i128 * byte(b, k) as u8 as i8 as i128).sum::<i128>() + c.as_i128())
+        }
         _ => panic!("exec_alu: {op} with {} operands", src.len()),
     };
     out.cast(dtype)
@@ -268,6 +274,9 @@ mod tests {
         check(NEG, INT8, &[Int(-128)], Int(-128));
         check(TRUNC, FLOAT32, &[Float(-2.5)], Float(-2.0));
         check(MULACC, INT32, &[Int(3), Int(4), Int(5)], Int(17));
+        // (bytes 1, 255, 16, 0 of a times 2, -1, 3, 127 of b, plus 10; and a wrap past int32)
+        check(DP4A, INT32, &[Int(0x0010_ff01), Int(0x7f03_ff02), Int(10)], Int(2 - 255 + 48 + 10));
+        check(DP4A, INT32, &[Int(0xff), Int(0x7f), Int(i32::MAX as i128)], Int(i32::MIN as i128 + 255 * 127 - 1));
         check(ADD, INT32, &[Invalid, Int(1)], Invalid);
     }
 }

@@ -5,7 +5,8 @@ use std::fmt;
 
 macro_rules! ops {
     ($($name:ident),* $(,)?) => {
-        /// Every UOp's operation. Names are tinygrad's; the order groups them as tinygrad does (it decides nothing).
+        /// Every UOp's operation. Names are tinygrad's; the order groups them as tinygrad does (commutative operands are
+        /// ordered by it).
         #[allow(non_camel_case_types, clippy::upper_case_acronyms, missing_docs)]
         #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
         #[repr(u8)]
@@ -39,6 +40,8 @@ ops! {
     CONTIGUOUS, CONTIGUOUS_BACKWARD, DETACH, COPY, ASSIGN, BUFFER_VIEW, BUFFERIZE, MSELECT, MSTACK, MULTI,
     RESHAPE, PERMUTE, EXPAND, PAD, SHRINK, FLIP,
     REDUCE_AXIS, REDUCE, ALLREDUCE,
+    // math no tinygrad op has (last, so the order that canonical operand orders follow is tinygrad's)
+    DP4A,
 }
 
 impl fmt::Display for Ops {
@@ -94,7 +97,7 @@ impl GroupOp {
     pub const UNARY: OpSet = OpSet::of(&[EXP2, LOG2, SIN, SQRT, RECIPROCAL, NEG, TRUNC]);
     pub const BINARY: OpSet =
         OpSet::of(&[ADD, MUL, CDIV, MAX, CMOD, CMPLT, CMPNE, CMPEQ, XOR, SHL, SHR, OR, AND, THREEFRY, SUB, FDIV, POW, FLOORDIV, FLOORMOD]);
-    pub const TERNARY: OpSet = OpSet::of(&[WHERE, MULACC]);
+    pub const TERNARY: OpSet = OpSet::of(&[WHERE, MULACC, DP4A]);
     pub const ALU: OpSet = Self::UNARY.union(Self::BINARY).union(Self::TERNARY);
     pub const ELEMENTWISE: OpSet = Self::ALU.union(OpSet::of(&[CAST, BITCAST]));
     pub const IRREDUCIBLE: OpSet = OpSet::of(&[CONST, DEFINE_VAR, SPECIAL, RANGE]);
