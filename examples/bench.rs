@@ -129,6 +129,38 @@ fn codegen_per_kernel(b: &Bench) -> Result<()> {
     Ok(())
 }
 
+/// A decode step's product: a float32 row times a 4096 x 4096 Q4_1 matrix (10.5 MB, past L2), as GB/s of the
+/// matrix's bytes: dequantized to float in the kernel (`gguf::dequantize`) and by integer dot products of the row
+/// quantized to int8 (`QuantMatrix`, its quantizing kernels included).
+fn quant_matvec(b: &Bench) -> Result<()> {
+    use tinygrad::nn::gguf::{dequantize, GgmlType, QuantMatrix};
+    let (n, ty) = (4096, GgmlType::Q4_1);
+    let nbytes = ty.nbytes(n * n).expect("whole blocks");
+    // blocks of d = 2^-7, m = -2^-4 (float16 bits), then 16 bytes of hashed nibbles
+    let bytes: Vec<u8> = (0..nbytes)
+        .map(|i| match i % 20 {
+            0 | 2 => 0,
+            1 => 0x20,
+            3 => 0xAC,
+            _ => ((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8,
+        })
+        .collect();
+    let raw = Tensor::from_slice(&bytes, [nbytes]);
+    raw.realize()?;
+    let x = data(&[1, n], 9)?;
+    if b.want("q4_1_matvec_dequant") {
+        let w = dequantize(&raw, ty, &[n, n]);
+        b.time("q4_1_matvec_dequant", Unit::Gbs(nbytes as f64), 10, || x.matmul(&w.transpose(0, 1)).realize().map(drop))?;
+    }
+    if b.want("q4_1_matvec_dp4a") {
+        let lanes = tinygrad::renderer::CpuFeatures::host().vector_bytes() / 4;
+        let mut w = QuantMatrix::new(&raw, ty, &[n, n], lanes).expect("Q4_1 repacks");
+        w.realize()?;
+        b.time("q4_1_matvec_dp4a", Unit::Gbs(nbytes as f64), 10, || w.matmul_t(&x).realize().map(drop))?;
+    }
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     run_main(figures)
 }
@@ -160,6 +192,7 @@ fn figures() -> Result<()> {
         let x = data(&[4096, 4096], 6)?;
         b.time("softmax_4096", Unit::Ms, 5, || x.softmax(-1).realize().map(drop))?;
     }
+    quant_matvec(&b)?;
     codegen_per_kernel(&b)?;
     if b.want("conv2d") {
         let (x, w) = (data(&[32, 64, 56, 56], 7)?, data(&[64, 64, 3, 3], 8)?);

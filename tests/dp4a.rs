@@ -70,3 +70,64 @@ fn dp4a_matches_under_each_target_and_compiler() {
         }
     }
 }
+
+/// `QuantMatrix::matmul_t` of Q4_0, Q4_1 and Q8_0 matrices against the same product computed here in f64: the
+/// weights dequantized by the GGUF formulas, the row quantized to int8 per 32 values as the doc says (round half to
+/// even, `dx = max|x| / 127`). Only float rounding separates them.
+#[test]
+fn quant_matrix_products_equal_the_dequantized_ones() {
+    use tinygrad::nn::gguf::{GgmlType, QuantMatrix};
+    let (rows, k, n) = (32, 256, 2);
+    let f16 = |v: f32| half::f16::from_f32(v);
+    let x: Vec<f32> = words(n * k, 9).iter().map(|&w| (w % 1000) as f32 / 250.0).collect();
+    // the row's quants and scales, per block of 32
+    let xq: Vec<(f64, Vec<f64>)> = x
+        .chunks(32)
+        .map(|b| {
+            let amax = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let inv = if amax > 0.0 { 127.0 / amax } else { 0.0 };
+            ((amax * (1.0 / 127.0)) as f64, b.iter().map(|v| (v * inv).round_ties_even() as f64).collect())
+        })
+        .collect();
+    for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
+        let nb = k / 32;
+        let bytes: Vec<u8> = words(rows * nb * ty.type_size(), ty as u64).iter().map(|&w| w as u8).collect();
+        let mut raw = bytes.clone();
+        // scales of a sane size: d in [2^-8, 2^-7), m in (-2^-4, 0]
+        for blk in raw.chunks_mut(ty.type_size()) {
+            let (d, m) = (f16(0.004 + blk[0] as f32 / 65536.0), f16(-(blk[1] as f32) / 4096.0));
+            blk[..2].copy_from_slice(&d.to_le_bytes());
+            if ty == GgmlType::Q4_1 {
+                blk[2..4].copy_from_slice(&m.to_le_bytes());
+            }
+        }
+        // each block's 32 weights, dequantized
+        let weights: Vec<Vec<f64>> = raw
+            .chunks(ty.type_size())
+            .map(|b| {
+                let d = half::f16::from_le_bytes([b[0], b[1]]).to_f64();
+                match ty {
+                    GgmlType::Q4_0 => (0..32).map(|j| d * ((b[2 + j % 16] >> (4 * (j / 16)) & 15) as f64 - 8.0)).collect(),
+                    GgmlType::Q4_1 => {
+                        let m = half::f16::from_le_bytes([b[2], b[3]]).to_f64();
+                        (0..32).map(|j| d * (b[4 + j % 16] >> (4 * (j / 16)) & 15) as f64 + m).collect()
+                    }
+                    _ => (0..32).map(|j| d * b[2 + j] as i8 as f64).collect(),
+                }
+            })
+            .collect();
+        let t = Tensor::from_slice(&raw, [raw.len()]);
+        let w = QuantMatrix::new(&t, ty, &[rows, k], 8).expect("repacks");
+        let got = w.matmul_t(&Tensor::from_slice(&x, [n, k])).to_vec::<f32>().expect("realize the product");
+        for (i, g) in got.iter().enumerate() {
+            let (t, r) = (i / rows, i % rows);
+            let want: f64 = (0..nb)
+                .map(|b| {
+                    let (dx, q) = &xq[t * nb + b];
+                    (0..32).map(|j| weights[r * nb + b][j] * dx * q[j]).sum::<f64>()
+                })
+                .sum();
+            assert!((*g as f64 - want).abs() <= 1e-4 * (1.0 + want.abs()), "{} row {r} of x {t}: {g} vs {want}", ty.name());
+        }
+    }
+}

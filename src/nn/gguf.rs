@@ -367,6 +367,107 @@ pub fn dequantize(raw: &Tensor, ty: GgmlType, shape: &[usize]) -> Tensor {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// integer dot products (llama.cpp's `ggml_vec_dot_q4_0_q8_0` and kin), as tensor ops
+
+/// A `[rows, cols]` GGUF matrix of Q4_0, Q4_1 or Q8_0 blocks repacked for [`Tensor::dp4a`] with rows in the vector
+/// lanes (llama.cpp's interleaved `block_q4_0x8` repacking): each tile of `lanes` rows holds, block by block, each
+/// quant word of its rows side by side, then their scales `d` and the offsets `m` the quants are shifted by (Q4_1's
+/// min; `-8d` for Q4_0, `-128d` for Q8_0) as float16. A word is four unsigned byte quants: 4-bit ones packed (word `w`
+/// holds quants `4w..4w+4` in its low nibbles and `16+4w..` in its high ones), Q8_0's signed bytes offset by 128. A
+/// kernel then reads each tile as one stream and takes a vector of rows' dot products per instruction. The bytes
+/// read per block are the file's.
+#[derive(Clone, Debug)]
+pub struct QuantMatrix {
+    /// The file's type.
+    pub ty: GgmlType,
+    /// `[rows / lanes, cols / 32, 4 or 8, lanes]` int32 (4 words for 4-bit types, 8 for Q8_0).
+    words: Tensor,
+    /// `[rows / lanes, cols / 32, 2, lanes]` float16: `d`, then `m`.
+    dm: Tensor,
+}
+
+impl QuantMatrix {
+    /// `raw` (uint8, `ty.nbytes(rows * cols)` bytes) repacked into tiles of `lanes` rows, lazily; None for types other
+    /// than Q4_0, Q4_1 and Q8_0, or rows not a multiple of `lanes`.
+    ///
+    /// # Panics
+    /// If `shape` is not `[rows, cols]` with `cols` a multiple of 32, or `raw` is not its bytes.
+    pub fn new(raw: &Tensor, ty: GgmlType, shape: &[usize], lanes: usize) -> Option<QuantMatrix> {
+        use GgmlType::*;
+        if !matches!(ty, Q4_0 | Q4_1 | Q8_0) || shape.len() != 2 || !shape[0].is_multiple_of(lanes) {
+            return None;
+        }
+        assert!(shape[1].is_multiple_of(32), "QuantMatrix: {} needs cols a multiple of 32, got {shape:?}", ty.name());
+        let (rows, nb) = (shape[0], shape[1] / 32);
+        assert_eq!(raw.numel(), rows * nb * ty.type_size(), "QuantMatrix: {} bytes for {} {shape:?}", raw.numel(), ty.name());
+        let blocks = raw.reshape([rows * nb, ty.type_size()]);
+        let half = |off: usize| le(&cols(&blocks, off, off + 2), dtypes::FLOAT16);
+        let words = |off: usize, n: usize| le(&cols(&blocks, off, off + 4 * n).reshape([rows * nb, n, 4]), dtypes::INT32);
+        let d = half(0);
+        let (words, m) = match ty {
+            Q4_0 => (words(2, 4), d.cast(dtypes::FLOAT32).mul(-8.0).cast(dtypes::FLOAT16)),
+            Q4_1 => (words(4, 4), half(2)),
+            _ => (words(2, 8).bitwise_xor((0x8080_8080u32 as i32) as i64), d.cast(dtypes::FLOAT32).mul(-128.0).cast(dtypes::FLOAT16)),
+        };
+        let tiles = |t: Tensor, k: usize| t.reshape([rows / lanes, lanes, nb, k]).permute([0, 2, 3, 1]);
+        let w = words.shape()[1];
+        Some(QuantMatrix { ty, words: tiles(words, w), dm: tiles(d.stack(&[&m], -1).reshape([rows * nb, 2]), 2) })
+    }
+
+    /// The repacked tensors, realized once (a model's weights, before its first step).
+    ///
+    /// # Errors
+    /// Realize errors.
+    pub fn realize(&mut self) -> Result<()> {
+        (self.words, self.dm) = (self.words.contiguous(), self.dm.contiguous());
+        Tensor::realize_all(&[&self.words, &self.dm])
+    }
+
+    /// `x @ self.T` for `x` `[n, cols]` float32: `[n, rows]` float32. `x` is quantized to int8 per 32 values
+    /// ([`quantize_rows`]), so the result differs from the float product by that rounding (llama.cpp's too).
+    ///
+    /// # Panics
+    /// If `x` is not `[n, cols]`.
+    pub fn matmul_t(&self, x: &Tensor) -> Tensor {
+        let s = self.words.shape();
+        let (tiles, nb, w, lanes) = (s[0], s[1], s[2], s[3]);
+        let n = x.shape()[0];
+        assert_eq!(x.shape(), [n, nb * 32], "QuantMatrix::matmul_t: x {:?} for a [{}, {}] matrix", x.shape(), tiles * lanes, nb * 32);
+        let (xw, dx, sx) = quantize_rows(x);
+        // 4-bit words: the low nibbles of the 4 words, then the high ones, as x's 8 words of a block are ordered
+        let q = if w == 4 {
+            let sh = Tensor::arange(0.0, 8.0, 4.0).cast(dtypes::INT32).reshape([1, 1, 2, 1, 1]);
+            self.words.reshape([tiles, nb, 1, 4, lanes]).rshift(&sh).bitwise_and(0x0f0f_0f0f).reshape([tiles, nb, 8, lanes])
+        } else {
+            self.words.clone()
+        };
+        let dm = self.dm.cast(dtypes::FLOAT32);
+        let part = |i: usize| dm.shrink(&[(0, tiles), (0, nb), (i, i + 1), (0, lanes)]).reshape([1, tiles, nb, 1, lanes]);
+        let (d, m) = (part(0), part(1));
+        let (dx, sx) = (dx.reshape([n, 1, nb, 1, 1]), sx.reshape([n, 1, nb, 1, 1]));
+        let dots = q.reshape([1, tiles, nb, 8, lanes]).dp4a(&xw.reshape([n, 1, nb, 8, 1]), 0).cast(dtypes::FLOAT32);
+        // (the offsets' term once a block: in the first word's copy, which unrolling keeps alone)
+        let first = Tensor::arange(0.0, 8.0, 1.0).eq(0.0f32).reshape([1, 1, 1, 8, 1]);
+        (&dots * &(&d * &dx) + first.where_(&m * &sx, 0.0f32)).sum([2, 3]).reshape([n, tiles * lanes])
+    }
+}
+
+/// `x` (`[n, k]` float32, `k` a multiple of 32) quantized per 32 values as llama.cpp's Q8 blocks: `q = round(x /
+/// dx)` in -127..=127 with `dx = max|x| / 127`. Out: the quants as int32 words of four bytes `[n, k/32, 8]`, `dx`
+/// `[n, k/32]` float32 and each block's `dx * Σq` `[n, k/32]` float32 (Q8_1's `s`), each its own kernel.
+pub fn quantize_rows(x: &Tensor) -> (Tensor, Tensor, Tensor) {
+    let (n, k) = (x.shape()[0], x.shape()[1]);
+    let xb = x.cast(dtypes::FLOAT32).reshape([n, k / 32, 32]);
+    let amax = xb.abs().max_keepdim(-1);
+    let q = (&xb * &amax.gt(0.0f32).where_(amax.reciprocal() * 127.0f32, 0.0f32)).round().cast(dtypes::INT32).reshape([n, k / 32, 8, 4]);
+    let byte = |i: usize| q.shrink(&[(0, n), (0, k / 32), (0, 8), (i, i + 1)]).reshape([n, k / 32, 8]);
+    let words = (1..4).fold(byte(0).bitwise_and(255), |w, i| w.bitwise_or(byte(i).bitwise_and(255).lshift(8 * i as i64))).contiguous();
+    let dx = (amax.reshape([n, k / 32]) * (1.0f32 / 127.0)).contiguous();
+    let sums = (q.sum([2, 3]).cast(dtypes::FLOAT32) * &dx).contiguous();
+    (words, dx, sums)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // the file
 
 /// One tensor's entry in the file.
