@@ -133,7 +133,7 @@ fn codegen_per_kernel(b: &Bench) -> Result<()> {
 /// matrix's bytes: dequantized to float in the kernel (`gguf::dequantize`) and by integer dot products of the row
 /// quantized to int8 (`QuantMatrix`, its quantizing kernels included).
 fn quant_matvec(b: &Bench) -> Result<()> {
-    use tinygrad::nn::gguf::{dequantize, GgmlType, QuantMatrix};
+    use tinygrad::nn::gguf::{dequantize, GgmlType, QuantMatrix, QuantRows};
     let (n, ty) = (4096, GgmlType::Q4_1);
     let nbytes = ty.nbytes(n * n).expect("whole blocks");
     // blocks of d = 2^-7, m = -2^-4 (float16 bits), then 16 bytes of hashed nibbles
@@ -156,7 +156,7 @@ fn quant_matvec(b: &Bench) -> Result<()> {
         let lanes = tinygrad::renderer::CpuFeatures::host().vector_bytes() / 4;
         let mut w = QuantMatrix::new(&raw, ty, &[n, n], lanes).expect("Q4_1 repacks");
         w.realize()?;
-        b.time("q4_1_matvec_dp4a", Unit::Gbs(nbytes as f64), 10, || w.matmul_t(&x).realize().map(drop))?;
+        b.time("q4_1_matvec_dp4a", Unit::Gbs(nbytes as f64), 10, || w.matmul_t(&QuantRows::new(&x)).realize().map(drop))?;
     }
     Ok(())
 }

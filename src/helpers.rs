@@ -248,9 +248,12 @@ pub static TC: ContextVar = ContextVar::new("TC", 1);
 pub static RING: ContextVar = ContextVar::new("RING", 1);
 /// The element count above which `RING=1` takes the ring (tinygrad's, found empirically). Default 256,000.
 pub static RING_ALLREDUCE_THRESHOLD: ContextVar = ContextVar::new("RING_ALLREDUCE_THRESHOLD", 256_000);
+/// 1 lets an LLM's decode steps multiply Q4_0, Q4_1 and Q8_0 weights by int8-quantized activations with DP4A
+/// (llama.cpp's way, `nn::gguf::QuantMatrix`) on the CPU; 0 dequantizes them to float32 in the kernels. Default 1.
+pub static QUANT_DOT: ContextVar = ContextVar::new("QUANT_DOT", 1);
 
 /// Every [`ContextVar`] above with the values it accepts, for [`check_settings`].
-static CONTEXT_VARS: [(&ContextVar, i64, i64); 17] = [
+static CONTEXT_VARS: [(&ContextVar, i64, i64); 18] = [
     (&DEBUG, 0, 7),
     (&BEAM, 0, 1024),
     (&NOOPT, 0, 1),
@@ -268,6 +271,7 @@ static CONTEXT_VARS: [(&ContextVar, i64, i64); 17] = [
     (&PROFILE, 0, 1),
     (&RING, 0, 2),
     (&RING_ALLREDUCE_THRESHOLD, 0, i64::MAX),
+    (&QUANT_DOT, 0, 1),
 ];
 
 static DEV_GLOBAL: LazyLock<RwLock<String>> = LazyLock::new(|| RwLock::new(getenv_str("DEV", "")));

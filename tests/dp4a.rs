@@ -76,7 +76,7 @@ fn dp4a_matches_under_each_target_and_compiler() {
 /// even, `dx = max|x| / 127`). Only float rounding separates them.
 #[test]
 fn quant_matrix_products_equal_the_dequantized_ones() {
-    use tinygrad::nn::gguf::{GgmlType, QuantMatrix};
+    use tinygrad::nn::gguf::{GgmlType, QuantMatrix, QuantRows};
     let (rows, k, n) = (32, 256, 2);
     let f16 = |v: f32| half::f16::from_f32(v);
     let x: Vec<f32> = words(n * k, 9).iter().map(|&w| (w % 1000) as f32 / 250.0).collect();
@@ -118,7 +118,7 @@ fn quant_matrix_products_equal_the_dequantized_ones() {
             .collect();
         let t = Tensor::from_slice(&raw, [raw.len()]);
         let w = QuantMatrix::new(&t, ty, &[rows, k], 8).expect("repacks");
-        let got = w.matmul_t(&Tensor::from_slice(&x, [n, k])).to_vec::<f32>().expect("realize the product");
+        let got = w.matmul_t(&QuantRows::new(&Tensor::from_slice(&x, [n, k]))).to_vec::<f32>().expect("realize the product");
         for (i, g) in got.iter().enumerate() {
             let (t, r) = (i / rows, i % rows);
             let want: f64 = (0..nb)

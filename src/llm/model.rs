@@ -6,8 +6,9 @@
 //! dequantization of its bytes, which the kernels that read it fuse.
 
 use crate::error::{Error, Result};
-use crate::nn::gguf::{GgufFile, GgufValue};
+use crate::nn::gguf::{GgufFile, GgufValue, QuantMatrix, QuantRows};
 use crate::{dtypes, Tensor};
+use std::cell::OnceCell;
 
 /// Which family of Transformer a GGUF file holds (`general.architecture`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,21 +47,32 @@ pub struct Config {
 /// One layer's weights (lazy dequantizations, `[out, in]` as GGUF stores them).
 struct Block {
     attn_norm: Tensor,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    o: Tensor,
+    q: Weight,
+    k: Weight,
+    v: Weight,
+    o: Weight,
     q_norm: Option<Tensor>,
     k_norm: Option<Tensor>,
     post_attn_norm: Option<Tensor>,
     ffn_norm: Tensor,
-    gate: Tensor,
-    up: Tensor,
-    down: Tensor,
+    gate: Weight,
+    up: Weight,
+    down: Weight,
     post_ffn_norm: Option<Tensor>,
     /// Whether this layer attends through a sliding window (Gemma 3's local layers).
     local: bool,
 }
+
+/// A projection's `[out, in]` weight: its lazy dequantization, and on the CPU, for Q4_0, Q4_1 and Q8_0, its repacking
+/// for integer dot products, which steps of a few tokens take (see [`QUANT_ROWS`]).
+struct Weight {
+    w: Tensor,
+    q: Option<QuantMatrix>,
+}
+
+/// The most token rows a projection multiplies by integer dot products (decode steps, batched or not); longer
+/// passes (prefill) dequantize, where the kernels are compute-bound matrix products.
+const QUANT_ROWS: usize = 8;
 
 /// Where a forward pass starts: a known position, or a bound symbolic variable (one compiled graph for every
 /// position: a TinyJit-replayed decode step, a prefill chunk) with the cache rows it attends over (`span`, past the
@@ -94,8 +106,8 @@ pub struct Transformer {
     tok_embd: Tensor,
     blocks: Vec<Block>,
     output_norm: Tensor,
-    /// The output projection; `None`: tied to the token embedding.
-    output: Option<Tensor>,
+    /// The output projection (the token embedding's when tied).
+    output: Weight,
 }
 
 fn meta<'a>(file: &'a GgufFile, key: &str) -> Result<&'a GgufValue> {
@@ -164,9 +176,24 @@ fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> Tensor {
     &(x * &(ms + eps).rsqrt()) * w
 }
 
-/// `x @ w.T` for a GGUF weight `w` of `[out, in]`.
-fn project(x: &Tensor, w: &Tensor) -> Tensor {
-    x.matmul(&w.transpose(0, 1))
+/// A projection's input `[n, in]`, quantized once for all the weights that take it by integer dot products.
+struct Input {
+    x: Tensor,
+    q: OnceCell<QuantRows>,
+}
+
+impl Input {
+    fn new(x: Tensor) -> Input {
+        Input { x, q: OnceCell::new() }
+    }
+}
+
+/// `x @ w.T` for a GGUF weight `w` of `[out, in]`: by integer dot products for a few rows of `x` where `w` has them.
+fn project(x: &Input, w: &Weight) -> Tensor {
+    match &w.q {
+        Some(q) if x.x.shape()[0] <= QUANT_ROWS => q.matmul_t(x.q.get_or_init(|| QuantRows::new(&x.x.contiguous()))),
+        _ => x.x.matmul(&w.w.transpose(0, 1)),
+    }
 }
 
 /// RoPE over the last axis of `x` (`[T, heads, head_dim]`) at positions `pos` (`[T]`, float32): pairs of
@@ -204,22 +231,27 @@ impl Transformer {
         let cfg = Config::from_gguf(file, max_context)?;
         let w = |n: &str| file.tensor(n, device);
         let opt = |n: &str| file.info(n).map(|_| file.tensor(n, device)).transpose();
+        let dot = crate::helpers::QUANT_DOT.value() != 0 && crate::runtime::canonicalize_device(device) == "CPU";
+        let lanes = crate::renderer::CpuFeatures::host().vector_bytes() / 4;
+        let weight = |n: &str| -> Result<Weight> {
+            Ok(Weight { w: file.tensor(n, device)?, q: if dot { file.quant_matrix(n, device, lanes)? } else { None } })
+        };
         let blocks = (0..cfg.n_layers)
             .map(|i| {
                 let b = |s: &str| format!("blk.{i}.{s}.weight");
                 Ok(Block {
                     attn_norm: w(&b("attn_norm"))?,
-                    q: w(&b("attn_q"))?,
-                    k: w(&b("attn_k"))?,
-                    v: w(&b("attn_v"))?,
-                    o: w(&b("attn_output"))?,
+                    q: weight(&b("attn_q"))?,
+                    k: weight(&b("attn_k"))?,
+                    v: weight(&b("attn_v"))?,
+                    o: weight(&b("attn_output"))?,
                     q_norm: opt(&b("attn_q_norm"))?,
                     k_norm: opt(&b("attn_k_norm"))?,
                     post_attn_norm: opt(&b("post_attention_norm"))?,
                     ffn_norm: w(&b("ffn_norm"))?,
-                    gate: w(&b("ffn_gate"))?,
-                    up: w(&b("ffn_up"))?,
-                    down: w(&b("ffn_down"))?,
+                    gate: weight(&b("ffn_gate"))?,
+                    up: weight(&b("ffn_up"))?,
+                    down: weight(&b("ffn_down"))?,
                     post_ffn_norm: opt(&b("post_ffw_norm"))?,
                     // (Gemma 3: every sixth layer is global)
                     local: cfg.arch == Arch::Gemma3 && (i + 1) % 6 != 0,
@@ -229,7 +261,7 @@ impl Transformer {
         Ok(Transformer {
             tok_embd: w("token_embd.weight")?,
             output_norm: w("output_norm.weight")?,
-            output: opt("output.weight")?,
+            output: weight(if file.info("output.weight").is_some() { "output.weight" } else { "token_embd.weight" })?,
             blocks,
             cfg,
             device: device.to_string(),
@@ -336,7 +368,7 @@ impl Transformer {
         for (l, b) in self.blocks.iter().enumerate() {
             // (the normed input and the q/k projections are realized: each is read by many outputs, and RoPE reads
             // each projected element twice)
-            let h = rms_norm(&x, &b.attn_norm, c.eps).contiguous();
+            let h = Input::new(rms_norm(&x, &b.attn_norm, c.eps).contiguous());
             let (mut q, mut k) =
                 (project(&h, &b.q).contiguous().reshape([n, nh, hd]), project(&h, &b.k).contiguous().reshape([n, nkv, hd]));
             let v = project(&h, &b.v).reshape([n, nkv * hd]);
@@ -394,18 +426,18 @@ impl Transformer {
                     scores.softmax(-1).matmul(&vh).permute([2, 0, 1, 3]).reshape([t, nh * hd])
                 })
                 .collect();
-            let mut out = project(&cat(&attn).contiguous(), &b.o);
+            let mut out = project(&Input::new(cat(&attn).contiguous()), &b.o);
             if let Some(n) = &b.post_attn_norm {
                 out = rms_norm(&out, n, c.eps);
             }
             // (the residual stream realized at each add, which fuses into the projection's kernel: left lazy, every
             // layer's norm and add re-summed all earlier layers' outputs, 2L buffers read by two kernels in layer L)
             x = (x + out).contiguous();
-            let h = rms_norm(&x, &b.ffn_norm, c.eps).contiguous();
+            let h = Input::new(rms_norm(&x, &b.ffn_norm, c.eps).contiguous());
             // (realized: a kernel with two reductions over different loops optimizes only one)
             let gate = project(&h, &b.gate).contiguous();
             let act = if c.arch == Arch::Gemma3 { gate.gelu() } else { gate.silu() };
-            let mut out = project(&(act * project(&h, &b.up)), &b.down);
+            let mut out = project(&Input::new(act * project(&h, &b.up)), &b.down);
             if let Some(n) = &b.post_ffn_norm {
                 out = rms_norm(&out, n, c.eps);
             }
@@ -420,6 +452,6 @@ impl Transformer {
                 at.where_(&x, 0.0f32).sum_keepdim(0)
             }
         };
-        project(&rms_norm(&x, &self.output_norm, c.eps), self.output.as_ref().unwrap_or(&self.tok_embd))
+        project(&Input::new(rms_norm(&x, &self.output_norm, c.eps)), &self.output)
     }
 }

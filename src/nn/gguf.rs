@@ -423,17 +423,24 @@ impl QuantMatrix {
         Tensor::realize_all(&[&self.words, &self.dm])
     }
 
-    /// `x @ self.T` for `x` `[n, cols]` float32: `[n, rows]` float32. `x` is quantized to int8 per 32 values
-    /// ([`quantize_rows`]), so the result differs from the float product by that rounding (llama.cpp's too).
+    /// `x @ self.T` for `x` `[n, cols]` quantized by [`QuantRows::new`]: `[n, rows]` float32. It differs from the float
+    /// product by that quantization's rounding (as llama.cpp's).
     ///
     /// # Panics
-    /// If `x` is not `[n, cols]`.
-    pub fn matmul_t(&self, x: &Tensor) -> Tensor {
+    /// If `x` does not have `cols` columns.
+    pub fn matmul_t(&self, x: &QuantRows) -> Tensor {
         let s = self.words.shape();
         let (tiles, nb, w, lanes) = (s[0], s[1], s[2], s[3]);
-        let n = x.shape()[0];
-        assert_eq!(x.shape(), [n, nb * 32], "QuantMatrix::matmul_t: x {:?} for a [{}, {}] matrix", x.shape(), tiles * lanes, nb * 32);
-        let (xw, dx, sx) = quantize_rows(x);
+        let n = x.0.shape()[0];
+        assert_eq!(
+            x.0.shape(),
+            [n, nb, 10],
+            "QuantMatrix::matmul_t: x of {:?} words for a [{}, {}] matrix",
+            x.0.shape(),
+            tiles * lanes,
+            nb * 32
+        );
+        let (xw, dx, sx) = (x.part(0, 8), x.part(8, 9).bitcast(dtypes::FLOAT32), x.part(9, 10).bitcast(dtypes::FLOAT32));
         // 4-bit words: the low nibbles of the 4 words, then the high ones, as x's 8 words of a block are ordered
         let q = if w == 4 {
             let sh = Tensor::arange(0.0, 8.0, 4.0).cast(dtypes::INT32).reshape([1, 1, 2, 1, 1]);
@@ -452,19 +459,36 @@ impl QuantMatrix {
     }
 }
 
-/// `x` (`[n, k]` float32, `k` a multiple of 32) quantized per 32 values as llama.cpp's Q8 blocks: `q = round(x /
-/// dx)` in -127..=127 with `dx = max|x| / 127`. Out: the quants as int32 words of four bytes `[n, k/32, 8]`, `dx`
-/// `[n, k/32]` float32 and each block's `dx * Σq` `[n, k/32]` float32 (Q8_1's `s`), each its own kernel.
-pub fn quantize_rows(x: &Tensor) -> (Tensor, Tensor, Tensor) {
-    let (n, k) = (x.shape()[0], x.shape()[1]);
-    let xb = x.cast(dtypes::FLOAT32).reshape([n, k / 32, 32]);
-    let amax = xb.abs().max_keepdim(-1);
-    let q = (&xb * &amax.gt(0.0f32).where_(amax.reciprocal() * 127.0f32, 0.0f32)).round().cast(dtypes::INT32).reshape([n, k / 32, 8, 4]);
-    let byte = |i: usize| q.shrink(&[(0, n), (0, k / 32), (0, 8), (i, i + 1)]).reshape([n, k / 32, 8]);
-    let words = (1..4).fold(byte(0).bitwise_and(255), |w, i| w.bitwise_or(byte(i).bitwise_and(255).lshift(8 * i as i64))).contiguous();
-    let dx = (amax.reshape([n, k / 32]) * (1.0f32 / 127.0)).contiguous();
-    let sums = (q.sum([2, 3]).cast(dtypes::FLOAT32) * &dx).contiguous();
-    (words, dx, sums)
+/// Rows of activations quantized per 32 values as llama.cpp's Q8 blocks, for [`QuantMatrix::matmul_t`]: one
+/// `[n, k/32, 10]` int32 tensor, each block's 8 words of four byte quants, then the bits of its float32 scale `dx`
+/// and of `dx * Σq` (Q8_1's `s`), made by one kernel.
+#[derive(Clone, Debug)]
+pub struct QuantRows(Tensor);
+
+impl QuantRows {
+    /// `x` (`[n, k]` float32, `k` a multiple of 32) quantized: `q = round(x / dx)` in -127..=127 with `dx = max|x| /
+    /// 127` per block of 32.
+    ///
+    /// # Panics
+    /// If `x` is not 2-D with a multiple of 32 columns.
+    pub fn new(x: &Tensor) -> QuantRows {
+        let s = x.shape();
+        assert!(s.len() == 2 && s[1].is_multiple_of(32), "QuantRows: needs [n, k] with k a multiple of 32, got {s:?}");
+        let (n, nb) = (s[0], s[1] / 32);
+        let xb = x.cast(dtypes::FLOAT32).reshape([n, nb, 32]);
+        let amax = xb.abs().max_keepdim(-1);
+        let q = (&xb * &amax.gt(0.0f32).where_(amax.reciprocal() * 127.0f32, 0.0f32)).round().cast(dtypes::INT32).reshape([n, nb, 8, 4]);
+        let byte = |i: usize| q.shrink(&[(0, n), (0, nb), (0, 8), (i, i + 1)]).reshape([n, nb, 8]);
+        let words = (1..4).fold(byte(0).bitwise_and(255), |w, i| w.bitwise_or(byte(i).bitwise_and(255).lshift(8 * i as i64)));
+        let dx = amax.reshape([n, nb, 1]) * (1.0f32 / 127.0);
+        let sx = q.sum([2, 3]).reshape([n, nb, 1]).cast(dtypes::FLOAT32) * &dx;
+        QuantRows(words.cat(&[&dx.bitcast(dtypes::INT32), &sx.bitcast(dtypes::INT32)], -1).contiguous())
+    }
+    /// Columns `a..b` of each block.
+    fn part(&self, a: usize, b: usize) -> Tensor {
+        let s = self.0.shape();
+        self.0.shrink(&[(0, s[0]), (0, s[1]), (a, b)])
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -864,6 +888,22 @@ impl GgufFile {
             Some(dt) => Tensor::from_uop(engine::buffer_from_bytes(raw, dt, t.numel(), &device)).reshape(t.shape.clone()),
             None => dequantize(&Tensor::from_uop(engine::buffer_from_bytes(raw, dtypes::UINT8, raw.len(), &device)), ty, &t.shape),
         })
+    }
+
+    /// Matrix `name` repacked for integer dot products ([`QuantMatrix`], tiles of `lanes` rows) on `device`, realized;
+    /// None when its type has no repacking (anything but Q4_0, Q4_1, Q8_0) or it is not a matrix of whole tiles.
+    ///
+    /// # Errors
+    /// [`Error::Format`] when there is no such tensor; realize errors.
+    pub fn quant_matrix(&self, name: &str, device: &str, lanes: usize) -> Result<Option<QuantMatrix>> {
+        let (t, raw) = self.get(name)?;
+        let raw =
+            || Tensor::from_uop(engine::buffer_from_bytes(raw, dtypes::UINT8, raw.len(), &crate::runtime::canonicalize_device(device)));
+        let Some(mut q) = (t.shape.len() == 2).then(|| QuantMatrix::new(&raw(), t.ggml_type, &t.shape, lanes)).flatten() else {
+            return Ok(None);
+        };
+        q.realize()?;
+        Ok(Some(q))
     }
 
     /// Every tensor on `device`, by name (lazy: see [`GgufFile::tensor`]).

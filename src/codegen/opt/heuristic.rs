@@ -139,6 +139,20 @@ impl Analysis {
     fn pad_pays(&self, n: usize) -> bool {
         n >= 2 * self.lanes || (self.reduces && 4 * (n.next_multiple_of(self.lanes) - n) <= n.next_multiple_of(self.lanes))
     }
+    /// The most lanes the vector axis `v` may take: two registers, or one where a load moves along `v` in no fixed
+    /// step (a matrix stored in tiles of a register's rows, `QuantMatrix`: a second register would be another tile,
+    /// another stream).
+    fn vector_span(&self, v: &UOp) -> usize {
+        if self.tiled(v) {
+            self.lanes
+        } else {
+            2 * self.lanes
+        }
+    }
+    /// Whether a load moves along `v` in no fixed step (see [`Analysis::vector_span`]).
+    fn tiled(&self, v: &UOp) -> bool {
+        self.loads.iter().any(|l| along(l, v).is_none())
+    }
     /// Whether output axis `r` can be vector lanes.
     fn vectorizable(&self, r: &UOp) -> bool {
         range_size(r) >= 2 * self.lanes || self.width(range_size(r), 2 * self.lanes).is_some() || self.pad_pays(range_size(r))
@@ -180,7 +194,7 @@ fn pad_vector_axis(k: &mut Kernel, a: &Analysis, vaxis: Option<UOp>) -> Option<U
 /// tile row, else (a short reduction gathering its operands, col2im) vector stores along the store's unit-stride
 /// axis with the innermost reduce loop unrolled, so the lanes share the index math. Returns the vector axis.
 fn register_tile(k: &mut Kernel, a: &Analysis, vaxis: Option<UOp>) -> Option<UOp> {
-    if let Some((w, v)) = vaxis.and_then(|v| Some((a.width(range_size(&v), 2 * a.lanes)?, v))) {
+    if let Some((w, v)) = vaxis.and_then(|v| Some((a.width(range_size(&v), a.vector_span(&v))?, v))) {
         try_apply(k, OptOps::Upcast, v.axis().0, w);
         tile(k, a, Some(&v), w.div_ceil(a.lanes));
         return Some(v);
@@ -319,7 +333,8 @@ fn widen_narrow_vectors(k: &mut Kernel, a: &Analysis, v: &UOp, vregs: usize) -> 
 fn stream_columns(k: &mut Kernel, a: &Analysis, v: &UOp, vregs: usize) {
     let Some(i) = axis_of(k, v.axis().0) else { return };
     let (n, lanes) = (k.full_shape()[i], k.lanes());
-    if let Some(m) = [4, 2].into_iter().find(|&m| n.is_multiple_of(m) && m * vregs <= 8 && lanes * m <= super::MAX_LANES) {
+    let more = !a.tiled(v);
+    if let Some(m) = [4, 2].into_iter().find(|&m| more && n.is_multiple_of(m) && m * vregs <= 8 && lanes * m <= super::MAX_LANES) {
         try_apply(k, OptOps::Upcast, v.axis().0, m);
     }
     let dims = k.unrollable_dims();
