@@ -71,9 +71,11 @@ fn dp4a_matches_under_each_target_and_compiler() {
     }
 }
 
-/// `QuantMatrix::matmul_t` of Q4_0, Q4_1 and Q8_0 matrices against the same product computed here in f64: the
-/// weights dequantized by the GGUF formulas, the row quantized to int8 per 32 values as the doc says (round half to
-/// even, `dx = max|x| / 127`). Only float rounding separates them.
+/// `QuantMatrix::matmul_t` of Q4_0, Q4_1 and Q8_0 matrices against the same product computed here in f64: each
+/// block's weights split by the GGUF formulas into `d` times unsigned quants plus an offset `m`, the first part
+/// dotted with the row quantized to int8 per 32 values as the docs say (round half to even, `dx = max|x| / 127`),
+/// the second with the quantized row's block sums (so the weights meet the same quantized row). Only float rounding
+/// separates them.
 #[test]
 fn quant_matrix_products_equal_the_dequantized_ones() {
     use tinygrad::nn::gguf::{GgmlType, QuantMatrix, QuantRows};
@@ -101,18 +103,16 @@ fn quant_matrix_products_equal_the_dequantized_ones() {
                 blk[2..4].copy_from_slice(&m.to_le_bytes());
             }
         }
-        // each block's 32 weights, dequantized
-        let weights: Vec<Vec<f64>> = raw
+        // each block's offset m and its 32 weights less m: d times the unsigned quants
+        let weights: Vec<(f64, Vec<f64>)> = raw
             .chunks(ty.type_size())
             .map(|b| {
                 let d = half::f16::from_le_bytes([b[0], b[1]]).to_f64();
+                let nibble = |off: usize, j: usize| (b[off + j % 16] >> (4 * (j / 16)) & 15) as f64;
                 match ty {
-                    GgmlType::Q4_0 => (0..32).map(|j| d * ((b[2 + j % 16] >> (4 * (j / 16)) & 15) as f64 - 8.0)).collect(),
-                    GgmlType::Q4_1 => {
-                        let m = half::f16::from_le_bytes([b[2], b[3]]).to_f64();
-                        (0..32).map(|j| d * (b[4 + j % 16] >> (4 * (j / 16)) & 15) as f64 + m).collect()
-                    }
-                    _ => (0..32).map(|j| d * b[2 + j] as i8 as f64).collect(),
+                    GgmlType::Q4_0 => (-8.0 * d, (0..32).map(|j| d * nibble(2, j)).collect()),
+                    GgmlType::Q4_1 => (half::f16::from_le_bytes([b[2], b[3]]).to_f64(), (0..32).map(|j| d * nibble(4, j)).collect()),
+                    _ => (-128.0 * d, (0..32).map(|j| d * (b[2 + j] as i8 as f64 + 128.0)).collect()),
                 }
             })
             .collect();
@@ -123,8 +123,8 @@ fn quant_matrix_products_equal_the_dequantized_ones() {
             let (t, r) = (i / rows, i % rows);
             let want: f64 = (0..nb)
                 .map(|b| {
-                    let (dx, q) = &xq[t * nb + b];
-                    (0..32).map(|j| weights[r * nb + b][j] * dx * q[j]).sum::<f64>()
+                    let ((dx, q), (m, w)) = (&xq[t * nb + b], &weights[r * nb + b]);
+                    (0..32).map(|j| (w[j] + m) * dx * q[j]).sum::<f64>()
                 })
                 .sum();
             assert!((*g as f64 - want).abs() <= 1e-4 * (1.0 + want.abs()), "{} row {r} of x {t}: {g} vs {want}", ty.name());

@@ -461,7 +461,7 @@ impl QuantMatrix {
 
 /// Rows of activations quantized per 32 values as llama.cpp's Q8 blocks, for [`QuantMatrix::matmul_t`]: one
 /// `[n, k/32, 10]` int32 tensor, each block's 8 words of four byte quants, then the bits of its float32 scale `dx`
-/// and of `dx * Σq` (Q8_1's `s`), made by one kernel.
+/// and of `dx * Σq` (Q8_1's `s`), made by three kernels.
 #[derive(Clone, Debug)]
 pub struct QuantRows(Tensor);
 
@@ -476,12 +476,17 @@ impl QuantRows {
         assert!(s.len() == 2 && s[1].is_multiple_of(32), "QuantRows: needs [n, k] with k a multiple of 32, got {s:?}");
         let (n, nb) = (s[0], s[1] / 32);
         let xb = x.cast(dtypes::FLOAT32).reshape([n, nb, 32]);
+        // (each reduction its own kernel, with what follows it per block: the quantization after them is then one
+        // elementwise kernel)
         let amax = xb.abs().max_keepdim(-1);
-        let q = (&xb * &amax.gt(0.0f32).where_(amax.reciprocal() * 127.0f32, 0.0f32)).round().cast(dtypes::INT32).reshape([n, nb, 8, 4]);
+        let inv = amax.gt(0.0f32).where_(amax.reciprocal() * 127.0f32, 0.0f32).contiguous();
+        let q = (&xb * &inv).round().cast(dtypes::INT32).reshape([n, nb, 8, 4]);
         let byte = |i: usize| q.shrink(&[(0, n), (0, nb), (0, 8), (i, i + 1)]).reshape([n, nb, 8]);
         let words = (1..4).fold(byte(0).bitwise_and(255), |w, i| w.bitwise_or(byte(i).bitwise_and(255).lshift(8 * i as i64)));
-        let dx = amax.reshape([n, nb, 1]) * (1.0f32 / 127.0);
-        let sx = q.sum([2, 3]).reshape([n, nb, 1]).cast(dtypes::FLOAT32) * &dx;
+        let dx = inv.gt(0.0f32).where_(inv.reciprocal(), 0.0f32);
+        // (dx * Σq, not Σx: the offsets' term must see the quants the dot products see, or an offset as large as Q8_0's
+        // 128 multiplies their rounding)
+        let sx = (q.sum([2, 3]).reshape([n, nb, 1]).cast(dtypes::FLOAT32) * &dx).contiguous();
         QuantRows(words.cat(&[&dx.bitcast(dtypes::INT32), &sx.bitcast(dtypes::INT32)], -1).contiguous())
     }
     /// Columns `a..b` of each block.
