@@ -63,7 +63,7 @@ struct Block {
     local: bool,
 }
 
-/// A projection's `[out, in]` weight: its lazy dequantization, and on the CPU, for Q4_0, Q4_1 and Q8_0, its repacking
+/// A projection's `[out, in]` weight: its lazy dequantization, and on the CPU, for Q4_0, Q4_1, Q8_0 and Q4_K, its repacking
 /// for integer dot products, which steps of a few tokens take (see [`QUANT_ROWS`]).
 struct Weight {
     w: Tensor,
