@@ -3,7 +3,7 @@
 //! `bench/llm_reference.py`'s numpy float32 forward (tests/llm/*_reference.json): the prompts' ids, the logits at
 //! every prompt position (cosine at least 0.999 over a sample of the vocabulary, same top token), and 32 greedy
 //! tokens through prefill and the TinyJit-replayed decode step, which schedules and compiles nothing once captured.
-//! Those run the float path (`QUANT_DOT=0`); the default path, integer dot products of activations quantized to
+//! Those run the float path (`QUANT_DOT=0`, the default); the integer path, integer dot products of activations quantized to
 //! int8 (as llama.cpp's), is held to a stated distance from it on the same tokens.
 
 use tinygrad::helpers::{Context, QUANT_DOT};
@@ -223,7 +223,7 @@ fn batcher_interleaves_a_long_prompt_with_decoding() {
     assert!(during >= 3, "the running request received {during} tokens while the long prompt was prefilled");
 }
 
-/// The integer-dot-product path (the default) beside the float path on the references' prompts and greedy tokens,
+/// The integer-dot-product path (`QUANT_DOT=1`) beside the float path on the references' prompts and greedy tokens,
 /// fed to both (teacher-forced, so one early near-tie cannot make the rest incomparable): through prefill and each
 /// decode step, logits within cosine 0.97 of the float path's and the same top token at 90% of the steps or more
 /// (int8 activations round each block's values by up to 1/254 of its largest, as llama.cpp's do: a block holding one
@@ -231,7 +231,11 @@ fn batcher_interleaves_a_long_prompt_with_decoding() {
 /// at 95 of 96 steps for SmolLM2, 0.9998 and 91 of 96 for Gemma 3).
 fn near_the_float_path(file: &GgufFile, reference: &[serde_json::Value]) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let (float, int) = (float_model(file), Transformer::from_gguf(file, "CPU", 128).unwrap());
+    let int = {
+        let _int = Context::new(&[(&QUANT_DOT, 1)]);
+        Transformer::from_gguf(file, "CPU", 128).unwrap()
+    };
+    let float = float_model(file);
     let (mut steps, mut same_top, mut worst) = (0, 0, 1.0f64);
     for r in reference {
         let (ids, greedy) = (ints(&r["ids"]), ints(&r["greedy"]));
