@@ -510,6 +510,11 @@ impl QuantRows {
 // ---------------------------------------------------------------------------------------------------------------
 // the file
 
+/// A tensor file's stored bytes as a uint8 tensor on `device` (canonical name), one element a byte.
+fn bytes_on(raw: &[u8], device: &str) -> Tensor {
+    Tensor::from_uop(engine::buffer_from_bytes(raw, dtypes::UINT8, raw.len(), device))
+}
+
 /// One tensor's entry in the file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GgufTensorInfo {
@@ -902,7 +907,7 @@ impl GgufFile {
         }
         Ok(match ty.native_dtype() {
             Some(dt) => Tensor::from_uop(engine::buffer_from_bytes(raw, dt, t.numel(), &device)).reshape(t.shape.clone()),
-            None => dequantize(&Tensor::from_uop(engine::buffer_from_bytes(raw, dtypes::UINT8, raw.len(), &device)), ty, &t.shape),
+            None => dequantize(&bytes_on(raw, &device), ty, &t.shape),
         })
     }
 
@@ -913,8 +918,7 @@ impl GgufFile {
     /// [`Error::Format`] when there is no such tensor; realize errors.
     pub fn quant_matrix(&self, name: &str, device: &str, lanes: usize) -> Result<Option<QuantMatrix>> {
         let (t, raw) = self.get(name)?;
-        let raw =
-            || Tensor::from_uop(engine::buffer_from_bytes(raw, dtypes::UINT8, raw.len(), &crate::runtime::canonicalize_device(device)));
+        let raw = || bytes_on(raw, &crate::runtime::canonicalize_device(device));
         let Some(mut q) = (t.shape.len() == 2).then(|| QuantMatrix::new(&raw(), t.ggml_type, &t.shape, lanes)).flatten() else {
             return Ok(None);
         };

@@ -202,16 +202,15 @@ impl CStyle for C {
             )
         };
         let (x86, bytes) = (cfg!(target_arch = "x86_64"), u.dtype.itemsize());
+        // (a helper takes vectors only; expansion broadcasts DP4A's operands, so this is a guard)
         let body = match bytes {
+            _ if u.src.iter().any(|s| s.dtype.count == 1) => return dp4a_lanes(self, u, a, defs),
             16 | 32 if x86 && f.vnni => vnni(bytes * 8),
             64 if x86 && f.vnni && f.avx512 => vnni(512),
             32 if x86 && f.avx2 && host_has_avx2() => madd(256),
             16 if x86 => madd(128),
             _ => return dp4a_lanes(self, u, a, defs),
         };
-        if u.src.iter().any(|s| s.dtype.count == 1) {
-            return dp4a_lanes(self, u, a, defs);
-        }
         let vt = self.vtype(u.dtype, defs);
         let name = format!("tg_dp4a_{vt}");
         define(
