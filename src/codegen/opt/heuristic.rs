@@ -149,9 +149,10 @@ impl Analysis {
             2 * self.lanes
         }
     }
-    /// Whether a load moves along `v` in no fixed step (see [`Analysis::vector_span`]).
+    /// Whether a load moves along `v` in no fixed step and breaks its run within two registers' lanes (see
+    /// [`Analysis::vector_span`]; a matmul's operand packed in panels of two registers is not tiled).
     fn tiled(&self, v: &UOp) -> bool {
-        self.loads.iter().any(|l| along(l, v).is_none())
+        self.loads.iter().any(|l| along(l, v).is_none() && !contiguous_run(l, v, 2 * self.lanes))
     }
     /// Whether output axis `r` can be vector lanes.
     fn vectorizable(&self, r: &UOp) -> bool {
@@ -478,6 +479,20 @@ fn step(index: &UOp, r: &UOp) -> Option<i128> {
 /// How far load `l` moves along `r` (see [`step`]).
 fn along(l: &UOp, r: &UOp) -> Option<i128> {
     step(&l.src[0], r)
+}
+
+/// Whether load `l` reads `n` consecutive elements as `r` steps from 0 (every other axis at 0): its index at `r = k`
+/// is its index at 0 plus `k` for each `k < n` (`false` where the index does not fold to constants).
+fn contiguous_run(l: &UOp, r: &UOp, n: usize) -> bool {
+    let Some(index) = l.src[0].src.get(1) else { return false };
+    let ranges: Vec<UOp> = index.toposort().into_iter().filter(|u| u.op == Ops::RANGE && u != r).collect();
+    let at = |k: usize| {
+        let map: rustc_hash::FxHashMap<UOp, UOp> =
+            ranges.iter().map(|x| (x.clone(), x.const_like(0))).chain([(r.clone(), r.const_like(k as i64))]).collect();
+        index.substitute(&map).simplify().const_int()
+    };
+    let Some(base) = at(0) else { return false };
+    (1..n.min(range_size(r))).all(|k| at(k) == Some(base + k as i128))
 }
 
 /// Whether load `l` reads the same element at every step of `r`.
