@@ -249,10 +249,9 @@ pub static RING: ContextVar = ContextVar::new("RING", 1);
 /// The element count above which `RING=1` takes the ring (tinygrad's, found empirically). Default 256,000.
 pub static RING_ALLREDUCE_THRESHOLD: ContextVar = ContextVar::new("RING_ALLREDUCE_THRESHOLD", 256_000);
 /// 1 lets an LLM's decode steps multiply Q4_0, Q4_1, Q8_0 and Q4_K weights by int8-quantized activations with DP4A
-/// (llama.cpp's way, `nn::gguf::QuantMatrix`) on the CPU; 0 dequantizes them to float32 in the kernels. Default 0
-/// until the integer path gives a stream the same tokens whether it decodes alone or beside others (the server's
-/// promise): its prompt chunks and batched steps round differently today.
-pub static QUANT_DOT: ContextVar = ContextVar::new("QUANT_DOT", 0);
+/// (llama.cpp's way, `nn::gguf::QuantMatrix`) on the CPU; 0 dequantizes them to float32 in the kernels (prefill always
+/// does). Default 1.
+pub static QUANT_DOT: ContextVar = ContextVar::new("QUANT_DOT", 1);
 
 /// Every [`ContextVar`] above with the values it accepts, for [`check_settings`].
 static CONTEXT_VARS: [(&ContextVar, i64, i64); 18] = [

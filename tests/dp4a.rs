@@ -156,3 +156,31 @@ fn q4_k_blocks(raw: &[u8]) -> Vec<(f64, Vec<f64>)> {
         })
         .collect()
 }
+
+/// A row's product by `QuantMatrix::matmul_t` has the same bits alone as among others (a server's stream decodes
+/// the same tokens alone and batched), for the model shapes of SmolLM2 (576 -> 1536, 1536 -> 576) and 1 to 8 rows.
+#[test]
+fn quant_matrix_rows_do_not_depend_on_their_batch() {
+    use tinygrad::nn::gguf::{GgmlType, QuantMatrix, QuantRows};
+    let lanes = tinygrad::renderer::CpuFeatures::host().vector_bytes() / 4;
+    for (ty, rows, k) in [(GgmlType::Q4_1, 1536, 576), (GgmlType::Q8_0, 576, 1536), (GgmlType::Q4_0, 64, 1536)] {
+        let mut raw: Vec<u8> = words(ty.nbytes(rows * k).unwrap(), 7).iter().map(|&w| w as u8).collect();
+        for blk in raw.chunks_mut(ty.type_size()) {
+            let (d, m) = (half::f16::from_f32(0.004 + blk[0] as f32 / 65536.0), half::f16::from_f32(-(blk[1] as f32) / 4096.0));
+            blk[..2].copy_from_slice(&d.to_le_bytes());
+            if ty == GgmlType::Q4_1 {
+                blk[2..4].copy_from_slice(&m.to_le_bytes());
+            }
+        }
+        let mut w = QuantMatrix::new(&Tensor::from_slice(&raw, [raw.len()]), ty, &[rows, k], lanes).expect("repacks");
+        w.realize().expect("realize the repacking");
+        let x: Vec<f32> = words(8 * k, 11).iter().map(|&w| (w % 1000) as f32 / 250.0).collect();
+        let product = |n: usize| w.matmul_t(&QuantRows::new(&Tensor::from_slice(&x[..n * k], [n, k]))).to_vec::<f32>().unwrap();
+        let alone = product(1);
+        for n in 2..=8 {
+            let p = product(n);
+            let bad: Vec<(usize, f32, f32)> = (0..rows).filter(|&i| p[i] != alone[i]).map(|i| (i, p[i], alone[i])).take(5).collect();
+            assert!(bad.is_empty(), "{} [{rows}, {k}]: row 0 differs between 1 and {n} rows: {bad:?}", ty.name());
+        }
+    }
+}

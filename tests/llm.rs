@@ -3,8 +3,9 @@
 //! `bench/llm_reference.py`'s numpy float32 forward (tests/llm/*_reference.json): the prompts' ids, the logits at
 //! every prompt position (cosine at least 0.999 over a sample of the vocabulary, same top token), and 32 greedy
 //! tokens through prefill and the TinyJit-replayed decode step, which schedules and compiles nothing once captured.
-//! Those run the float path (`QUANT_DOT=0`, the default); the integer path, integer dot products of activations quantized to
-//! int8 (as llama.cpp's), is held to a stated distance from it on the same tokens.
+//! Those run the float path (`QUANT_DOT=0`); the integer path of decode steps (the default), integer dot products of
+//! activations quantized to int8 (as llama.cpp's), is held to a stated distance from it on the same tokens, and to
+//! the same bits whether a sequence steps alone or batched.
 
 use tinygrad::helpers::{Context, QUANT_DOT};
 use tinygrad::llm::generate::{Sampler, Session};
@@ -265,4 +266,41 @@ fn smollm2_integer_path_stays_near_the_float_path() {
 fn gemma3_integer_path_stays_near_the_float_path() {
     let Some(file) = model("gemma-3-270m-q4_k_m.gguf") else { return };
     near_the_float_path(&file, &reference("gemma3_reference.json"));
+}
+
+/// A decode step's logits on the integer path have the same bits for a sequence stepping alone and batched with
+/// others (the server's promise that a stream's tokens do not depend on its neighbours): the reference prompts
+/// prefilled into two sets of caches, then one step each alone and one step of all of them together.
+fn decode_steps_do_not_depend_on_the_batch(file: &GgufFile, reference_name: &str) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let m = {
+        let _int = Context::new(&[(&QUANT_DOT, 1)]);
+        Transformer::from_gguf(file, "CPU", 128).unwrap()
+    };
+    let refs = reference(reference_name);
+    let ids = |v: &[u32]| Tensor::from_slice(&v.iter().map(|&i| i as i32).collect::<Vec<_>>(), [v.len()]);
+    let prompts: Vec<Vec<u32>> = refs.iter().map(|r| ints(&r["ids"])).collect();
+    let next: Vec<u32> = refs.iter().map(|r| ints(&r["greedy"])[0]).collect();
+    let filled = || {
+        let caches: Vec<_> = prompts.iter().map(|_| m.new_cache().unwrap()).collect();
+        for (c, p) in caches.iter().zip(&prompts) {
+            m.forward(c, &ids(p), StartPos::Const(0)).realize().unwrap();
+        }
+        caches
+    };
+    let (alone, batched) = (filled(), filled());
+    let rows: Vec<_> = batched.iter().zip(&prompts).map(|(c, p)| (c, StartPos::Const(p.len()))).collect();
+    let together = m.decode(&ids(&next), &rows).to_vec::<f32>().unwrap();
+    let vocab = m.cfg.vocab;
+    for (i, (c, p)) in alone.iter().zip(&prompts).enumerate() {
+        let one = m.forward(c, &ids(&next[i..=i]), StartPos::Const(p.len())).to_vec::<f32>().unwrap();
+        let differ = one.iter().zip(&together[i * vocab..(i + 1) * vocab]).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert_eq!(differ, 0, "sequence {i}: {differ} of {vocab} logits differ between stepping alone and batched");
+    }
+}
+
+#[test]
+fn smollm2_decode_steps_do_not_depend_on_the_batch() {
+    let Some(file) = model("SmolLM2-135M-Instruct.Q4_1.gguf") else { return };
+    decode_steps_do_not_depend_on_the_batch(&file, "smollm2_reference.json");
 }

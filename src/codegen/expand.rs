@@ -2,7 +2,7 @@
 //! an AST without them. One lane axis, the vector axis, becomes vector dtypes: loads and stores of consecutive
 //! elements become vector loads and stores, arithmetic vector arithmetic, a reduction a vector accumulator (summed
 //! across lanes at the end when it reduces over them); what can't be a vector is computed lane by lane. The other
-//! lane axes are unrolled: copies of the stores (UPCAST) or of a reduction's value (UNROLL). Follows tinygrad
+//! lane axes are unrolled: copies of the stores (UPCAST) or of a reduction's value (UNROLL: the copies become the REDUCE's values, which lowering adds to the accumulator in turn). Follows tinygrad
 //! `codegen/late/expander.py` (UNROLL/CONTRACT) and `devectorizer.py`, folded into one pass.
 
 use crate::dtype::{DType, Scalar};
@@ -31,6 +31,15 @@ fn sub_all(u: &UOp, r: &UOp, n: usize) -> Vec<UOp> {
         }
     }
     copies.remove(u).unwrap_or_else(|| vec![u.clone(); n])
+}
+
+/// `red`'s reduction of `vals` (added to the accumulator in turn) over `ranges`; with no ranges, `vals` combined.
+fn reduce_of(red: &UOp, vals: Vec<UOp>, ranges: Vec<UOp>) -> UOp {
+    let Arg::Op(op) = red.arg else { unreachable!("REDUCE without an op") };
+    match (vals.len(), ranges.is_empty()) {
+        (_, true) => vals.into_iter().reduce(|acc, x| acc.alu(op, &[&x])).expect("a range of 0 lanes"),
+        (k, false) => red.replace(Ops::REDUCE, vals[0].dtype, [vals, ranges].concat(), red.arg.clone(), (k > 1).then_some(k as u32)),
+    }
 }
 
 /// Whether C vector types hold `dt` and C vector arithmetic works on it.
@@ -91,16 +100,16 @@ pub fn expand(sink: &UOp, max_vector_bytes: usize, mulacc: bool) -> UOp {
         }
         let mut nu = u.with_src(u.src.iter().map(|s| map.get(s).unwrap_or(s).clone()).collect::<Vec<_>>());
         if u.op == Ops::REDUCE {
-            let Arg::Op(op) = u.arg else { unreachable!() };
-            let (mut val, mut ranges) = (nu.src[0].clone(), Vec::new());
+            // (the copies in loop order, each its own value of the REDUCE: the accumulator adds them in turn)
+            let (mut vals, mut ranges) = (vec![nu.src[0].clone()], Vec::new());
             for r in nu.src[1..].iter() {
                 if is_lane(r) && Some(r) != v.as_ref() {
-                    val = sub_all(&val, r, range_size(r)).into_iter().reduce(|acc, x| acc.alu(op, &[&x])).expect("a range of 0 lanes");
+                    vals = vals.iter().flat_map(|x| sub_all(x, r, range_size(r))).collect();
                 } else {
                     ranges.push(r.clone());
                 }
             }
-            nu = if ranges.is_empty() { val } else { nu.with_src(std::iter::once(val).chain(ranges).collect::<Vec<_>>()) };
+            nu = reduce_of(u, vals, ranges);
         }
         map.insert(u.clone(), nu);
     }
@@ -286,35 +295,25 @@ fn vectorize(sink: &UOp, v: &UOp) -> UOp {
             }
             Ops::REDUCE => {
                 let Arg::Op(op) = u.arg else { unreachable!() };
-                let val = vec[&u.src[0]].clone();
-                let over_lanes = u.src[1..].contains(v);
-                let ranges: Vec<UOp> = u.src[1..].iter().filter(|r| *r != v).cloned().collect();
-                let reduce = |x: UOp| {
-                    if ranges.is_empty() {
-                        x
-                    } else {
-                        u.replace(
-                            Ops::REDUCE,
-                            x.dtype,
-                            std::iter::once(x).chain(ranges.iter().cloned()).collect::<Vec<_>>(),
-                            u.arg.clone(),
-                            u.tag,
-                        )
-                    }
-                };
+                let (vals, ranges) = u.reduce_parts();
+                let over_lanes = ranges.contains(v);
+                let ranges: Vec<UOp> = ranges.iter().filter(|r| *r != v).cloned().collect();
                 let vectorized = matches!(op, Ops::ADD | Ops::MUL | Ops::MAX) && vector_dtype(u.dtype);
                 let fold = |xs: Vec<UOp>| xs.into_iter().reduce(|a, b| a.alu(op, &[&b])).unwrap();
                 match (over_lanes, vectorized) {
-                    (false, true) => reduce(broadcast(&val)),
+                    (false, true) => reduce_of(u, vals.iter().map(|x| broadcast(&vec[x])).collect(), ranges),
                     (false, false) => {
-                        let ls: Vec<UOp> = (0..w).map(|k| reduce(lane(&vec, &u.src[0], k))).collect();
+                        let ls: Vec<UOp> =
+                            (0..w).map(|k| reduce_of(u, vals.iter().map(|x| lane(&vec, x, k)).collect(), ranges.clone())).collect();
                         UOp::new(Ops::VECTORIZE, u.dtype.vec(w as u16), ls, Arg::None)
                     }
-                    (true, true) if val.dtype.count > 1 => {
-                        let acc = reduce(val);
+                    (true, true) if vals.iter().any(|x| vec[x].dtype.count > 1) => {
+                        let acc = reduce_of(u, vals.iter().map(|x| broadcast(&vec[x])).collect(), ranges);
                         fold((0..w).map(|k| UOp::new(Ops::GEP, u.dtype, [acc.clone()], Arg::Int(k as i64))).collect())
                     }
-                    (true, _) => reduce(fold((0..w).map(|k| lane(&vec, &u.src[0], k)).collect())),
+                    (true, _) => {
+                        reduce_of(u, vals.iter().flat_map(|x| (0..w).map(|k| lane(&vec, x, k)).collect::<Vec<_>>()).collect(), ranges)
+                    }
                 }
             }
             // (a CAST may widen or narrow: bytes to floats, as dequantization does)

@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap;
 pub fn lower_reduces(sink: &UOp, mulacc: bool) -> UOp {
     let mut groups: Vec<(Vec<UOp>, Vec<UOp>)> = Vec::new();
     for r in sink.toposort().into_iter().filter(|u| u.op == Ops::REDUCE) {
-        let ranges = r.src[1..].to_vec();
+        let ranges = r.reduce_parts().1.to_vec();
         match groups.iter_mut().find(|g| g.0 == ranges) {
             Some(g) => g.1.push(r),
             None => groups.push((ranges, vec![r])),
@@ -36,12 +36,17 @@ pub fn lower_reduces(sink: &UOp, mulacc: bool) -> UOp {
             let cur =
                 UOp::new(Ops::LOAD, r.dtype, [idx.clone(), init].into_iter().chain(ranges.iter().cloned()).collect::<Vec<_>>(), Arg::None);
             // (a reduction inside the value, lowered already: a grouped reduction's partial)
-            let val = if map.is_empty() { r.src[0].clone() } else { r.src[0].substitute(&map) };
-            let update = match op {
-                Ops::ADD => chain_wmma(&cur, &val).or_else(|| mulacc.then(|| super::decompositions::mulacc_update(&cur, &val)).flatten()),
-                _ => None,
-            };
-            let update = update.unwrap_or_else(|| cur.alu(op, &[&val]));
+            let vals = r.reduce_parts().0.iter().map(|v| if map.is_empty() { v.clone() } else { v.substitute(&map) });
+            // each value added to the running value in turn
+            let update = vals.fold(cur, |cur, val| {
+                let update = match op {
+                    Ops::ADD => {
+                        chain_wmma(&cur, &val).or_else(|| mulacc.then(|| super::decompositions::mulacc_update(&cur, &val)).flatten())
+                    }
+                    _ => None,
+                };
+                update.unwrap_or_else(|| cur.alu(op, &[&val]))
+            });
             let src: Vec<UOp> = [idx.clone(), update].into_iter().chain(ranges.iter().cloned()).collect();
             updates.push(UOp::new(Ops::STORE, dtypes::VOID, src, Arg::None));
             accs.push(idx);

@@ -460,13 +460,18 @@ impl QuantMatrix {
             self.words.clone()
         };
         let dm = self.dm.cast(dtypes::FLOAT32);
-        let part = |i: usize| dm.shrink(&[(0, tiles), (0, nb), (i, i + 1), (0, lanes)]).reshape([1, tiles, nb, 1, lanes]);
+        let part = |i: usize| dm.shrink(&[(0, tiles), (0, nb), (i, i + 1), (0, lanes)]).reshape([1, tiles, nb, lanes]);
         let (d, m) = (part(0), part(1));
-        let (dx, sx) = (dx.reshape([n, 1, nb, 1, 1]), sx.reshape([n, 1, nb, 1, 1]));
-        let dots = q.reshape([1, tiles, nb, 8, lanes]).dp4a(&xw.reshape([n, 1, nb, 8, 1]), 0).cast(dtypes::FLOAT32);
-        // (the offsets' term once a block: in the first word's copy, which unrolling keeps alone)
-        let first = Tensor::arange(0.0, 8.0, 1.0).eq(0.0f32).reshape([1, 1, 1, 8, 1]);
-        (&dots * &(&d * &dx) + first.where_(&m * &sx, 0.0f32)).sum([2, 3]).reshape([n, tiles * lanes])
+        let (dx, sx) = (dx.reshape([n, 1, nb, 1]), sx.reshape([n, 1, nb, 1]));
+        // a block's 8 words chained through DP4A's int32 accumulator: exact, so the one float reduction (over blocks)
+        // is the only rounding, in an order no unrolling of the words can change
+        let (q, xw) = (q.reshape([1, tiles, nb, 8, lanes]), xw.reshape([n, 1, nb, 8, 1]));
+        let word = |t: &Tensor, i: usize| {
+            let s = t.shape();
+            t.shrink(&[(0, s[0]), (0, s[1]), (0, nb), (i, i + 1), (0, s[4])]).reshape([s[0], s[1], nb, s[4]])
+        };
+        let dots = (1..8).fold(word(&q, 0).dp4a(&word(&xw, 0), 0), |acc, i| word(&q, i).dp4a(&word(&xw, i), acc));
+        (&dots.cast(dtypes::FLOAT32) * &(&d * &dx) + &m * &sx).sum(2).reshape([n, tiles * lanes])
     }
 }
 

@@ -443,6 +443,12 @@ impl UOp {
         vars.sort_by(|a, b| a.var_name().cmp(b.var_name()));
         vars
     }
+    /// A kernel-level REDUCE's values and its ranges. After expand, a reduction over unrolled lanes lists its copies
+    /// first (their count in `tag`), each added to the accumulator in turn (tinygrad `reduce_to_acc`'s order), so
+    /// unrolling a reduction never changes its rounding; before, one value.
+    pub fn reduce_parts(&self) -> (&[UOp], &[UOp]) {
+        self.src.split_at(self.tag.map_or(1, |k| k as usize))
+    }
     /// The name of a DEFINE_VAR (or of the variable a BIND binds); "" otherwise.
     pub fn var_name(&self) -> &str {
         match (&self.arg, self.op) {

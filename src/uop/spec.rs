@@ -181,7 +181,10 @@ fn kernel() -> PatternMatcher {
         UPat::ops(SPECIAL).named("x") => |x| check(x.src.len() == 1 && x.dtype.is_int() && x.src[0].op == CONST && matches!(x.arg, Arg::Str(_))),
         UPat::ops(RANGE).named("x") => |x| check(x.src.len() == 1 && x.dtype.is_int() && x.src[0].dtype == x.dtype && matches!(x.arg, Arg::Range(..))),
         UPat::ops(REDUCE).named("x") => |x| match x.arg {
-            Arg::Op(op) => check(GroupOp::REDUCE.contains(op) && !x.src.is_empty() && x.src[0].dtype == x.dtype && x.src[1..].iter().all(|s| s.op == RANGE)),
+            Arg::Op(op) => {
+                let (vals, ranges) = x.reduce_parts();
+                check(GroupOp::REDUCE.contains(op) && !vals.is_empty() && vals.iter().all(|v| v.dtype == x.dtype) && ranges.iter().all(|s| s.op == RANGE))
+            }
             _ => bad(),
         },
         // END(what the loops compute..., the RANGEs it closes...), or END(RANGE) closing an output loop

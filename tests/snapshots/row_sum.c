@@ -18,7 +18,7 @@ void r_16_16_16(void** bufs, const int* vals, int core_start, int core_end) {
       long alu0 = ((ridx3*16)+(ridx0*256));
       float8 val1 = *((float8*)(&data1[alu0]));
       float8 val2 = *((float8*)(&data1[(alu0+8)]));
-      acc0 = (acc0+(val1+val2));
+      acc0 = ((acc0+val1)+val2);
     }
     data0[ridx0] = (((((((acc0[0]+acc0[1])+acc0[2])+acc0[3])+acc0[4])+acc0[5])+acc0[6])+acc0[7]);
   }
