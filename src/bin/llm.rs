@@ -197,9 +197,12 @@ fn run(a: &Args) -> tinygrad::Result<()> {
             }
             let piece = dec.push(&tok, next);
             text.push_str(&piece);
-            // (a closed stdout, as `| head` leaves it, ends the output, not the program with a panic)
-            let mut o = out.lock();
-            let _ = write!(o, "{piece}").and_then(|()| o.flush());
+            // (a closed stdout, as `| head` leaves it, ends the output, not the program with a panic; the lock released
+            // before the step, whose kernels print from the CPU's worker threads under DEBUG)
+            {
+                let mut o = out.lock();
+                let _ = write!(o, "{piece}").and_then(|()| o.flush());
+            }
             if i + 1 == count || session.pos >= ctx {
                 break;
             }
