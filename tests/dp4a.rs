@@ -91,7 +91,7 @@ fn quant_matrix_products_equal_the_dequantized_ones() {
             ((amax * (1.0 / 127.0)) as f64, b.iter().map(|v| (v * inv).round_ties_even() as f64).collect())
         })
         .collect();
-    for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K] {
+    for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K] {
         let nb = k / 32;
         let bytes: Vec<u8> = words(ty.nbytes(rows * k).unwrap(), ty as u64).iter().map(|&w| w as u8).collect();
         let mut raw = bytes.clone();
@@ -99,21 +99,28 @@ fn quant_matrix_products_equal_the_dequantized_ones() {
         for blk in raw.chunks_mut(ty.type_size()) {
             let (d, m) = (f16(0.004 + blk[0] as f32 / 65536.0), f16(-(blk[1] as f32) / 4096.0));
             blk[..2].copy_from_slice(&d.to_le_bytes());
-            if matches!(ty, GgmlType::Q4_1 | GgmlType::Q4_K) {
+            if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K) {
                 blk[2..4].copy_from_slice(&m.to_le_bytes());
             }
         }
         // each block's offset m and its 32 weights less m: d times the unsigned quants
-        let weights: Vec<(f64, Vec<f64>)> = if ty == GgmlType::Q4_K {
-            q4_k_blocks(&raw)
+        let weights: Vec<(f64, Vec<f64>)> = if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K) {
+            k_blocks(&raw, ty == GgmlType::Q5_K)
         } else {
             raw.chunks(ty.type_size())
                 .map(|b| {
                     let d = half::f16::from_le_bytes([b[0], b[1]]).to_f64();
                     let nibble = |off: usize, j: usize| (b[off + j % 16] >> (4 * (j / 16)) & 15) as f64;
+                    // a 5-bit quant: the nibble at `qs`, bit j of the word at `qh` as its fifth bit
+                    let q5 = |qh: usize, qs: usize, j: usize| {
+                        nibble(qs, j) + 16.0 * (u32::from_le_bytes(b[qh..qh + 4].try_into().unwrap()) >> j & 1) as f64
+                    };
+                    let m = half::f16::from_le_bytes([b[2], b[3]]).to_f64();
                     match ty {
                         GgmlType::Q4_0 => (-8.0 * d, (0..32).map(|j| d * nibble(2, j)).collect()),
-                        GgmlType::Q4_1 => (half::f16::from_le_bytes([b[2], b[3]]).to_f64(), (0..32).map(|j| d * nibble(4, j)).collect()),
+                        GgmlType::Q4_1 => (m, (0..32).map(|j| d * nibble(4, j)).collect()),
+                        GgmlType::Q5_0 => (-16.0 * d, (0..32).map(|j| d * q5(2, 6, j)).collect()),
+                        GgmlType::Q5_1 => (m, (0..32).map(|j| d * q5(4, 8, j)).collect()),
                         _ => (-128.0 * d, (0..32).map(|j| d * (b[2 + j] as i8 as f64 + 128.0)).collect()),
                     }
                 })
@@ -135,12 +142,14 @@ fn quant_matrix_products_equal_the_dequantized_ones() {
     }
 }
 
-/// Q4_K super-blocks (`raw`, 144 bytes each) as 32-value blocks `(m, d·q)`: sub-block `j`'s scale `d·sc_j` and offset
-/// `-dmin·mn_j` (6-bit `sc`, `mn` unpacked from the 12 scale bytes as ggml's `get_scale_min_k4`), each rounded to
-/// float16 as `QuantMatrix` keeps them; its quants the low nibbles of 32 bytes, then the high ones.
-fn q4_k_blocks(raw: &[u8]) -> Vec<(f64, Vec<f64>)> {
+/// Q4_K (or, with `five`, Q5_K) super-blocks (`raw`, 144 or 176 bytes each) as 32-value blocks `(m, d·q)`: sub-block
+/// `j`'s scale `d·sc_j` and offset `-dmin·mn_j` (6-bit `sc`, `mn` unpacked from the 12 scale bytes as ggml's
+/// `get_scale_min_k4`), each rounded to float16 as `QuantMatrix` keeps them; its quants the low nibbles of 32 bytes,
+/// then the high ones (Q5_K: bit `j` of the 32 bytes at 16 their fifth bit).
+fn k_blocks(raw: &[u8], five: bool) -> Vec<(f64, Vec<f64>)> {
     let f16 = |v: f64| half::f16::from_f64(v).to_f64();
-    raw.chunks(144)
+    let (size, qs) = if five { (176, 48) } else { (144, 16) };
+    raw.chunks(size)
         .flat_map(|b| {
             let (d, dmin) = (half::f16::from_le_bytes([b[0], b[1]]).to_f64(), half::f16::from_le_bytes([b[2], b[3]]).to_f64());
             let s = &b[4..16];
@@ -151,7 +160,8 @@ fn q4_k_blocks(raw: &[u8]) -> Vec<(f64, Vec<f64>)> {
                     ((s[j + 4] & 15) | (s[j - 4] >> 6) << 4, (s[j + 4] >> 4) | (s[j] >> 6) << 4)
                 };
                 let (scale, off) = (f16(d * sc as f64), f16(-dmin * mn as f64));
-                (off, (0..32).map(|i| scale * (b[16 + 32 * (j / 2) + i] >> (4 * (j % 2)) & 15) as f64).collect())
+                let q = |i: usize| (b[qs + 32 * (j / 2) + i] >> (4 * (j % 2)) & 15) + if five { (b[16 + i] >> j & 1) << 4 } else { 0 };
+                (off, (0..32).map(|i| scale * q(i) as f64).collect())
             })
         })
         .collect()

@@ -2,8 +2,9 @@
 //! an AST without them. One lane axis, the vector axis, becomes vector dtypes: loads and stores of consecutive
 //! elements become vector loads and stores, arithmetic vector arithmetic, a reduction a vector accumulator (summed
 //! across lanes at the end when it reduces over them); what can't be a vector is computed lane by lane. The other
-//! lane axes are unrolled: copies of the stores (UPCAST) or of a reduction's value (UNROLL: the copies become the REDUCE's values, which lowering adds to the accumulator in turn). Follows tinygrad
-//! `codegen/late/expander.py` (UNROLL/CONTRACT) and `devectorizer.py`, folded into one pass.
+//! lane axes are unrolled: copies of the stores (UPCAST) or of a reduction's value (UNROLL: the copies become the
+//! REDUCE's values, which lowering adds to the accumulator in turn). Follows tinygrad `codegen/late/expander.py`
+//! (UNROLL/CONTRACT) and `devectorizer.py`, folded into one pass.
 
 use crate::dtype::{DType, Scalar};
 use crate::uop::{graph_rewrite, symbolic::SYMBOLIC, Arg, AxisType, Ops, UOp};

@@ -369,14 +369,15 @@ pub fn dequantize(raw: &Tensor, ty: GgmlType, shape: &[usize]) -> Tensor {
 // ---------------------------------------------------------------------------------------------------------------
 // integer dot products (llama.cpp's `ggml_vec_dot_q4_0_q8_0` and kin), as tensor ops
 
-/// A `[rows, cols]` GGUF matrix of Q4_0, Q4_1, Q8_0 or Q4_K blocks repacked for [`Tensor::dp4a`] with rows in the vector
-/// lanes (llama.cpp's interleaved `block_q4_0x8` repacking): each tile of `lanes` rows holds, block by block, each
-/// quant word of its rows side by side, then their scales `d` and the offsets `m` the quants are shifted by (Q4_1's
-/// min; `-8d` for Q4_0, `-128d` for Q8_0; Q4_K's 32-value sub-blocks as Q4_1 blocks of scale `d·sc` and offset
-/// `-dmin·mn`) as float16. A word is four unsigned byte quants: 4-bit ones packed (word `w`
-/// holds quants `4w..4w+4` in its low nibbles and `16+4w..` in its high ones), Q8_0's signed bytes offset by 128. A
-/// kernel then reads each tile as one stream and takes a vector of rows' dot products per instruction. The bytes
-/// read per block are the file's.
+/// A `[rows, cols]` GGUF matrix of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K or Q5_K blocks repacked for [`Tensor::dp4a`] with
+/// rows in the vector lanes (llama.cpp's interleaved `block_q4_0x8` repacking): each tile of `lanes` rows holds, block
+/// by block, each quant word of its rows side by side, then their scales `d` and the offsets `m` the quants are
+/// shifted by (Q4_1's and Q5_1's min; `-8d` for Q4_0, `-16d` for Q5_0, `-128d` for Q8_0; Q4_K's and Q5_K's 32-value
+/// sub-blocks as Q4_1/Q5_1 blocks of scale `d·sc` and offset `-dmin·mn`) as float16. A word is four unsigned byte
+/// quants: 4-bit ones packed (word `w` holds quants `4w..4w+4` in its low nibbles and `16+4w..` in its high ones),
+/// 5-bit ones a byte each (as Q8_0's), Q8_0's signed bytes offset by 128. A kernel then reads each tile as one stream
+/// and takes a vector of rows' dot products per instruction. The bytes read per block are the file's for 4- and 8-bit
+/// types (Q4_K's 18 a block become 20), 36 for the 5-bit ones' 22-24.
 #[derive(Clone, Debug)]
 pub struct QuantMatrix {
     /// The file's type.
@@ -389,13 +390,13 @@ pub struct QuantMatrix {
 
 impl QuantMatrix {
     /// `raw` (uint8, `ty.nbytes(rows * cols)` bytes) repacked into tiles of `lanes` rows, lazily; None for types other
-    /// than Q4_0, Q4_1, Q8_0 and Q4_K, or rows not a multiple of `lanes`.
+    /// than Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q5_K, or rows not a multiple of `lanes`.
     ///
     /// # Panics
     /// If `raw` is not the bytes of `shape` (cols whole blocks).
     pub fn new(raw: &Tensor, ty: GgmlType, shape: &[usize], lanes: usize) -> Option<QuantMatrix> {
         use GgmlType::*;
-        if !matches!(ty, Q4_0 | Q4_1 | Q8_0 | Q4_K) || shape.len() != 2 || !shape[0].is_multiple_of(lanes) {
+        if !matches!(ty, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q4_K | Q5_K) || shape.len() != 2 || !shape[0].is_multiple_of(lanes) {
             return None;
         }
         let (rows, nb) = (shape[0], shape[1] / 32);
@@ -405,19 +406,29 @@ impl QuantMatrix {
         let half = |off: usize| le(&cols(&blocks, off, off + 2), dtypes::FLOAT16);
         let words = |off: usize, n: usize| le(&cols(&blocks, off, off + 4 * n).reshape([rows * nb, n, 4]), dtypes::INT32);
         let f16 = |t: Tensor| t.cast(dtypes::FLOAT16).reshape([rows * nb, 1]);
+        // 5-bit quants as Q8_0's unsigned bytes, four a word
+        let bytes = |q: Tensor| le(&q.reshape([rows * nb, 8, 4]), dtypes::INT32);
         let (words, d, m) = match ty {
             Q4_0 => (words(2, 4), half(0), f16(half(0).cast(dtypes::FLOAT32).mul(-8.0))),
             Q4_1 => (words(4, 4), half(0), half(2)),
             Q8_0 => (words(2, 8).bitwise_xor((0x8080_8080u32 as i32) as i64), half(0), f16(half(0).cast(dtypes::FLOAT32).mul(-128.0))),
-            // 8 sub-blocks of 32 a super-block: scale d*sc and offset -dmin*mn each (rounded to float16), their
-            // nibbles (low ones of 32 bytes, then the high ones) packed again as Q4_0's
+            Q5_0 => (bytes(q5(&blocks, 2, 6)), half(0), f16(half(0).cast(dtypes::FLOAT32).mul(-16.0))),
+            Q5_1 => (bytes(q5(&blocks, 4, 8)), half(0), half(2)),
+            // 8 sub-blocks of 32 a super-block: scale d*sc and offset -dmin*mn each (rounded to float16); Q4_K's
+            // nibbles (low ones of 32 bytes, then the high ones) packed again as Q4_0's, Q5_K's quants as bytes
             _ => {
                 let (sc, mn) = k_scales(&blocks);
                 let d = f16(half(0).cast(dtypes::FLOAT32).unsqueeze(-1).mul(sc.cast(dtypes::FLOAT32)));
                 let m = f16(half(2).cast(dtypes::FLOAT32).unsqueeze(-1).mul(mn.cast(dtypes::FLOAT32)).neg());
-                let q = fields(&cols(&blocks, 16, 144).reshape([rows * nb / 8, 4, 32]), 4, 2).reshape([rows * nb, 2, 16]);
-                let part = |h: usize| q.shrink(&[(0, rows * nb), (h, h + 1), (0, 16)]).reshape([rows * nb, 16]);
-                (le(&part(0).bitwise_or(part(1).lshift(4)).reshape([rows * nb, 4, 4]), dtypes::INT32), d, m)
+                let qs = if ty == Q4_K { 16 } else { 48 };
+                let q = fields(&cols(&blocks, qs, qs + 128).reshape([rows * nb / 8, 4, 32]), 4, 2).reshape([rows * nb, 2, 16]);
+                if ty == Q5_K {
+                    let hi = fields(&cols(&blocks, 16, 48), 1, 1).reshape([rows * nb, 2, 16]);
+                    (bytes(q.bitwise_or(hi.lshift(4))), d, m)
+                } else {
+                    let part = |h: usize| q.shrink(&[(0, rows * nb), (h, h + 1), (0, 16)]).reshape([rows * nb, 16]);
+                    (le(&part(0).bitwise_or(part(1).lshift(4)).reshape([rows * nb, 4, 4]), dtypes::INT32), d, m)
+                }
             }
         };
         let tiles = |t: Tensor, k: usize| t.reshape([rows / lanes, lanes, nb, k]).permute([0, 2, 3, 1]);
@@ -917,7 +928,7 @@ impl GgufFile {
     }
 
     /// Matrix `name` repacked for integer dot products ([`QuantMatrix`], tiles of `lanes` rows) on `device`, realized;
-    /// None when its type has no repacking (anything but Q4_0, Q4_1, Q8_0, Q4_K) or it is not a matrix of whole tiles.
+    /// None when its type has no repacking (anything but Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K) or it is not a matrix of whole tiles.
     ///
     /// # Errors
     /// [`Error::Format`] when there is no such tensor; realize errors.
