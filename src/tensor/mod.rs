@@ -61,7 +61,9 @@ static ASSIGNS: std::sync::LazyLock<parking_lot::Mutex<Assigns>> = std::sync::La
 /// so no other realize, on this thread or another, runs it again.
 fn through_pending(roots: &[UOp], target: Option<&UOp>) -> Vec<UOp> {
     let mut st = ASSIGNS.lock();
-    if st.pending.is_empty() && st.done.is_empty() {
+    // (for one target with no pending assign, nothing to read through: assigns that ran are replaced when the graph
+    // is realized)
+    if (st.pending.is_empty() && st.done.is_empty()) || target.is_some_and(|t| !st.pending.contains_key(t)) {
         return roots.to_vec();
     }
     let mut sink = UOp::sink(roots.to_vec());

@@ -71,7 +71,8 @@ impl Tensor {
     }
     /// Whether this tensor's graph reads a sharded tensor (its [`Tensor::device`] lists several).
     pub fn is_sharded(&self) -> bool {
-        self.device().contains(',')
+        // (no MULTI made yet: nothing to walk the graph for)
+        crate::uop::multi_made() && self.device().contains(',')
     }
     /// Block `j` of this (unsharded) tensor along `axis` (the whole of it for `None`), on `devs[j]`: shard `j` of
     /// its [`Tensor::shard`] over `devs`. Also what a sharded tensor's shard `j` is assigned and its gradient.

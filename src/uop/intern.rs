@@ -39,10 +39,21 @@ pub(super) fn intern(op: Ops, dtype: DType, src: Box<[UOp]>, arg: Arg, tag: Opti
     if let Some(n) = table.iter_hash(hash).find_map(same) {
         return UOp(n);
     }
+    if op == Ops::MULTI {
+        MULTI_MADE.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let node =
         Arc::new(UOpInner { op, dtype, src, arg, tag, hash, minmax: OnceLock::new(), shape: OnceLock::new(), fixed: Default::default() });
     table.insert_unique(hash, (hash, Arc::downgrade(&node)), |e| e.0);
     UOp(node)
+}
+
+/// Set when the first MULTI node is made: until then no graph is sharded.
+static MULTI_MADE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process has made a MULTI node (a sharded tensor): until it has, no graph needs walking to find one.
+pub fn multi_made() -> bool {
+    MULTI_MADE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Number of nodes alive in the interner (for leak tests).

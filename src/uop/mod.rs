@@ -15,7 +15,7 @@ pub mod track;
 mod upat;
 
 pub use alu::exec_alu;
-pub use intern::interned_count;
+pub use intern::{interned_count, multi_made};
 pub use ops::{GroupOp, OpSet, Ops};
 pub use opt::{Opt, OptOps};
 pub use rewrite::{graph_rewrite, graph_rewrite_top_down};
