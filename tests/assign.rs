@@ -133,3 +133,20 @@ fn an_optimizer_step_updates_every_parameter_from_the_old_weights() {
     Tensor::realize_all(&[&a, &b]).unwrap();
     assert_eq!((a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap()), (vec![20.0], vec![2.0]));
 }
+
+/// A value that reads its own target at other elements (a flip, a transpose, a sum) sees the old values everywhere
+/// (it is computed into a buffer of its own first), also through an elementwise op or beside a realized part.
+#[test]
+fn a_value_reading_its_target_elsewhere_sees_the_old_values() {
+    let a = buf(&[1.0, 2.0, 3.0, 4.0]);
+    a.assign(a.flip(0));
+    assert_eq!(a.to_vec::<f32>().unwrap(), [4.0, 3.0, 2.0, 1.0], "flip");
+    let m = buf(&[1.0, 2.0, 3.0, 4.0]).reshape([2, 2]).contiguous();
+    m.realize().unwrap();
+    m.assign(&m.transpose(0, 1) * 10.0 + &m);
+    assert_eq!(m.to_vec::<f32>().unwrap(), [11.0, 32.0, 23.0, 44.0], "transpose under an elementwise op");
+    let b = buf(&[1.0, 2.0, 3.0, 4.0]);
+    let twice = (b.flip(0) * 2.0).contiguous();
+    b.assign(&twice + &b.sum(..));
+    assert_eq!(b.to_vec::<f32>().unwrap(), [18.0, 16.0, 14.0, 12.0], "a realized flip and a sum");
+}

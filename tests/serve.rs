@@ -260,3 +260,35 @@ fn chat_page() {
     let srv = Server::start(&model, &[]);
     run_script(&py, "chat_page.py", &[&format!("http://{}", srv.addr)]);
 }
+
+/// `llm --prompt` under `DEBUG=2` (each kernel printed, from the CPU's worker threads) finishes, printing its kernels:
+/// the binary once held stdout's lock across a decode step, and the workers' prints waited for it forever.
+#[test]
+fn prompt_under_debug_finishes() {
+    let Some(model) = model() else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_llm"))
+        .args(["--model", &model, "--prompt", "Hi", "--temperature", "0", "--count", "3"])
+        .env("DEBUG", "2")
+        .env("JIT", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start llm --prompt");
+    let mut out = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        out.read_to_string(&mut s).map(|_| s)
+    });
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(300) {
+            let _ = child.kill();
+            panic!("llm --prompt under DEBUG=2 did not finish in 300 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = reader.join().unwrap().unwrap();
+    // (the streamed pieces interleave with DEBUG's lines, so only these are checked)
+    assert!(out.lines().filter(|l| l.starts_with("*** CPU")).count() > 100, "too few kernel lines under DEBUG=2:\n{out}");
+}

@@ -615,7 +615,18 @@ impl Tensor {
         let elementwise = |u: &UOp| crate::uop::GroupOp::ELEMENTWISE.contains(u.op) || matches!(u.op, Ops::ASSIGN | Ops::DETACH);
         let writes_buf = |s: &UOp| s.op == Ops::ASSIGN && crate::schedule::contiguous_buffer(&s.src[0]) == Some(&buf);
         let reads = |s: &UOp| *s == target || *s == buf || writes_buf(s);
-        let hazard = v.uop().toposort().iter().any(|u| !elementwise(u) && !reads(u) && u.src.iter().any(reads));
+        // (not below a CONTIGUOUS or another ASSIGN: those are kernels of their own, run before this one, so a read
+        // there sees the old values; a KV-cache write's check then stops at its layer's realized inputs)
+        let (mut stack, mut seen, mut hazard) = (vec![v.uop()], rustc_hash::FxHashSet::default(), false);
+        while let Some(u) = stack.pop() {
+            if !seen.insert(u.clone()) {
+                continue;
+            }
+            hazard |= !elementwise(&u) && !reads(&u) && u.src.iter().any(reads);
+            if !matches!(u.op, Ops::CONTIGUOUS | Ops::ASSIGN) || u == v.uop() {
+                stack.extend(u.src.iter().cloned());
+            }
+        }
         let v = if hazard { v.contiguous() } else { v };
         let a = UOp::new(Ops::ASSIGN, target.dtype, [target.clone(), v.uop()], Arg::None);
         // the buffer's previous pending assign (its value may be part of this one's): its tensor now reads the
