@@ -63,8 +63,8 @@ struct Block {
     local: bool,
 }
 
-/// A projection's `[out, in]` weight: its lazy dequantization, and on the CPU, for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q5_K, its repacking
-/// for integer dot products, which decode steps take (see [`Input`]).
+/// A projection's `[out, in]` weight: its lazy dequantization, and on the CPU, for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K
+/// and Q5_K, its repacking for integer dot products, which decode steps take (see [`Input`]).
 struct Weight {
     w: Tensor,
     q: Option<QuantMatrix>,

@@ -928,7 +928,8 @@ impl GgufFile {
     }
 
     /// Matrix `name` repacked for integer dot products ([`QuantMatrix`], tiles of `lanes` rows) on `device`, realized;
-    /// None when its type has no repacking (anything but Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K) or it is not a matrix of whole tiles.
+    /// None when its type has no repacking (anything but Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K) or it is not a
+    /// matrix of whole tiles.
     ///
     /// # Errors
     /// [`Error::Format`] when there is no such tensor; realize errors.

@@ -617,13 +617,14 @@ impl Tensor {
         let reads = |s: &UOp| *s == target || *s == buf || writes_buf(s);
         // (not below a CONTIGUOUS or another ASSIGN: those are kernels of their own, run before this one, so a read
         // there sees the old values; a KV-cache write's check then stops at its layer's realized inputs)
-        let (mut stack, mut seen, mut hazard) = (vec![v.uop()], rustc_hash::FxHashSet::default(), false);
+        let root = v.uop();
+        let (mut stack, mut seen, mut hazard) = (vec![root.clone()], rustc_hash::FxHashSet::default(), false);
         while let Some(u) = stack.pop() {
-            if !seen.insert(u.clone()) {
+            if hazard || !seen.insert(u.clone()) {
                 continue;
             }
-            hazard |= !elementwise(&u) && !reads(&u) && u.src.iter().any(reads);
-            if !matches!(u.op, Ops::CONTIGUOUS | Ops::ASSIGN) || u == v.uop() {
+            hazard = !elementwise(&u) && !reads(&u) && u.src.iter().any(reads);
+            if !matches!(u.op, Ops::CONTIGUOUS | Ops::ASSIGN) || u == root {
                 stack.extend(u.src.iter().cloned());
             }
         }
