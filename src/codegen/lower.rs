@@ -117,12 +117,21 @@ pub fn add_prefetches(sink: &UOp) -> UOp {
             };
             let deps = idx.toposort();
             let Some(tile) = deps.contains(thread).then(|| step(thread)).flatten() else { continue };
-            let loops = end.src.iter().filter(|r| r.op == Ops::RANGE && deps.contains(r));
-            if !loops
+            let loops: Vec<(Option<i64>, i64)> = end
+                .src
+                .iter()
+                .filter(|r| r.op == Ops::RANGE && deps.contains(r))
                 .map(|r| (step(r), super::opt::range_size(r) as i64))
-                .all(|(s, n)| s.is_some_and(|s| s * item >= 16 && s * (n - 1) < tile))
-            {
+                .collect();
+            if !loops.iter().all(|&(s, n)| s.is_some_and(|s| s * item >= 16 && s * (n - 1) < tile)) {
                 continue;
+            }
+            // (a loop that walks exactly the THREAD iteration's span, as a weight repacked tile by tile, reads the
+            // buffer as one sequential stream: the hardware prefetchers follow it, and prefetches of our own halve it)
+            if let [(Some(s), n)] = loops[..] {
+                if s * n == tile {
+                    continue;
+                }
             }
             let (base, off) = match (idx.op, idx.src.get(1).and_then(UOp::const_value)) {
                 (Ops::ADD, Some(c)) => (idx.src[0].clone(), c.as_f64() as i64),
