@@ -91,21 +91,24 @@ fn quant_matrix_products_equal_the_dequantized_ones() {
             ((amax * (1.0 / 127.0)) as f64, b.iter().map(|v| (v * inv).round_ties_even() as f64).collect())
         })
         .collect();
-    for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K] {
+    for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
         let nb = k / 32;
         let bytes: Vec<u8> = words(ty.nbytes(rows * k).unwrap(), ty as u64).iter().map(|&w| w as u8).collect();
         let mut raw = bytes.clone();
-        // scales of a sane size: d in [2^-8, 2^-7), m in (-2^-4, 0]
+        // scales of a sane size: d in [2^-8, 2^-7) (Q6_K's at byte 208), m in (-2^-4, 0]
         for blk in raw.chunks_mut(ty.type_size()) {
             let (d, m) = (f16(0.004 + blk[0] as f32 / 65536.0), f16(-(blk[1] as f32) / 4096.0));
-            blk[..2].copy_from_slice(&d.to_le_bytes());
+            let at = if ty == GgmlType::Q6_K { 208 } else { 0 };
+            blk[at..at + 2].copy_from_slice(&d.to_le_bytes());
             if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K) {
                 blk[2..4].copy_from_slice(&m.to_le_bytes());
             }
         }
-        // each block's offset m and its 32 weights less m: d times the unsigned quants
+        // each block's offset m and its 32 weights less m: d times the unsigned quants (Q6_K: m 0, the weights whole)
         let weights: Vec<(f64, Vec<f64>)> = if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K) {
             k_blocks(&raw, ty == GgmlType::Q5_K)
+        } else if ty == GgmlType::Q6_K {
+            q6_k_blocks(&raw)
         } else {
             raw.chunks(ty.type_size())
                 .map(|b| {
@@ -167,17 +170,38 @@ fn k_blocks(raw: &[u8], five: bool) -> Vec<(f64, Vec<f64>)> {
         .collect()
 }
 
+/// Q6_K super-blocks (210 bytes each) as 32-value blocks `(0, w)`, `w` the weights whole, by ggml's
+/// `dequantize_row_q6_K`: in each half of 128 values, value `l` (0..32) of quarter `k` takes the low (k even) or high
+/// nibble of `ql[64h + l + 32 (k odd)]` and bits `2k, 2k+1` of `qh[32h + l]` as its high two, less 32, times `d` and
+/// the int8 scale of its 16 values.
+fn q6_k_blocks(raw: &[u8]) -> Vec<(f64, Vec<f64>)> {
+    raw.chunks(210)
+        .flat_map(|b| {
+            let d = half::f16::from_le_bytes([b[208], b[209]]).to_f64();
+            let value = move |v: usize| {
+                let (h, k, l) = (v / 128, v % 128 / 32, v % 32);
+                let lo = b[64 * h + l + 32 * (k % 2)] >> (4 * (k / 2)) & 15;
+                let q = (lo | (b[128 + 32 * h + l] >> (2 * k) & 3) << 4) as f64 - 32.0;
+                d * (b[192 + v / 16] as i8) as f64 * q
+            };
+            (0..8).map(move |j| (0.0, (32 * j..32 * j + 32).map(value).collect()))
+        })
+        .collect()
+}
+
 /// A row's product by `QuantMatrix::matmul_t` has the same bits alone as among others (a server's stream decodes
-/// the same tokens alone and batched), for the model shapes of SmolLM2 (576 -> 1536, 1536 -> 576) and 1 to 8 rows.
+/// the same tokens alone and batched), for the model shapes of SmolLM2 (576 -> 1536, 1536 -> 576) and Gemma 3's
+/// Q6_K `ffn_down` (2048 -> 640), and 1 to 8 rows.
 #[test]
 fn quant_matrix_rows_do_not_depend_on_their_batch() {
     use tinygrad::nn::gguf::{GgmlType, QuantMatrix, QuantRows};
     let lanes = tinygrad::renderer::CpuFeatures::host().vector_bytes() / 4;
-    for (ty, rows, k) in [(GgmlType::Q4_1, 1536, 576), (GgmlType::Q8_0, 576, 1536), (GgmlType::Q4_0, 64, 1536)] {
+    for (ty, rows, k) in [(GgmlType::Q4_1, 1536, 576), (GgmlType::Q8_0, 576, 1536), (GgmlType::Q4_0, 64, 1536), (GgmlType::Q6_K, 640, 2048)] {
         let mut raw: Vec<u8> = words(ty.nbytes(rows * k).unwrap(), 7).iter().map(|&w| w as u8).collect();
         for blk in raw.chunks_mut(ty.type_size()) {
             let (d, m) = (half::f16::from_f32(0.004 + blk[0] as f32 / 65536.0), half::f16::from_f32(-(blk[1] as f32) / 4096.0));
-            blk[..2].copy_from_slice(&d.to_le_bytes());
+            let at = if ty == GgmlType::Q6_K { 208 } else { 0 };
+            blk[at..at + 2].copy_from_slice(&d.to_le_bytes());
             if ty == GgmlType::Q4_1 {
                 blk[2..4].copy_from_slice(&m.to_le_bytes());
             }

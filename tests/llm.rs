@@ -304,3 +304,9 @@ fn smollm2_decode_steps_do_not_depend_on_the_batch() {
     let Some(file) = model("SmolLM2-135M-Instruct.Q4_1.gguf") else { return };
     decode_steps_do_not_depend_on_the_batch(&file, "smollm2_reference.json");
 }
+
+#[test]
+fn gemma3_decode_steps_do_not_depend_on_the_batch() {
+    let Some(file) = model("gemma-3-270m-q4_k_m.gguf") else { return };
+    decode_steps_do_not_depend_on_the_batch(&file, "gemma3_reference.json");
+}

@@ -278,6 +278,15 @@ fn q5(blocks: &Tensor, qh: usize, qs: usize) -> Tensor {
     nibbles(blocks, qs, qs + 16).bitwise_or(hi.lshift(4))
 }
 
+/// The 6-bit quants of Q6_K super-blocks, unsigned (0..=63), in value order: low nibbles at 0, two high bits each at
+/// 128 (ggml's `dequantize_row_q6_K` layout): `(nb, 210) -> (nb, 256)` uint8.
+fn q6(blocks: &Tensor) -> Tensor {
+    let nb = blocks.shape()[0];
+    let ql = fields(&cols(blocks, 0, 128).reshape([nb, 2, 64]), 4, 2).reshape([nb, 8, 32]);
+    let qh = fields(&cols(blocks, 128, 192).reshape([nb, 2, 32]), 2, 2).reshape([nb, 8, 32]);
+    ql.bitwise_or(qh.lshift(4)).reshape([nb, 256])
+}
+
 /// The 6-bit sub-block scales and mins of Q4_K/Q5_K from the 12 bytes at 4: `(nb, 8)` each, uint8.
 fn k_scales(blocks: &Tensor) -> (Tensor, Tensor) {
     let (a, b, c) = (cols(blocks, 4, 8), cols(blocks, 8, 12), cols(blocks, 12, 16));
@@ -343,9 +352,7 @@ pub fn dequantize(raw: &Tensor, ty: GgmlType, shape: &[usize]) -> Tensor {
         }
         // 16 sub-blocks of 16: (d * scale) * (q - 32), q = 4 low bits | 2 high bits << 4
         Q6_K => {
-            let ql = fields(&cols(&blocks, 0, 128).reshape([nb, 2, 64]), 4, 2).reshape([nb, 8, 32]);
-            let qh = fields(&cols(&blocks, 128, 192).reshape([nb, 2, 32]), 2, 2).reshape([nb, 8, 32]);
-            let q = f32_(i8_(ql.bitwise_or(qh.lshift(4))).sub(32)).reshape([nb, 16, 16]);
+            let q = f32_(i8_(q6(&blocks)).sub(32)).reshape([nb, 16, 16]);
             let dsc = f16_at(&blocks, 208).mul(f32_(i8_(cols(&blocks, 192, 208)))).unsqueeze(-1);
             dsc.mul(q)
         }
@@ -369,34 +376,36 @@ pub fn dequantize(raw: &Tensor, ty: GgmlType, shape: &[usize]) -> Tensor {
 // ---------------------------------------------------------------------------------------------------------------
 // integer dot products (llama.cpp's `ggml_vec_dot_q4_0_q8_0` and kin), as tensor ops
 
-/// A `[rows, cols]` GGUF matrix of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K or Q5_K blocks repacked for [`Tensor::dp4a`] with
+/// A `[rows, cols]` GGUF matrix of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K or Q6_K blocks repacked for [`Tensor::dp4a`] with
 /// rows in the vector lanes (llama.cpp's interleaved `block_q4_0x8` repacking): each tile of `lanes` rows holds, block
 /// by block, each quant word of its rows side by side, then their scales `d` and the offsets `m` the quants are
 /// shifted by (Q4_1's and Q5_1's min; `-8d` for Q4_0, `-16d` for Q5_0, `-128d` for Q8_0; Q4_K's and Q5_K's 32-value
 /// sub-blocks as Q4_1/Q5_1 blocks of scale `d·sc` and offset `-dmin·mn`) as float16. A word is four unsigned byte
 /// quants: 4-bit ones packed (word `w` holds quants `4w..4w+4` in its low nibbles and `16+4w..` in its high ones),
-/// 5-bit ones a byte each (as Q8_0's), Q8_0's signed bytes offset by 128. A kernel then reads each tile as one stream
-/// and takes a vector of rows' dot products per instruction. The bytes read per block are the file's for 4- and 8-bit
-/// types (Q4_K's 18 a block become 20), 36 for the 5-bit ones' 22-24.
+/// 5- and 6-bit ones a byte each (as Q8_0's), Q8_0's signed bytes offset by 128. Q6_K's 32-value blocks are two
+/// sub-blocks of 16 with int8 scales: it keeps three float16 a block, the super-block's `d` and the two scales (all
+/// exact), and its quants' offset of 32 is taken off in integers. A kernel then reads each tile as one stream and
+/// takes a vector of rows' dot products per instruction. The bytes read per block are the file's for 4- and 8-bit
+/// types (Q4_K's 18 a block become 20), 36 for the 5-bit ones' 22-24, 38 for Q6_K's 26.25.
 #[derive(Clone, Debug)]
 pub struct QuantMatrix {
     /// The file's type.
     pub ty: GgmlType,
     /// `[rows / lanes, cols / 32, 4 or 8, lanes]` int32 (4 words for 4-bit types, 8 for Q8_0).
     words: Tensor,
-    /// `[rows / lanes, cols / 32, 2, lanes]` float16: `d`, then `m`.
+    /// `[rows / lanes, cols / 32, 2, lanes]` float16: `d`, then `m` (Q6_K: `[.., 3, lanes]`, `d` and the two scales).
     dm: Tensor,
 }
 
 impl QuantMatrix {
     /// `raw` (uint8, `ty.nbytes(rows * cols)` bytes) repacked into tiles of `lanes` rows, lazily; None for types other
-    /// than Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q5_K, or rows not a multiple of `lanes`.
+    /// than Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K, or rows not a multiple of `lanes`.
     ///
     /// # Panics
     /// If `raw` is not the bytes of `shape` (cols whole blocks).
     pub fn new(raw: &Tensor, ty: GgmlType, shape: &[usize], lanes: usize) -> Option<QuantMatrix> {
         use GgmlType::*;
-        if !matches!(ty, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q4_K | Q5_K) || shape.len() != 2 || !shape[0].is_multiple_of(lanes) {
+        if !matches!(ty, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q4_K | Q5_K | Q6_K) || shape.len() != 2 || !shape[0].is_multiple_of(lanes) {
             return None;
         }
         let (rows, nb) = (shape[0], shape[1] / 32);
@@ -408,12 +417,19 @@ impl QuantMatrix {
         let f16 = |t: Tensor| t.cast(dtypes::FLOAT16).reshape([rows * nb, 1]);
         // 5-bit quants as Q8_0's unsigned bytes, four a word
         let bytes = |q: Tensor| le(&q.reshape([rows * nb, 8, 4]), dtypes::INT32);
-        let (words, d, m) = match ty {
-            Q4_0 => (words(2, 4), half(0), f16(half(0).cast(dtypes::FLOAT32).mul(-8.0))),
-            Q4_1 => (words(4, 4), half(0), half(2)),
-            Q8_0 => (words(2, 8).bitwise_xor((0x8080_8080u32 as i32) as i64), half(0), f16(half(0).cast(dtypes::FLOAT32).mul(-128.0))),
-            Q5_0 => (bytes(q5(&blocks, 2, 6)), half(0), f16(half(0).cast(dtypes::FLOAT32).mul(-16.0))),
-            Q5_1 => (bytes(q5(&blocks, 4, 8)), half(0), half(2)),
+        let dm = |d: Tensor, m: Tensor| d.reshape([rows * nb, 1]).cat(&[&m.reshape([rows * nb, 1])], -1);
+        let (words, dm) = match ty {
+            Q4_0 => (words(2, 4), dm(half(0), f16(half(0).cast(dtypes::FLOAT32).mul(-8.0)))),
+            Q4_1 => (words(4, 4), dm(half(0), half(2))),
+            Q8_0 => (words(2, 8).bitwise_xor((0x8080_8080u32 as i32) as i64), dm(half(0), f16(half(0).cast(dtypes::FLOAT32).mul(-128.0)))),
+            Q5_0 => (bytes(q5(&blocks, 2, 6)), dm(half(0), f16(half(0).cast(dtypes::FLOAT32).mul(-16.0)))),
+            Q5_1 => (bytes(q5(&blocks, 4, 8)), dm(half(0), half(2))),
+            // a super-block's d for each of its 8 blocks, then the block's two int8 scales
+            Q6_K => {
+                let d = half(208).reshape([rows * nb / 8, 1, 1]).expand([rows * nb / 8, 8, 1]).reshape([rows * nb, 1]);
+                let sc = cols(&blocks, 192, 208).bitcast(dtypes::INT8).cast(dtypes::FLOAT16).reshape([rows * nb, 2]);
+                (bytes(q6(&blocks)), d.cat(&[&sc], -1))
+            }
             // 8 sub-blocks of 32 a super-block: scale d*sc and offset -dmin*mn each (rounded to float16); Q4_K's
             // nibbles (low ones of 32 bytes, then the high ones) packed again as Q4_0's, Q5_K's quants as bytes
             _ => {
@@ -424,16 +440,16 @@ impl QuantMatrix {
                 let q = fields(&cols(&blocks, qs, qs + 128).reshape([rows * nb / 8, 4, 32]), 4, 2).reshape([rows * nb, 2, 16]);
                 if ty == Q5_K {
                     let hi = fields(&cols(&blocks, 16, 48), 1, 1).reshape([rows * nb, 2, 16]);
-                    (bytes(q.bitwise_or(hi.lshift(4))), d, m)
+                    (bytes(q.bitwise_or(hi.lshift(4))), dm(d, m))
                 } else {
                     let part = |h: usize| q.shrink(&[(0, rows * nb), (h, h + 1), (0, 16)]).reshape([rows * nb, 16]);
-                    (le(&part(0).bitwise_or(part(1).lshift(4)).reshape([rows * nb, 4, 4]), dtypes::INT32), d, m)
+                    (le(&part(0).bitwise_or(part(1).lshift(4)).reshape([rows * nb, 4, 4]), dtypes::INT32), dm(d, m))
                 }
             }
         };
         let tiles = |t: Tensor, k: usize| t.reshape([rows / lanes, lanes, nb, k]).permute([0, 2, 3, 1]);
-        let w = words.shape()[1];
-        Some(QuantMatrix { ty, words: tiles(words, w), dm: tiles(d.reshape([rows * nb, 1]).cat(&[&m.reshape([rows * nb, 1])], -1), 2) })
+        let (w, k) = (words.shape()[1], dm.shape()[1]);
+        Some(QuantMatrix { ty, words: tiles(words, w), dm: tiles(dm, k) })
     }
 
     /// The repacked tensors, realized once (a model's weights, before its first step).
@@ -456,7 +472,7 @@ impl QuantMatrix {
         let n = x.0.shape()[0];
         assert_eq!(
             x.0.shape(),
-            [n, nb, 10],
+            [n, nb, 12],
             "QuantMatrix::matmul_t: x of {:?} words for a [{}, {}] matrix",
             x.0.shape(),
             tiles * lanes,
@@ -472,7 +488,6 @@ impl QuantMatrix {
         };
         let dm = self.dm.cast(dtypes::FLOAT32);
         let part = |i: usize| dm.shrink(&[(0, tiles), (0, nb), (i, i + 1), (0, lanes)]).reshape([1, tiles, nb, lanes]);
-        let (d, m) = (part(0), part(1));
         let (dx, sx) = (dx.reshape([n, 1, nb, 1]), sx.reshape([n, 1, nb, 1]));
         // a block's 8 words chained through DP4A's int32 accumulator: exact, so the one float reduction (over blocks)
         // is the only rounding, in an order no unrolling of the words can change
@@ -481,14 +496,22 @@ impl QuantMatrix {
             let s = t.shape();
             t.shrink(&[(0, s[0]), (0, s[1]), (0, nb), (i, i + 1), (0, s[4])]).reshape([s[0], s[1], nb, s[4]])
         };
-        let dots = (1..8).fold(word(&q, 0).dp4a(&word(&xw, 0), 0), |acc, i| word(&q, i).dp4a(&word(&xw, i), acc));
-        (&dots.cast(dtypes::FLOAT32) * &(&d * &dx) + &m * &sx).sum(2).reshape([n, tiles * lanes])
+        let dots = |a: usize, b: usize| (a + 1..b).fold(word(&q, a).dp4a(&word(&xw, a), 0), |acc, i| word(&q, i).dp4a(&word(&xw, i), acc));
+        if self.ty == GgmlType::Q6_K {
+            // each 16-value sub-block's quants less 32, in integers, times its scale: sc_a·(Σqx - 32Σx) + sc_b·(..)
+            let sub = |h: usize| {
+                let sum16 = x.part(10 + h, 11 + h).reshape([n, 1, nb, 1]);
+                (&dots(4 * h, 4 * h + 4) - &(&sum16 * 32i64)).cast(dtypes::FLOAT32) * &part(1 + h)
+            };
+            return (&(&sub(0) + &sub(1)) * &(&part(0) * &dx)).sum(2).reshape([n, tiles * lanes]);
+        }
+        (&dots(0, 8).cast(dtypes::FLOAT32) * &(&part(0) * &dx) + &part(1) * &sx).sum(2).reshape([n, tiles * lanes])
     }
 }
 
 /// Rows of activations quantized per 32 values as llama.cpp's Q8 blocks, for [`QuantMatrix::matmul_t`]: one
-/// `[n, k/32, 10]` int32 tensor, each block's 8 words of four byte quants, then the bits of its float32 scale `dx`
-/// and of `dx * Σq` (Q8_1's `s`), made by three kernels.
+/// `[n, k/32, 12]` int32 tensor, each block's 8 words of four byte quants, then the bits of its float32 scale `dx`
+/// and of `dx * Σq` (Q8_1's `s`), then `Σq` of its two halves of 16 (for Q6_K's sub-blocks), made by three kernels.
 #[derive(Clone, Debug)]
 pub struct QuantRows(Tensor);
 
@@ -513,8 +536,9 @@ impl QuantRows {
         let dx = inv.gt(0.0f32).where_(inv.reciprocal(), 0.0f32);
         // (dx * Σq, not Σx: the offsets' term must see the quants the dot products see, or an offset as large as Q8_0's
         // 128 multiplies their rounding)
-        let sx = (q.sum([2, 3]).reshape([n, nb, 1]).cast(dtypes::FLOAT32) * &dx).contiguous();
-        QuantRows(words.cat(&[&dx.bitcast(dtypes::INT32), &sx.bitcast(dtypes::INT32)], -1).contiguous())
+        let halves = q.reshape([n, nb, 2, 16]).sum(-1).contiguous();
+        let sx = halves.sum_keepdim(-1).cast(dtypes::FLOAT32) * &dx;
+        QuantRows(words.cat(&[&dx.bitcast(dtypes::INT32), &sx.bitcast(dtypes::INT32), &halves], -1).contiguous())
     }
     /// Columns `a..b` of each block.
     fn part(&self, a: usize, b: usize) -> Tensor {
@@ -928,7 +952,7 @@ impl GgufFile {
     }
 
     /// Matrix `name` repacked for integer dot products ([`QuantMatrix`], tiles of `lanes` rows) on `device`, realized;
-    /// None when its type has no repacking (anything but Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K) or it is not a
+    /// None when its type has no repacking (anything but Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) or it is not a
     /// matrix of whole tiles.
     ///
     /// # Errors

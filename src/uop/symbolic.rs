@@ -458,6 +458,7 @@ pub static SYMBOLIC_SIMPLE: LazyLock<PatternMatcher> = LazyLock::new(|| {
         (x() / cvar("c1")) * cvar("c3") + (x() % cvar("c1")) * cvar("c2") => |x, c1, c2, c3|  // (x//c1)*c1*c2 + (x%c1)*c2 -> x*c2
             (c1.const_int().unwrap() * c2.const_int().unwrap() == c3.const_int().unwrap()).then(|| x * c2),
         (var("y") + x() % cvar("c")) + (x() / cvar("c")) * cvar("c") => |x, y, c| y + x,      // y + x%c + (x//c)*c -> y+x
+        (var("y") + (x() / cvar("c")) * cvar("c")) + x() % cvar("c") => |x, y, c| y + x,      // y + (x//c)*c + x%c -> y+x
         bool_x() & cvar("c") => |x, c| if c.const_value().unwrap().as_bool() { x } else { c }, // x&true -> x, x&false -> false
         bool_x() | cvar("c") => |x, c| if c.const_value().unwrap().as_bool() { c } else { x }, // x|true -> true, x|false -> x
         bool_x().cmpne(false) => |x| x,                                                       // x != false -> x
