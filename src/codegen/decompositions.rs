@@ -9,7 +9,7 @@
 use crate::dtype::{dtypes, Scalar};
 use crate::pm;
 use crate::renderer::Renderer;
-use crate::uop::{graph_rewrite, symbolic::SYMBOLIC, cvar, var, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{graph_rewrite, symbolic::SYMBOLIC, var, Ops, PatternMatcher, UOp, UPat};
 use std::sync::LazyLock;
 
 /// Each op a renderer may lack, as the ops it has: float32 EXP2 as [`xexp2`], uint64 THREEFRY as
@@ -27,12 +27,6 @@ static PM_DECOMP: LazyLock<PatternMatcher<&'static [Ops]>> = LazyLock::new(|| {
 /// halves compute in float and round where C's rules say.
 static PM_MULACC: LazyLock<PatternMatcher> = LazyLock::new(|| {
     pm! {
-        // c - a*b as one rounding of the exact product, as c + a*(-k) is where constant folding made b*(-1) one constant
-        // (a position folded into a rotary angle): the same value rounds the same with the constant or a variable
-        ((var("a") * var("b")) * cvar("n") + var("c")).named("x") => |x, a, b, n, c| {
-            (matches!(x.dtype.scalar, Scalar::Float32 | Scalar::Float64) && n.const_value().is_some_and(|v| v.as_f64() == -1.0))
-                .then(|| UOp::new(Ops::MULACC, x.dtype, [a.clone(), b * n, c.clone()], crate::uop::Arg::None))
-        },
         ((var("a") * var("b")) + var("c")).named("x") => |x, a, b, c| matches!(x.dtype.scalar, Scalar::Float32 | Scalar::Float64)
             .then(|| UOp::new(Ops::MULACC, x.dtype, [a.clone(), b.clone(), c.clone()], crate::uop::Arg::None)),
     }

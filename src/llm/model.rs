@@ -344,7 +344,9 @@ impl Transformer {
             .map(|(_, start)| match *start {
                 StartPos::Const(s) => {
                     assert!(s + t <= ctx, "forward: tokens {s}..{} pass the KV cache's {ctx}", s + t);
-                    (Tensor::arange(s as f64, (s + t) as f64, 1.0).cast(dtypes::FLOAT32), s + t)
+                    // (the positions as data, not constants: a rotary angle folded from a constant rounds otherwise
+                    // than one from a variable, as a batched step's are, and each position would be a new kernel)
+                    (Tensor::from_slice(&(s..s + t).map(|p| p as f32).collect::<Vec<_>>(), [t]), s + t)
                 }
                 StartPos::Var(v, span) => {
                     assert!(span <= ctx, "forward: a span of {span} rows passes the KV cache's {ctx}");
