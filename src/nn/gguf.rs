@@ -278,6 +278,16 @@ fn q5(blocks: &Tensor, qh: usize, qs: usize) -> Tensor {
     nibbles(blocks, qs, qs + 16).bitwise_or(hi.lshift(4))
 }
 
+/// The fifth bits of blocks of 32 quants (`bits`: `(m, 32)` zeros and ones in quant order) as one int32 a block, for
+/// [`QuantMatrix`]: bit `i` of byte `b` is quant `4i + b`'s, so quant word `i` finds its four at bit 4 of each byte
+/// after a shift by `4 - i`: `(m, 32) -> (m, 1)` int32.
+fn fifth_bits(bits: &Tensor) -> Tensor {
+    let m = bits.shape()[0];
+    let at = Tensor::arange(0.0, 8.0, 1.0).cast(dtypes::UINT8).reshape([1, 1, 8]);
+    let bytes = bits.reshape([m, 8, 4]).permute([0, 2, 1]).lshift(&at).sum(-1).cast(dtypes::UINT8);
+    le(&bytes, dtypes::INT32).reshape([m, 1])
+}
+
 /// The 6-bit quants of Q6_K super-blocks, unsigned (0..=63), in value order: low nibbles at 0, two high bits each at
 /// 128 (ggml's `dequantize_row_q6_K` layout): `(nb, 210) -> (nb, 256)` uint8.
 fn q6(blocks: &Tensor) -> Tensor {
@@ -382,16 +392,18 @@ pub fn dequantize(raw: &Tensor, ty: GgmlType, shape: &[usize]) -> Tensor {
 /// shifted by (Q4_1's and Q5_1's min; `-8d` for Q4_0, `-16d` for Q5_0, `-128d` for Q8_0; Q4_K's and Q5_K's 32-value
 /// sub-blocks as Q4_1/Q5_1 blocks of scale `d·sc` and offset `-dmin·mn`) as float16. A word is four unsigned byte
 /// quants: 4-bit ones packed (word `w` holds quants `4w..4w+4` in its low nibbles and `16+4w..` in its high ones),
-/// 5- and 6-bit ones a byte each (as Q8_0's), Q8_0's signed bytes offset by 128. Q6_K's 32-value blocks are two
+/// 5-bit ones as their low 4 bits so and a fifth word of their high bits, 6-bit ones a byte each (as Q8_0's), Q8_0's
+/// signed bytes offset by 128. Q6_K's 32-value blocks are two
 /// sub-blocks of 16 with int8 scales: it keeps three float16 a block, the super-block's `d` and the two scales (all
 /// exact), and its quants' offset of 32 is taken off in integers. A kernel then reads each tile as one stream and
 /// takes a vector of rows' dot products per instruction. The bytes read per block are the file's for 4- and 8-bit
-/// types (Q4_K's 18 a block become 20), 36 for the 5-bit ones' 22-24, 38 for Q6_K's 26.25.
+/// types (Q4_K's 18 a block become 20), 24 for the 5-bit ones' 22-24, 38 for Q6_K's 26.25.
 #[derive(Clone, Debug)]
 pub struct QuantMatrix {
     /// The file's type.
     pub ty: GgmlType,
-    /// `[rows / lanes, cols / 32, 4 or 8, lanes]` int32 (4 words for 4-bit types, 8 for Q8_0).
+    /// `[rows / lanes, cols / 32, 4, 5 or 8, lanes]` int32 (4 words for 4-bit types, 5 for 5-bit ones, 8 for 6- and
+    /// 8-bit ones).
     words: Tensor,
     /// `[rows / lanes, cols / 32, 2, lanes]` float16: `d`, then `m` (Q6_K: `[.., 3, lanes]`, `d` and the two scales).
     dm: Tensor,
@@ -415,15 +427,16 @@ impl QuantMatrix {
         let half = |off: usize| le(&cols(&blocks, off, off + 2), dtypes::FLOAT16);
         let words = |off: usize, n: usize| le(&cols(&blocks, off, off + 4 * n).reshape([rows * nb, n, 4]), dtypes::INT32);
         let f16 = |t: Tensor| t.cast(dtypes::FLOAT16).reshape([rows * nb, 1]);
-        // 5-bit quants as Q8_0's unsigned bytes, four a word
+        // 6-bit quants as Q8_0's unsigned bytes, four a word; 5-bit ones as 4-bit words and a word of fifth bits
         let bytes = |q: Tensor| le(&q.reshape([rows * nb, 8, 4]), dtypes::INT32);
+        let five = |lo: Tensor, qh: usize| lo.cat(&[&fifth_bits(&fields(&cols(&blocks, qh, qh + 4), 1, -1).flatten(1))], -1);
         let dm = |d: Tensor, m: Tensor| d.reshape([rows * nb, 1]).cat(&[&m.reshape([rows * nb, 1])], -1);
         let (words, dm) = match ty {
             Q4_0 => (words(2, 4), dm(half(0), f16(half(0).cast(dtypes::FLOAT32).mul(-8.0)))),
             Q4_1 => (words(4, 4), dm(half(0), half(2))),
             Q8_0 => (words(2, 8).bitwise_xor((0x8080_8080u32 as i32) as i64), dm(half(0), f16(half(0).cast(dtypes::FLOAT32).mul(-128.0)))),
-            Q5_0 => (bytes(q5(&blocks, 2, 6)), dm(half(0), f16(half(0).cast(dtypes::FLOAT32).mul(-16.0)))),
-            Q5_1 => (bytes(q5(&blocks, 4, 8)), dm(half(0), half(2))),
+            Q5_0 => (five(words(6, 4), 2), dm(half(0), f16(half(0).cast(dtypes::FLOAT32).mul(-16.0)))),
+            Q5_1 => (five(words(8, 4), 4), dm(half(0), half(2))),
             // a super-block's d for each of its 8 blocks, then the block's two int8 scales
             Q6_K => {
                 let d = half(208).reshape([rows * nb / 8, 1, 1]).expand([rows * nb / 8, 8, 1]).reshape([rows * nb, 1]);
@@ -431,19 +444,20 @@ impl QuantMatrix {
                 (bytes(q6(&blocks)), d.cat(&[&sc], -1))
             }
             // 8 sub-blocks of 32 a super-block: scale d*sc and offset -dmin*mn each (rounded to float16); Q4_K's
-            // nibbles (low ones of 32 bytes, then the high ones) packed again as Q4_0's, Q5_K's quants as bytes
+            // nibbles (low ones of 32 bytes, then the high ones) packed again as Q4_0's, Q5_K's fifth bits beside them
             _ => {
                 let (sc, mn) = k_scales(&blocks);
                 let d = f16(half(0).cast(dtypes::FLOAT32).unsqueeze(-1).mul(sc.cast(dtypes::FLOAT32)));
                 let m = f16(half(2).cast(dtypes::FLOAT32).unsqueeze(-1).mul(mn.cast(dtypes::FLOAT32)).neg());
                 let qs = if ty == Q4_K { 16 } else { 48 };
                 let q = fields(&cols(&blocks, qs, qs + 128).reshape([rows * nb / 8, 4, 32]), 4, 2).reshape([rows * nb, 2, 16]);
+                let part = |h: usize| q.shrink(&[(0, rows * nb), (h, h + 1), (0, 16)]).reshape([rows * nb, 16]);
+                let nibbles = le(&part(0).bitwise_or(part(1).lshift(4)).reshape([rows * nb, 4, 4]), dtypes::INT32);
                 if ty == Q5_K {
-                    let hi = fields(&cols(&blocks, 16, 48), 1, 1).reshape([rows * nb, 2, 16]);
-                    (bytes(q.bitwise_or(hi.lshift(4))), dm(d, m))
+                    let hi = fifth_bits(&fields(&cols(&blocks, 16, 48), 1, 1).reshape([rows * nb, 32]));
+                    (nibbles.cat(&[&hi], -1), dm(d, m))
                 } else {
-                    let part = |h: usize| q.shrink(&[(0, rows * nb), (h, h + 1), (0, 16)]).reshape([rows * nb, 16]);
-                    (le(&part(0).bitwise_or(part(1).lshift(4)).reshape([rows * nb, 4, 4]), dtypes::INT32), dm(d, m))
+                    (nibbles, dm(d, m))
                 }
             }
         };
@@ -479,10 +493,19 @@ impl QuantMatrix {
             nb * 32
         );
         let (xw, dx, sx) = (x.part(0, 8), x.part(8, 9).bitcast(dtypes::FLOAT32), x.part(9, 10).bitcast(dtypes::FLOAT32));
-        // 4-bit words: the low nibbles of the 4 words, then the high ones, as x's 8 words of a block are ordered
-        let q = if w == 4 {
+        // 4-bit words: the low nibbles of the 4 words, then the high ones, as x's 8 words of a block are ordered; a
+        // fifth word's bits moved to bit 4 of each quant (word i's at bit i of each byte)
+        let part_w = |a: usize, b: usize| self.words.shrink(&[(0, tiles), (0, nb), (a, b), (0, lanes)]);
+        let q = if w == 4 || w == 5 {
             let sh = Tensor::arange(0.0, 8.0, 4.0).cast(dtypes::INT32).reshape([1, 1, 2, 1, 1]);
-            self.words.reshape([tiles, nb, 1, 4, lanes]).rshift(&sh).bitwise_and(0x0f0f_0f0f).reshape([tiles, nb, 8, lanes])
+            let lo = part_w(0, 4).reshape([tiles, nb, 1, 4, lanes]).rshift(&sh).bitwise_and(0x0f0f_0f0f).reshape([tiles, nb, 8, lanes]);
+            if w == 5 {
+                let i = Tensor::arange(0.0, 8.0, 1.0).cast(dtypes::INT32).reshape([1, 1, 8, 1]);
+                let hi = part_w(4, 5).lshift(&i.neg().add(4).maximum(0)).rshift(&i.sub(4).maximum(0));
+                lo.bitwise_or(hi.bitwise_and(0x1010_1010))
+            } else {
+                lo
+            }
         } else {
             self.words.clone()
         };
@@ -537,7 +560,9 @@ impl QuantRows {
         // (dx * Σq, not Σx: the offsets' term must see the quants the dot products see, or an offset as large as Q8_0's
         // 128 multiplies their rounding)
         let halves = q.reshape([n, nb, 2, 16]).sum(-1).contiguous();
-        let sx = halves.sum_keepdim(-1).cast(dtypes::FLOAT32) * &dx;
+        // (the two halves added, not summed: a reduction would be a kernel of its own)
+        let half = |h: usize| halves.shrink(&[(0, n), (0, nb), (h, h + 1)]);
+        let sx = (&half(0) + &half(1)).cast(dtypes::FLOAT32) * &dx;
         QuantRows(words.cat(&[&dx.bitcast(dtypes::INT32), &sx.bitcast(dtypes::INT32), &halves], -1).contiguous())
     }
     /// Columns `a..b` of each block.
