@@ -91,7 +91,9 @@ fn quant_matrix_products_equal_the_dequantized_ones() {
             ((amax * (1.0 / 127.0)) as f64, b.iter().map(|v| (v * inv).round_ties_even() as f64).collect())
         })
         .collect();
-    for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
+    for ty in
+        [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K]
+    {
         let nb = k / 32;
         let bytes: Vec<u8> = words(ty.nbytes(rows * k).unwrap(), ty as u64).iter().map(|&w| w as u8).collect();
         let mut raw = bytes.clone();
@@ -196,7 +198,8 @@ fn q6_k_blocks(raw: &[u8]) -> Vec<(f64, Vec<f64>)> {
 fn quant_matrix_rows_do_not_depend_on_their_batch() {
     use tinygrad::nn::gguf::{GgmlType, QuantMatrix, QuantRows};
     let lanes = tinygrad::renderer::CpuFeatures::host().vector_bytes() / 4;
-    for (ty, rows, k) in [(GgmlType::Q4_1, 1536, 576), (GgmlType::Q8_0, 576, 1536), (GgmlType::Q4_0, 64, 1536), (GgmlType::Q6_K, 640, 2048)] {
+    for (ty, rows, k) in [(GgmlType::Q4_1, 1536, 576), (GgmlType::Q8_0, 576, 1536), (GgmlType::Q4_0, 64, 1536), (GgmlType::Q6_K, 640, 2048)]
+    {
         let mut raw: Vec<u8> = words(ty.nbytes(rows * k).unwrap(), 7).iter().map(|&w| w as u8).collect();
         for blk in raw.chunks_mut(ty.type_size()) {
             let (d, m) = (half::f16::from_f32(0.004 + blk[0] as f32 / 65536.0), half::f16::from_f32(-(blk[1] as f32) / 4096.0));

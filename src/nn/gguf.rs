@@ -501,7 +501,7 @@ impl QuantMatrix {
             let lo = part_w(0, 4).reshape([tiles, nb, 1, 4, lanes]).rshift(&sh).bitwise_and(0x0f0f_0f0f).reshape([tiles, nb, 8, lanes]);
             if w == 5 {
                 let i = Tensor::arange(0.0, 8.0, 1.0).cast(dtypes::INT32).reshape([1, 1, 8, 1]);
-                let hi = part_w(4, 5).lshift(&i.neg().add(4).maximum(0)).rshift(&i.sub(4).maximum(0));
+                let hi = part_w(4, 5).lshift(i.neg().add(4).maximum(0)).rshift(i.sub(4).maximum(0));
                 lo.bitwise_or(hi.bitwise_and(0x1010_1010))
             } else {
                 lo

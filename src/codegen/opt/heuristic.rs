@@ -369,13 +369,13 @@ fn order_tile_loops(k: &mut Kernel, a: &Analysis, (row, n, vecs): (&UOp, usize, 
 
 /// The row axis of a register tile beside vector axis `skip`: the largest output axis that one operand does not
 /// move along and another does, rows whose moving loads are consecutive (sharing cache lines) first, rows that
-/// re-load a narrow integer (which loads lane by lane) last. Beside a vector axis, only an axis some vector load
-/// ignores: rows that re-load every vector (a matrix-vector product's next tile of rows, `QuantMatrix`) share only
+/// re-load a narrow integer (which loads lane by lane) last. Beside a vector axis, only an axis some load moving
+/// with the vectors ignores: rows that re-load every vector (a matrix-vector product's next tile of rows, `QuantMatrix`) share only
 /// broadcasts, and each row is another stream from memory.
 fn row_axis<'a>(a: &'a Analysis, skip: Option<&UOp>) -> Option<&'a UOp> {
     let cheap = |r: &UOp| a.loads.iter().filter(|l| along(l, r) != Some(0)).all(|l| l.dtype.is_float());
     let near = |r: &UOp| a.loads.iter().filter(|l| along(l, r) != Some(0)).all(|l| along(l, r).is_some_and(|s| s.abs() <= 2));
-    let reuses_vectors = |r: &UOp| skip.is_none_or(|v| a.loads.iter().any(|l| along(l, v) == Some(1) && along(l, r) == Some(0)));
+    let reuses_vectors = |r: &UOp| skip.is_none_or(|v| a.loads.iter().any(|l| along(l, v) != Some(0) && along(l, r) == Some(0)));
     // (the vector axis by id: padding it made a new range)
     let other = |r: &&UOp| skip.is_none_or(|s| s.axis().0 != r.axis().0);
     a.outs.iter().filter(other).filter(|r| a.reuse(r) && reuses_vectors(r)).max_by_key(|r| (cheap(r), near(r), range_size(r)))
