@@ -71,8 +71,9 @@ fn dp4a_matches_under_each_target_and_compiler() {
     }
 }
 
-/// `QuantMatrix::matmul_t` of Q4_0, Q4_1 and Q8_0 matrices against the same product computed here in f64: each
-/// block's weights split by the GGUF formulas into `d` times unsigned quants plus an offset `m`, the first part
+/// `QuantMatrix::matmul_t` of every repacked type against the same product computed here in f64: each block's weights
+/// split by the GGUF formulas into `d` times unsigned quants plus an offset `m` (Q6_K's: the weights whole, `m` 0,
+/// its sub-blocks' scales and offset of 32 applied here), the first part
 /// dotted with the row quantized to int8 per 32 values as the docs say (round half to even, `dx = max|x| / 127`),
 /// the second with the quantized row's block sums (so the weights meet the same quantized row). Only float rounding
 /// separates them.

@@ -52,3 +52,20 @@ fn padded_rows_and_columns() {
 fn matvec_prefetches_the_next_row_tile() {
     check("matvec_rows", &input(&[1, 512]).matmul(&input(&[256, 512]).transpose(0, 1)));
 }
+
+/// A `QuantMatrix` product (decode's integer path) reads its repacked weight as one stream, tile after tile: no
+/// software prefetch (the hardware prefetchers follow it; ours halved it), unlike the row tiles above.
+#[test]
+fn quant_matrix_product_streams_without_prefetches() {
+    use tinygrad::nn::gguf::{GgmlType, QuantMatrix, QuantRows};
+    let (rows, cols) = (256, 512);
+    let raw = Tensor::from_slice(&vec![0u8; GgmlType::Q8_0.nbytes(rows * cols).unwrap()], [GgmlType::Q8_0.nbytes(rows * cols).unwrap()]);
+    let mut w = QuantMatrix::new(&raw, GgmlType::Q8_0, &[rows, cols], 8).expect("repacks");
+    w.realize().unwrap();
+    let ren = Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 64, mulacc: true, ..Renderer::cpu() };
+    let out = w.matmul_t(&QuantRows::new(&input(&[1, cols])));
+    let sched = create_schedule(&[out.uop()], &ren);
+    let src: Vec<String> = sched.items.iter().map(|it| cstyle::render(&full_rewrite(&it.ast, &ren, None).unwrap())).collect();
+    let product = src.iter().find(|s| s.contains("dp4a")).expect("a DP4A kernel");
+    assert!(!product.contains("__builtin_prefetch"), "the QuantMatrix product prefetches:\n{product}");
+}

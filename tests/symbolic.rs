@@ -26,6 +26,7 @@ fn div_mod_folding() {
     check((&x * 4 + &y) % 4, y.clone()); // (x*4+y)%4 -> y
     check((&x + 3) % 3, &x % 3); // (x+3)%3 -> x%3
     check((&x / 2) * 2 + &x % 2, x.clone()); // (x//2)*2 + x%2 -> x
+    check((&x / 16) * 16 + &w * 640 + &x % 16, &x + &w * 640); // (x//16)*16 + y + x%16 -> x + y (a tile's row index)
     check((&x % 6) % 6, &x % 6); // (x%6)%6 -> x%6
     check((&x / 2) / 3, &x / 6); // (x//2)//3 -> x//6
     check((&x % 12) / 4, (&x / 4) % 3); // (x%12)//4 -> (x//4)%3

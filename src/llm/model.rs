@@ -63,8 +63,8 @@ struct Block {
     local: bool,
 }
 
-/// A projection's `[out, in]` weight: its lazy dequantization, and on the CPU, for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K
-/// and Q5_K, its repacking for integer dot products, which decode steps take (see [`Input`]).
+/// A projection's `[out, in]` weight: its lazy dequantization, and on the CPU, for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
+/// Q5_K and Q6_K, its repacking for integer dot products, which decode steps take (see [`Input`]).
 struct Weight {
     w: Tensor,
     q: Option<QuantMatrix>,
@@ -198,11 +198,11 @@ fn project(x: &Input, w: &Weight) -> Tensor {
 
 /// RoPE over the last axis of `x` (`[T, heads, head_dim]`) at positions `pos` (`[T]`, float32): pairs of
 /// neighbours rotate (`interleaved`, llama's GGUF layout) or the two halves do (Gemma's).
-fn rope(x: &Tensor, pos: &Tensor, theta: f32, interleaved: bool) -> Tensor {
+fn rope(x: &Tensor, pos: &Tensor, theta: f32, interleaved: bool, device: &str) -> Tensor {
     let (t, h, d) = (x.shape()[0], x.shape()[1], x.shape()[2]);
     let half = d / 2;
     let inv: Vec<f32> = (0..half).map(|i| theta.powf(-2.0 * i as f32 / d as f32)).collect();
-    let angle = pos.reshape([t, 1, 1]) * Tensor::from_slice(&inv, [1, 1, half]);
+    let angle = pos.reshape([t, 1, 1]) * Tensor::from_slice(&inv, [1, 1, half]).to(device);
     let (cos, sin) = (angle.cos(), angle.sin());
     let (a, b) = if interleaved {
         let p = x.reshape([t, h, half, 2]);
@@ -328,6 +328,7 @@ impl Transformer {
         let c = &self.cfg;
         let n = tokens.shape()[0];
         let (hd, nh, nkv, ctx) = (c.head_dim, c.n_heads, c.n_kv_heads, c.max_context);
+        let dev = self.device.as_str();
         assert!(seqs.len() == 1 || seqs.len() == n, "forward: {n} tokens for {} sequences", seqs.len());
         let t = n / seqs.len();
         // (integer dot products in decode steps only: see Input)
@@ -346,7 +347,7 @@ impl Transformer {
                     assert!(s + t <= ctx, "forward: tokens {s}..{} pass the KV cache's {ctx}", s + t);
                     // (the positions as data, not constants: a rotary angle folded from a constant rounds otherwise
                     // than one from a variable, as a batched step's are, and each position would be a new kernel)
-                    (Tensor::from_slice(&(s..s + t).map(|p| p as f32).collect::<Vec<_>>(), [t]), s + t)
+                    (Tensor::from_slice(&(s..s + t).map(|p| p as f32).collect::<Vec<_>>(), [t]).to(dev), s + t)
                 }
                 StartPos::Var(v, span) => {
                     assert!(span <= ctx, "forward: a span of {span} rows passes the KV cache's {ctx}");
@@ -381,7 +382,8 @@ impl Transformer {
             }
             let theta = if b.local { c.rope_local_theta } else { c.rope_theta };
             let interleaved = c.arch == Arch::Llama;
-            let (q, k) = (rope(&q, &positions, theta, interleaved), rope(&k, &positions, theta, interleaved).reshape([n, nkv * hd]));
+            let (q, k) =
+                (rope(&q, &positions, theta, interleaved, dev), rope(&k, &positions, theta, interleaved, dev).reshape([n, nkv * hd]));
             let attn: Vec<Tensor> = seqs
                 .iter()
                 .zip(&spans)

@@ -375,7 +375,7 @@ fn order_tile_loops(k: &mut Kernel, a: &Analysis, (row, n, vecs): (&UOp, usize, 
 fn row_axis<'a>(a: &'a Analysis, skip: Option<&UOp>) -> Option<&'a UOp> {
     let cheap = |r: &UOp| a.loads.iter().filter(|l| along(l, r) != Some(0)).all(|l| l.dtype.is_float());
     let near = |r: &UOp| a.loads.iter().filter(|l| along(l, r) != Some(0)).all(|l| along(l, r).is_some_and(|s| s.abs() <= 2));
-    let reuses_vectors = |r: &UOp| skip.is_none_or(|v| a.loads.iter().any(|l| along(l, v) != Some(0) && along(l, r) == Some(0)));
+    let reuses_vectors = |r: &UOp| skip.is_none_or(|v| a.loads.iter().any(|l| along(l, v) != Some(0) && ignores(l, r)));
     // (the vector axis by id: padding it made a new range)
     let other = |r: &&UOp| skip.is_none_or(|s| s.axis().0 != r.axis().0);
     a.outs.iter().filter(other).filter(|r| a.reuse(r) && reuses_vectors(r)).max_by_key(|r| (cheap(r), near(r), range_size(r)))
