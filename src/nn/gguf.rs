@@ -387,23 +387,23 @@ pub fn dequantize(raw: &Tensor, ty: GgmlType, shape: &[usize]) -> Tensor {
 // integer dot products (llama.cpp's `ggml_vec_dot_q4_0_q8_0` and kin), as tensor ops
 
 /// A `[rows, cols]` GGUF matrix of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K or Q6_K blocks repacked for
-/// [`Tensor::dp4a`] with rows in the vector lanes (llama.cpp's interleaved `block_q4_0x8` repacking): each tile of `lanes` rows holds, block
-/// by block, each quant word of its rows side by side, then their scales `d` and the offsets `m` the quants are
-/// shifted by (Q4_1's and Q5_1's min; `-8d` for Q4_0, `-16d` for Q5_0, `-128d` for Q8_0; Q4_K's and Q5_K's 32-value
-/// sub-blocks as Q4_1/Q5_1 blocks of scale `d·sc` and offset `-dmin·mn`) as float16. A word is four unsigned byte
-/// quants: 4-bit ones packed (word `w` holds quants `4w..4w+4` in its low nibbles and `16+4w..` in its high ones),
-/// 5-bit ones as 4-bit words of their low bits and a fifth word of their high bits ([`fifth_bits`]), 6-bit ones a byte
-/// each (as Q8_0's), Q8_0's signed bytes offset by 128. Q6_K's 32-value blocks are two sub-blocks of 16 with int8
-/// scales: it keeps three float16 a block, the super-block's `d` and the two scales (all exact), and its quants'
-/// offset of 32 is taken off in integers. A kernel then reads each tile as one stream and
-/// takes a vector of rows' dot products per instruction. The bytes read per block are the file's for 4- and 8-bit
-/// types (Q4_K's 18 a block become 20), 24 for the 5-bit ones' 22-24, 38 for Q6_K's 26.25.
+/// [`Tensor::dp4a`] with rows in the vector lanes (llama.cpp's interleaved `block_q4_0x8` repacking): each tile of
+/// `lanes` rows holds, block by block, each quant word of its rows side by side, then their scales `d` and the offsets
+/// `m` the quants are shifted by (Q4_1's and Q5_1's min; `-8d` for Q4_0, `-16d` for Q5_0, `-128d` for Q8_0; Q4_K's
+/// and Q5_K's 32-value sub-blocks as Q4_1/Q5_1 blocks of scale `d·sc` and offset `-dmin·mn`) as float16. A word is
+/// four unsigned byte quants: 4-bit ones packed (word `w` holds quants `4w..4w+4` in its low nibbles and `16+4w..` in
+/// its high ones), 5-bit ones as 4-bit words of their low bits and a fifth word of their high bits ([`fifth_bits`]),
+/// 6-bit ones a byte each (as Q8_0's), Q8_0's signed bytes offset by 128. Q6_K's 32-value blocks are two sub-blocks
+/// of 16 with int8 scales: it keeps three float16 a block, the super-block's `d` and the two scales (all exact), and
+/// its quants' offset of 32 is taken off in integers. A kernel then reads each tile as one stream and takes a vector
+/// of rows' dot products per instruction. The bytes read per block are the file's for 4- and 8-bit types (Q4_K's 18 a
+/// block become 20), 24 for the 5-bit ones' 22-24, 38 for Q6_K's 26.25.
 #[derive(Clone, Debug)]
 pub struct QuantMatrix {
     /// The file's type.
     pub ty: GgmlType,
-    /// `[rows / lanes, cols / 32, 4, 5 or 8, lanes]` int32 (4 words for 4-bit types, 5 for 5-bit ones, 8 for 6- and
-    /// 8-bit ones).
+    /// `[rows / lanes, cols / 32, w, lanes]` int32: `w` words a block, 4 for 4-bit types, 5 for 5-bit ones, 8 for
+    /// 6- and 8-bit ones.
     words: Tensor,
     /// `[rows / lanes, cols / 32, 2, lanes]` float16: `d`, then `m` (Q6_K: `[.., 3, lanes]`, `d` and the two scales).
     dm: Tensor,

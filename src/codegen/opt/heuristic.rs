@@ -370,8 +370,8 @@ fn order_tile_loops(k: &mut Kernel, a: &Analysis, (row, n, vecs): (&UOp, usize, 
 /// The row axis of a register tile beside vector axis `skip`: the largest output axis that one operand does not
 /// move along and another does, rows whose moving loads are consecutive (sharing cache lines) first, rows that
 /// re-load a narrow integer (which loads lane by lane) last. Beside a vector axis, only an axis some load moving
-/// with the vectors ignores: rows that re-load every vector (a matrix-vector product's next tile of rows, `QuantMatrix`) share only
-/// broadcasts, and each row is another stream from memory.
+/// with the vectors ignores: rows that re-load every vector (a matrix-vector product's next tile of rows,
+/// `QuantMatrix`) share only broadcasts, and each row is another stream from memory.
 fn row_axis<'a>(a: &'a Analysis, skip: Option<&UOp>) -> Option<&'a UOp> {
     let cheap = |r: &UOp| a.loads.iter().filter(|l| along(l, r) != Some(0)).all(|l| l.dtype.is_float());
     let near = |r: &UOp| a.loads.iter().filter(|l| along(l, r) != Some(0)).all(|l| along(l, r).is_some_and(|s| s.abs() <= 2));
