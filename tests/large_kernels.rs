@@ -36,6 +36,23 @@ fn matmuls_with_packed_operands() {
 }
 
 #[test]
+fn vector_matrix_products_split_into_row_blocks() {
+    // x @ W with W a row-major (K, N): the CPU sums blocks of 8 of W's rows, then the blocks; 1 and 2 rows, a 1-D x
+    let (k, n) = (1024, 1032);
+    let w = data(k * n, 2);
+    let wt = Tensor::from_slice(&w, [k, n]);
+    for rows in [1, 2] {
+        let x = data(rows * k, rows);
+        let want: Vec<f64> = (0..rows * n).map(|e| (0..k).map(|q| x[e / n * k + q] as f64 * w[q * n + e % n] as f64).sum()).collect();
+        let xt = Tensor::from_slice(&x, [rows, k]);
+        close(&xt.matmul(&wt).to_vec::<f32>().unwrap(), &want, &format!("({rows}, {k}) @ ({k}, {n})"));
+        if rows == 1 {
+            close(&xt.reshape([k]).matmul(&wt).to_vec::<f32>().unwrap(), &want, &format!("({k},) @ ({k}, {n})"));
+        }
+    }
+}
+
+#[test]
 fn padded_conv_input_in_a_buffer() {
     let (bs, cin, cout, h, wd) = (2, 8, 4, 64, 64);
     let (x, w) = (data(bs * cin * h * wd, 3), data(cout * cin * 9, 4));
@@ -94,6 +111,10 @@ fn the_target_packs_pads_and_splits_not_the_tensor_graph() {
     let conv = input(&[2, 8, 64, 64], 4).conv2d(&input(&[4, 8, 3, 3], 5), Conv2dOpts::default().padding([1]));
     assert!(!in_graph(&conv, tinygrad::Ops::CONTIGUOUS));
     assert_eq!([kernels(&conv, &cpu), kernels(&conv, &gpu)], [2, 1]);
+    // a vector-matrix product down W's columns: in blocks of rows on the CPU, whole on a grid; along W's rows whole
+    let (v, w) = (input(&[1, 1024], 10), input(&[1024, 1024], 11));
+    assert_eq!([kernels(&v.matmul(&w), &cpu), kernels(&v.matmul(&w), &gpu), kernels(&v.matmul(&w.transpose(0, 1)), &cpu)], [2, 1, 1]);
+    assert_eq!(kernels(&input(&[3, 1024], 12).matmul(&w), &cpu), 1, "3 rows: not split");
     // a long reduction: in two kernels on every target (tinygrad's split_reduceop)
     let sum = input(&[1 << 16], 6).sum(..);
     assert_eq!([kernels(&sum, &cpu), kernels(&sum, &gpu)], [2, 2]);

@@ -431,7 +431,9 @@ fn upcast_elementwise(k: &mut Kernel, a: &Analysis, vaxis: Option<&UOp>) {
 }
 
 /// THREAD: the outermost output loop that splits evenly over the cores (or is long enough not to care); in a
-/// register-tiled reduction the vector axis first, so each core keeps its own column panels in cache.
+/// register-tiled reduction of 64 or more the vector axis first, so each core keeps its own column panels in cache
+/// (a shorter one's panels are small: a split matrix-vector product's blocks of 8 rows are threaded so each core
+/// streams its own rows).
 fn threads(k: &mut Kernel, a: &Analysis, vaxis: Option<&UOp>) {
     let t = k.ren.threads;
     if t <= 1 {
@@ -439,7 +441,8 @@ fn threads(k: &mut Kernel, a: &Analysis, vaxis: Option<&UOp>) {
     }
     let rngs = k.rngs();
     let mut dims = k.upcastable_dims();
-    if let Some(v) = vaxis.filter(|_| a.reduces && k.lanes() > 1) {
+    let long = a.reds.iter().map(range_size).product::<usize>() >= 64;
+    if let Some(v) = vaxis.filter(|_| a.reduces && long && k.lanes() > 1) {
         dims.sort_by_key(|&i| rngs[i].axis().0 != v.axis().0);
     }
     let pick = dims.iter().copied().find(|&i| {
