@@ -79,7 +79,8 @@ fn split_reduce(t: &mut Target, r: &UOp) -> Option<UOp> {
 /// `(K, N)`, on a target of loops: K split into blocks of `8 M` rows, each block's partial sums (`(..., K/8M, N)`,
 /// an eighth of the matrix's size) written by a kernel whose loops walk the matrix's rows as streams, then summed.
 /// Kept whole, each output tile's kernel reads a few vectors from every row, a page apart: 15 GB/s where streams
-/// give 28-31 on this project's 2-core machines. Same values but for the split sum's rounding.
+/// give 28-31 on this project's 2-core machines. Same values but for the split sum's rounding. Not for a one-hot
+/// product (an embedding lookup, which codegen turns into a gather).
 fn split_matvec(t: &mut Target, r: &UOp, m: &UOp) -> Option<UOp> {
     let (Arg::ReduceAxis(Ops::ADD, axes), Some(s)) = (&r.arg, m.shape()) else { return None };
     let nd = s.len();
@@ -88,13 +89,13 @@ fn split_matvec(t: &mut Target, r: &UOp, m: &UOp) -> Option<UOp> {
     }
     let (rows, n, k) = (s[..nd - 2].iter().product::<usize>(), s[nd - 2], s[nd - 1]);
     let kb = 8;
-    if rows > 2 || n < 256 || n * k < 1 << 20 || !k.is_multiple_of(kb) {
+    if rows > 2 || n < 256 || n * k < 1 << 20 || !k.is_multiple_of(kb) || reaches_arange(m) {
         return None;
     }
     // the matrix is the operand not broadcast along N; its K axis must not be its buffer's innermost
     let along_n = |u: &UOp| !(u.op == Ops::EXPAND && u.src[0].shape().is_some_and(|p| p[nd - 2] == 1));
     let w = m.src.iter().find(|u| along_n(u))?;
-    if innermost(w, nd - 1)? {
+    if innermost(w, nd - 1) != Some(false) {
         return None;
     }
     let blocks = [&s[..nd - 1], &[k / kb, kb]].concat();
@@ -104,8 +105,8 @@ fn split_matvec(t: &mut Target, r: &UOp, m: &UOp) -> Option<UOp> {
     Some(mv(&whole, Ops::RESHAPE, r.shape()?.to_vec()))
 }
 
-/// Whether axis `a` of view `u` is, through its movement ops, the innermost axis of the value they view (`None`
-/// for a view of a scalar).
+/// Whether axis `a` of view `u` is, through its movement ops, the innermost axis of the buffer they view (`None` for
+/// a view of a computed value, whose layout in memory the kernels decide).
 fn innermost(u: &UOp, mut a: usize) -> Option<bool> {
     let mut u = u.clone();
     while crate::uop::GroupOp::MOVEMENT.contains(u.op) {
@@ -126,7 +127,7 @@ fn innermost(u: &UOp, mut a: usize) -> Option<bool> {
         };
         u = u.src[0].clone();
     }
-    Some(a + 1 == u.shape()?.len())
+    matches!(u.op, Ops::BUFFER | Ops::CONTIGUOUS).then(|| a + 1 == u.shape().map_or(0, <[usize]>::len))
 }
 
 /// Whether an arange (a RANGE with no sources) feeds `u` other than through a reduction.

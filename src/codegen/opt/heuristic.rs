@@ -431,9 +431,8 @@ fn upcast_elementwise(k: &mut Kernel, a: &Analysis, vaxis: Option<&UOp>) {
 }
 
 /// THREAD: the outermost output loop that splits evenly over the cores (or is long enough not to care); in a
-/// register-tiled reduction of 64 or more the vector axis first, so each core keeps its own column panels in cache
-/// (a shorter one's panels are small: a split matrix-vector product's blocks of 8 rows are threaded so each core
-/// streams its own rows).
+/// register-tiled reduction whose vectors are column panels ([`panels`]) the vector axis first, so each core keeps its
+/// own panels in cache.
 fn threads(k: &mut Kernel, a: &Analysis, vaxis: Option<&UOp>) {
     let t = k.ren.threads;
     if t <= 1 {
@@ -441,8 +440,7 @@ fn threads(k: &mut Kernel, a: &Analysis, vaxis: Option<&UOp>) {
     }
     let rngs = k.rngs();
     let mut dims = k.upcastable_dims();
-    let long = a.reds.iter().map(range_size).product::<usize>() >= 64;
-    if let Some(v) = vaxis.filter(|_| a.reduces && long && k.lanes() > 1) {
+    if let Some(v) = vaxis.filter(|v| a.reduces && k.lanes() > 1 && panels(a, v)) {
         dims.sort_by_key(|&i| rngs[i].axis().0 != v.axis().0);
     }
     let pick = dims.iter().copied().find(|&i| {
@@ -454,6 +452,16 @@ fn threads(k: &mut Kernel, a: &Analysis, vaxis: Option<&UOp>) {
     if let Some(i) = pick {
         let _ = k.apply_opt(Opt::new(OptOps::Thread, i, range_size(&rngs[i])));
     }
+}
+
+/// Whether the loads along vector axis `v` are column panels: some row axis reuses them, or none walks them in longer
+/// steps than `v`. Not so for a split matrix-vector product's blocks of rows, read once and a block apart: threading
+/// those blocks gives each core its own rows to stream, threading the columns a few vectors from every row.
+fn panels(a: &Analysis, v: &UOp) -> bool {
+    let vecs: Vec<&UOp> = a.loads.iter().filter(|l| along(l, v).is_some_and(|s| s != 0)).collect();
+    let reused = vecs.iter().any(|l| a.outs.iter().any(|r| r != v && ignores(l, r)));
+    let longer = |l: &UOp, r: &UOp| along(l, r).zip(along(l, v)).is_some_and(|(sr, sv)| sr.abs() > sv.abs());
+    reused || !vecs.iter().any(|l| a.outs.iter().any(|r| r != v && longer(l, r)))
 }
 
 /// LOCAL: on a target with workgroups, the grid's axes from the innermost split into workgroups of up to 64
