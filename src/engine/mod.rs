@@ -885,10 +885,10 @@ fn runner_name(ei: &ExecItem) -> String {
 }
 
 /// Launches `items` in order: items on several devices, or allreduces among them, on one queue per device at once
-/// ([`queue::run_queues`]). A batch of CPU kernels runs on a thread of the CPU pool (see
-/// [`crate::runtime::cpu::run_batch`]): each parallel kernel is split between that thread and the others, with
-/// no wake-up and sleep of this thread per kernel (a decode step launches ~600 kernels: 25% of its time). Each
-/// item drops once it has run, so a buffer no later kernel holds is freed at its last use.
+/// ([`queue::run_queues`]). A batch of CPU kernels runs with the cores' team held (see
+/// [`crate::runtime::cpu::run_batch`]): each parallel kernel is split between this thread and the team's, which
+/// spin between launches instead of sleeping and waking per kernel. Each item drops once it has run, so a buffer
+/// no later kernel holds is freed at its last use.
 fn run_items(items: Vec<ExecItem>) -> Result<()> {
     if queue::spans_queues(&items) {
         return queue::run_queues(items);

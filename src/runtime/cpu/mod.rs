@@ -1,7 +1,7 @@
 //! The CPU device (tinygrad `runtime/ops_cpu.py`). In: C kernels rendered by [`Renderer::cpu`] and byte buffers.
 //! Out: host memory with a free cache ([`CpuAllocator`]), objects from the system C compiler ([`ClangCompiler`], in
 //! `clang`) cached on disk (`kernel_cache`), and kernels linked in-process ([`super::elf`]) whose launches run on a
-//! thread pool ([`CpuProgram`], [`run_batch`]).
+//! team of spinning threads or a pool ([`CpuProgram`], [`run_batch`]).
 
 mod clang;
 mod kernel_cache;
@@ -180,27 +180,136 @@ static POOL: LazyLock<rayon::ThreadPool> = LazyLock::new(|| {
         .expect("creating the CPU thread pool")
 });
 
-/// Runs `f`, a batch of kernel launches, on a thread of the kernels' pool when no other batch is there (else on
-/// this thread): a parallel launch made on a pool thread runs its first chunk there while the others take the
-/// rest, instead of this thread handing the whole launch over and sleeping until it is done. One batch at a time,
-/// because a pool thread waiting for its chunks may pick up queued work, and a second batch blocking on a buffer
-/// lock the first holds would never return to it; single kernel chunks never block, so they are safe to pick up.
+/// Runs `f`, a batch of kernel launches, with the cores' [`Team`] held by this thread when no other batch holds
+/// it: each parallel launch then runs its first chunk here while the team's threads, spinning between launches,
+/// take the others (a decode step launches ~1,000 kernels; a sleeping pool thread woken per launch cost a tenth of
+/// the step in the scheduler). Another batch at the same time, or a launch outside a batch, uses the pool.
 pub fn run_batch<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    static BATCH: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
-    match BATCH.try_lock() {
-        Some(_one) if threads() > 1 => {
-            // (with this thread's Context overrides: DEBUG=2 in a Context still prints each launch)
-            let ctx = crate::helpers::Context::snapshot();
-            POOL.install(move || {
-                let _g = ctx.enter();
-                f()
-            })
+    match TEAM.try_lock() {
+        Some(team) if threads() > 1 => {
+            /// Lets the team go when the batch ends, or unwinds.
+            struct Release;
+            impl Drop for Release {
+                fn drop(&mut self) {
+                    HELD.with(|h| h.take());
+                }
+            }
+            HELD.with(|h| h.replace(Some(team)));
+            let _release = Release;
+            f()
         }
         _ => f(),
     }
 }
 
+thread_local! {
+    /// The team [`run_batch`] holds on this thread while its batch runs.
+    static HELD: std::cell::RefCell<Option<parking_lot::MutexGuard<'static, Team>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The cores' threads for a batch's launches: `NUM_CPU_THREADS - 1` helpers (started at first use) that spin on
+/// the next launch for [`Team::SPIN`] after each, then sleep until one comes (ggml's threadpool does the same).
+static TEAM: LazyLock<Mutex<Team>> = LazyLock::new(|| Mutex::new(Team::new(threads() - 1)));
+
+/// The state the launching thread and the helpers share.
+struct Shared {
+    /// The launch now running as (its epoch, the launch, its outer size, its chunks); helpers read it when
+    /// `epoch` moves.
+    job: Mutex<Option<(u64, Launch, usize, usize)>>,
+    /// Bumped once per launch.
+    epoch: std::sync::atomic::AtomicU64,
+    /// Chunks the helpers finished of the current launch.
+    done: std::sync::atomic::AtomicUsize,
+    /// Helpers asleep (waiting on `wake`).
+    sleeping: std::sync::atomic::AtomicUsize,
+    wake: parking_lot::Condvar,
+}
+
+/// See [`TEAM`].
+struct Team {
+    shared: Arc<Shared>,
+    helpers: usize,
+}
+
+impl Team {
+    /// How long a helper spins for the next launch before it sleeps.
+    const SPIN: Duration = Duration::from_micros(100);
+
+    fn new(helpers: usize) -> Team {
+        let shared = Arc::new(Shared {
+            job: Mutex::new(None),
+            epoch: 0.into(),
+            done: 0.into(),
+            sleeping: 0.into(),
+            wake: parking_lot::Condvar::new(),
+        });
+        for i in 1..=helpers {
+            let sh = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("tinygrad-cpu-team-{i}"))
+                .spawn(move || Team::help(&sh, i))
+                .expect("starting a CPU team thread");
+        }
+        Team { shared, helpers }
+    }
+
+    /// Helper `i`'s loop: for each launch, chunk `i` of it if it has one.
+    fn help(sh: &Shared, i: usize) {
+        use std::sync::atomic::Ordering::{Acquire, Release, SeqCst};
+        let mut seen = 0u64;
+        loop {
+            let (since, mut spins) = (Instant::now(), 0u32);
+            while sh.epoch.load(Acquire) == seen {
+                spins = spins.wrapping_add(1);
+                // (the clock read once per 64 spins)
+                if spins % 64 != 0 || since.elapsed() < Self::SPIN {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                let mut job = sh.job.lock();
+                sh.sleeping.fetch_add(1, SeqCst);
+                if sh.epoch.load(SeqCst) == seen {
+                    sh.wake.wait(&mut job);
+                }
+                sh.sleeping.fetch_sub(1, SeqCst);
+            }
+            // (the job may be a later one than the epoch seen: its own epoch is what this helper has done)
+            let Some((e, l, outer, n)) = *sh.job.lock() else { continue };
+            seen = e;
+            if i < n {
+                l.run(i * outer / n, (i + 1) * outer / n);
+                sh.done.fetch_add(1, Release);
+            }
+        }
+    }
+
+    /// Runs `l` over `[0, outer)` in `n` (at most `helpers + 1`) chunks: the first here, the others on helpers 1..n.
+    fn run(&self, l: Launch, outer: usize, n: usize) {
+        use std::sync::atomic::Ordering::{Acquire, SeqCst};
+        self.shared.done.store(0, SeqCst);
+        let e = self.shared.epoch.load(SeqCst) + 1;
+        *self.shared.job.lock() = Some((e, l, outer, n));
+        self.shared.epoch.store(e, SeqCst);
+        if self.shared.sleeping.load(SeqCst) > 0 {
+            let _job = self.shared.job.lock();
+            self.shared.wake.notify_all();
+        }
+        l.run(0, outer / n);
+        // (spinning, then yielding: a helper waiting for this core, as when more threads than cores run, gets it)
+        let mut spins = 0u32;
+        while self.shared.done.load(Acquire) < n - 1 {
+            spins = spins.saturating_add(1);
+            if spins < 4096 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
 /// One launch's arguments, shared by the threads that run its chunks.
+#[derive(Clone, Copy)]
 struct Launch {
     f: KernelFn,
     bufs: *const *mut u8,
@@ -316,7 +425,9 @@ impl CpuProgram {
         let st = Instant::now();
         let l = Launch { f: self.f, bufs: bufs.as_ptr(), vals: vals.as_ptr() };
         let n = outer.min(threads());
-        if parallel && n > 1 {
+        let team = |t: &Team| (n <= t.helpers + 1).then(|| t.run(l, outer, n));
+        if parallel && n > 1 && HELD.with(|h| h.borrow().as_deref().and_then(team).is_some()) {
+        } else if parallel && n > 1 {
             POOL.install(|| (0..n).into_par_iter().with_max_len(1).for_each(|i| l.run(i * outer / n, (i + 1) * outer / n)));
         } else {
             l.run(0, outer.max(1));
@@ -438,6 +549,22 @@ mod tests {
         }
         let object = cc.compile("axpb", AXPB).unwrap().object;
         assert!(CpuProgram::load_all(&object, &["nope"]).is_err_and(|e| matches!(e, Error::Load { .. })));
+        // in a batch, on the team: launches back to back (helpers spinning) and after a pause (helpers asleep)
+        let _g = Context::new(&[(&NUM_CPU_THREADS, 2)]);
+        run_batch(|| {
+            for round in 0..200 {
+                if round % 50 == 49 {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                a.copyin(&out, &vec![0; n * 4]).unwrap();
+                prog.run(&[out.as_ptr(), inp.as_ptr(), starts.as_ptr()], &[round], n, true);
+                let mut bytes = vec![0u8; n * 4];
+                a.copyout(&mut bytes, &out).unwrap();
+                assert_eq!(f32s(&bytes), input.iter().map(|x| x * 2.0 + round as f32).collect::<Vec<_>>(), "round {round}");
+                a.copyout(&mut bytes, &starts).unwrap();
+                assert_eq!(i32s(&bytes), (0..n).map(|i| if i < 500 { 0 } else { 500 }).collect::<Vec<i32>>(), "round {round}");
+            }
+        });
     }
 
     #[test]
