@@ -115,6 +115,8 @@ fn the_target_packs_pads_and_splits_not_the_tensor_graph() {
     let (v, w) = (input(&[1, 1024], 10), input(&[1024, 1024], 11));
     assert_eq!([kernels(&v.matmul(&w), &cpu), kernels(&v.matmul(&w), &gpu), kernels(&v.matmul(&w.transpose(0, 1)), &cpu)], [2, 1, 1]);
     assert_eq!(kernels(&input(&[3, 1024], 12).matmul(&w), &cpu), 1, "3 rows: not split");
+    let computed = (input(&[1 << 20], 13) * 2.0f32).reshape([1024, 1024]);
+    assert_eq!(kernels(&v.matmul(&computed), &cpu), 1, "a computed matrix (its layout is the kernel's): not split");
     let hot = Tensor::arange(0.0, 1024.0, 1.0).eq(Tensor::from_slice(&[5i32], [1, 1])).cast(tinygrad::dtypes::FLOAT32);
     assert_eq!(kernels(&hot.matmul(&w), &cpu), 1, "a one-hot product is a gather, not split");
     // a long reduction: in two kernels on every target (tinygrad's split_reduceop)

@@ -74,10 +74,10 @@ fn split_reduce(t: &mut Target, r: &UOp) -> Option<UOp> {
     Some(mv(&whole, Ops::RESHAPE, r.shape()?.to_vec()))
 }
 
-/// A float vector-matrix product `r` (a sum over the last axis of `m`, a product of `(..., M, N, K)` with M <= 4
+/// A float vector-matrix product `r` (a sum over the last axis of `m`, a product of `(..., M, N, K)` with M <= 2
 /// rows in all) whose matrix (at least 2^20 elements) is read down its columns, as `x @ W` with `W` a row-major
-/// `(K, N)`, on a target of loops: K split into blocks of `8 M` rows, each block's partial sums (`(..., K/8M, N)`,
-/// an eighth of the matrix's size) written by a kernel whose loops walk the matrix's rows as streams, then summed.
+/// `(K, N)`, on a target of loops: K split into blocks of 8 rows, each block's partial sums (`(..., K/8, N)`, an
+/// eighth of the matrix's size a row) written by a kernel whose loops walk the matrix's rows as streams, then summed.
 /// Kept whole, each output tile's kernel reads a few vectors from every row, a page apart: 15 GB/s where streams
 /// give 28-31 on this project's 2-core machines. Same values but for the split sum's rounding. Not for a one-hot
 /// product (an embedding lookup, which codegen turns into a gather).
@@ -107,27 +107,28 @@ fn split_matvec(t: &mut Target, r: &UOp, m: &UOp) -> Option<UOp> {
 
 /// Whether axis `a` of view `u` is, through its movement ops, the innermost axis of the buffer they view (`None` for
 /// a view of a computed value, whose layout in memory the kernels decide).
-fn innermost(u: &UOp, mut a: usize) -> Option<bool> {
-    let mut u = u.clone();
+fn innermost(u: &UOp, a: usize) -> Option<bool> {
+    let (mut u, mut a) = (u.clone(), Some(a));
     while crate::uop::GroupOp::MOVEMENT.contains(u.op) {
         let (out, inp) = (u.shape()?.to_vec(), u.src[0].shape()?.to_vec());
-        a = match (&u.op, &u.arg) {
-            (Ops::PERMUTE, Arg::Ints(p)) => p[a] as usize,
+        // (`None` once the axis has a stride over 1 in a reshape's input: the walk goes on to find the buffer)
+        a = a.and_then(|a| match (&u.op, &u.arg) {
+            (Ops::PERMUTE, Arg::Ints(p)) => Some(p[a] as usize),
             // (row-major: an axis with only ones after it stays innermost, one that keeps its size and what follows
             // it is the same axis, and any other has a stride over 1 in the reshape's input)
             (Ops::RESHAPE, _) => {
                 let after = |sh: &[usize], i: usize| sh[i + 1..].iter().product::<usize>();
                 match (0..inp.len()).find(|&j| inp[j] == out[a] && after(&inp, j) == after(&out, a)) {
-                    Some(j) => j,
-                    None if after(&out, a) == 1 => inp.len().checked_sub(1)?,
-                    None => return Some(false),
+                    Some(j) => Some(j),
+                    None if after(&out, a) == 1 => inp.len().checked_sub(1),
+                    None => None,
                 }
             }
-            _ => a,
-        };
+            _ => Some(a),
+        });
         u = u.src[0].clone();
     }
-    matches!(u.op, Ops::BUFFER | Ops::CONTIGUOUS).then(|| a + 1 == u.shape().map_or(0, <[usize]>::len))
+    matches!(u.op, Ops::BUFFER | Ops::CONTIGUOUS).then(|| a.is_some_and(|a| a + 1 == u.shape().map_or(0, <[usize]>::len)))
 }
 
 /// Whether an arange (a RANGE with no sources) feeds `u` other than through a reduction.
