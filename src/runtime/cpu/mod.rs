@@ -184,7 +184,7 @@ static POOL: LazyLock<rayon::ThreadPool> = LazyLock::new(|| {
 /// it: each parallel launch then runs its first chunk here while the team's threads, spinning between launches,
 /// take the others (a decode step launches ~1,000 kernels; a sleeping pool thread woken per launch cost a tenth of
 /// the step in the scheduler). Another batch at the same time, or a launch outside a batch, uses the pool.
-pub fn run_batch<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+pub fn run_batch<R>(f: impl FnOnce() -> R) -> R {
     match TEAM.try_lock() {
         Some(team) if threads() > 1 => {
             /// Lets the team go when the batch ends, or unwinds.
@@ -283,9 +283,13 @@ impl Team {
         }
     }
 
-    /// Runs `l` over `[0, outer)` in `n` (at most `helpers + 1`) chunks: the first here, the others on helpers 1..n.
-    fn run(&self, l: Launch, outer: usize, n: usize) {
+    /// Runs `l` over `[0, outer)` in `n` chunks, the first here and the others on helpers 1..n; `false` (nothing
+    /// run) when the team has fewer than `n - 1` helpers (`NUM_CPU_THREADS` raised after it started).
+    fn run(&self, l: Launch, outer: usize, n: usize) -> bool {
         use std::sync::atomic::Ordering::{Acquire, SeqCst};
+        if n > self.helpers + 1 {
+            return false;
+        }
         self.shared.done.store(0, SeqCst);
         let e = self.shared.epoch.load(SeqCst) + 1;
         *self.shared.job.lock() = Some((e, l, outer, n));
@@ -305,6 +309,7 @@ impl Team {
                 std::thread::yield_now();
             }
         }
+        true
     }
 }
 
@@ -425,12 +430,10 @@ impl CpuProgram {
         let st = Instant::now();
         let l = Launch { f: self.f, bufs: bufs.as_ptr(), vals: vals.as_ptr() };
         let n = outer.min(threads());
-        let team = |t: &Team| (n <= t.helpers + 1).then(|| t.run(l, outer, n));
-        if parallel && n > 1 && HELD.with(|h| h.borrow().as_deref().and_then(team).is_some()) {
-        } else if parallel && n > 1 {
-            POOL.install(|| (0..n).into_par_iter().with_max_len(1).for_each(|i| l.run(i * outer / n, (i + 1) * outer / n)));
-        } else {
+        if !parallel || n <= 1 {
             l.run(0, outer.max(1));
+        } else if !HELD.with(|h| h.borrow().as_deref().is_some_and(|t| t.run(l, outer, n))) {
+            POOL.install(|| (0..n).into_par_iter().with_max_len(1).for_each(|i| l.run(i * outer / n, (i + 1) * outer / n)));
         }
         st.elapsed()
     }
