@@ -297,6 +297,18 @@ fn decode_steps_do_not_depend_on_the_batch(file: &GgufFile, reference_name: &str
         let differ = one.iter().zip(&together[i * vocab..(i + 1) * vocab]).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
         assert_eq!(differ, 0, "sequence {i}: {differ} of {vocab} logits differ between stepping alone and batched");
     }
+    // at bound positions over one span of cache rows, as the server's steps: the batch's attention runs as one set of
+    // kernels over all the caches, and each sequence still gets its alone logits (the same token again, same rows)
+    let span = prompts.iter().map(|p| p.len() + 1).max().unwrap().next_power_of_two();
+    let pos: Vec<Tensor> =
+        prompts.iter().enumerate().map(|(i, p)| Tensor::bind_var(&format!("start_pos{i}"), 0, 127, p.len() as i64)).collect();
+    let rows: Vec<_> = batched.iter().zip(&pos).map(|(c, v)| (c, StartPos::Var(v, span))).collect();
+    let together = m.decode(&ids(&next), &rows).to_vec::<f32>().unwrap();
+    for (i, c) in alone.iter().enumerate() {
+        let one = m.forward(c, &ids(&next[i..=i]), StartPos::Var(&pos[i], span)).to_vec::<f32>().unwrap();
+        let differ = one.iter().zip(&together[i * vocab..(i + 1) * vocab]).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert_eq!(differ, 0, "sequence {i}: {differ} of {vocab} logits differ between a bound step alone and batched");
+    }
 }
 
 #[test]

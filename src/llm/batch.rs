@@ -130,11 +130,12 @@ struct Active {
     made: usize,
 }
 
-/// The decode step a batcher's TinyJit replays: one capture per (slots in the batch, cache rows attended).
-type StepKey = (Vec<usize>, usize);
+/// The decode step a batcher's TinyJit replays: one capture per (sequences in the batch, cache rows attended), for
+/// any slots (their caches are inputs).
+type StepKey = (usize, usize);
 type StepFn<'m> = Box<dyn FnMut(&[Tensor], &StepKey) -> Result<Vec<Tensor>> + 'm>;
-/// A prompt chunk's pass, replayed by a TinyJit: one capture per (slot, chunk length, cache rows attended).
-type ChunkKey = (usize, usize, usize);
+/// A prompt chunk's pass, replayed by a TinyJit: one capture per (chunk length, cache rows attended), for any slot.
+type ChunkKey = (usize, usize);
 type ChunkFn<'m> = Box<dyn FnMut(&[Tensor], &ChunkKey) -> Result<Vec<Tensor>> + 'm>;
 
 /// The batcher thread: admits queued requests into free slots (each prompt is prefilled past the longest prefix a
@@ -145,15 +146,17 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
         Ok(s) => s,
         Err(e) => return fail_all(rx, &e),
     };
-    let caches: Vec<KvCache> = slots.iter().map(|s| s.cache.clone()).collect();
-    let f: StepFn = Box::new(move |x: &[Tensor], (rows, span): &StepKey| {
-        let rows: Vec<_> = rows.iter().enumerate().map(|(i, &s)| (&caches[s], StartPos::Var(&x[1 + i], *span))).collect();
+    // inputs: the token ids, each row's position (a bound variable), then each row's cache tensors
+    let f: StepFn = Box::new(move |x: &[Tensor], &(b, span): &StepKey| {
+        let caches: Vec<KvCache> = x[1 + b..].chunks(x[1 + b..].len() / b).map(KvCache::from_tensors).collect();
+        let rows: Vec<_> = caches.iter().zip(&x[1..=b]).map(|(c, v)| (c, StartPos::Var(v, span))).collect();
         Ok(vec![model.decode(&x[0], &rows)])
     });
     let mut step = TinyJit::with_args(f);
-    let caches: Vec<KvCache> = slots.iter().map(|s| s.cache.clone()).collect();
-    let f: ChunkFn =
-        Box::new(move |x: &[Tensor], &(slot, _, span): &ChunkKey| Ok(vec![model.prefill(&caches[slot], &x[0], &x[1], &x[2], span)]));
+    // inputs: the chunk's ids, its start and last token's index (bound variables), then the slot's cache tensors
+    let f: ChunkFn = Box::new(move |x: &[Tensor], &(_, span): &ChunkKey| {
+        Ok(vec![model.prefill(&KvCache::from_tensors(&x[3..]), &x[0], &x[1], &x[2], span)])
+    });
     let mut chunk_step = TinyJit::with_args(f);
     let (ctx, vocab) = (model.cfg.max_context, model.cfg.vocab);
     let mut queue: VecDeque<Request> = VecDeque::new();
@@ -191,7 +194,7 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
             let (at, left) = (slot.tokens.len(), r.prompt.len() - slot.tokens.len());
             let (n, pad) = if active.is_empty() { (PREFILL_CHUNK.min(left), 1) } else { (chunk.min(left), chunk) };
             let t = Instant::now();
-            match prefill_chunk(&mut chunk_step, (i, pad), at, &r.prompt[at..at + n], ctx) {
+            match prefill_chunk(&mut chunk_step, &slot.cache, pad, at, &r.prompt[at..at + n], ctx) {
                 Ok(logits) => {
                     slot.tokens.extend_from_slice(&r.prompt[at..at + n]);
                     if !active.is_empty() {
@@ -217,13 +220,9 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
         if active.is_empty() {
             continue;
         }
-        // one decode step for every active request, in slot order (one capture per set of slots, not per order):
-        // row b feeds its token at its slot's position
-        active.sort_by_key(|a| a.slot);
-        let key: StepKey = (
-            active.iter().map(|a| a.slot).collect(),
-            active.iter().map(|a| span(slots[a.slot].tokens.len() + 1, ctx)).max().unwrap_or(ctx),
-        );
+        // one decode step for every active request: row b feeds its token at its slot's position, through its slot's
+        // cache (an input, so the step's capture serves any slots: one per number of rows and span)
+        let key: StepKey = (active.len(), active.iter().map(|a| span(slots[a.slot].tokens.len() + 1, ctx)).max().unwrap_or(ctx));
         let ids: Vec<i32> = active.iter().map(|a| a.next as i32).collect();
         let mut inputs = vec![Tensor::from_slice(&ids, [ids.len()])];
         inputs.extend(
@@ -232,6 +231,7 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
                 .enumerate()
                 .map(|(b, a)| Tensor::bind_var(&format!("start_pos{b}"), 0, ctx as i64 - 1, slots[a.slot].tokens.len() as i64)),
         );
+        inputs.extend(active.iter().flat_map(|a| slots[a.slot].cache.tensors()));
         let t = Instant::now();
         let logits = step.call_with(&inputs, key).and_then(|out| out[0].to_vec::<f32>());
         step_time = t.elapsed();
@@ -259,18 +259,19 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
     }
 }
 
-/// Logits after `tokens` (at most [`PREFILL_CHUNK`]), which enter slot `slot`'s cache at `at`, through `jit`: padded
-/// to a power of two of at least `pad` ([`chunk_inputs`]), so a few captured graphs serve every chunk, a prompt's
-/// last one too.
+/// Logits after `tokens` (at most [`PREFILL_CHUNK`]), which enter `cache` at `at`, through `jit`: padded to a power
+/// of two of at least `pad` ([`chunk_inputs`]), so a few captured graphs serve every chunk, a prompt's last one too.
 fn prefill_chunk(
     jit: &mut TinyJit<ChunkFn, ChunkKey>,
-    (slot, pad): (usize, usize),
+    cache: &KvCache,
+    pad: usize,
     at: usize,
     tokens: &[u32],
     ctx: usize,
 ) -> Result<Vec<f32>> {
     let (inputs, (len, _, span)) = chunk_inputs(tokens, at, pad, ctx);
-    jit.call_with(&inputs, (slot, len, span))?[0].to_vec::<f32>()
+    let inputs: Vec<Tensor> = inputs.into_iter().chain(cache.tensors()).collect();
+    jit.call_with(&inputs, (len, span))?[0].to_vec::<f32>()
 }
 
 /// Prompt tokens a prefill chunk takes at least while streams decode (a power of two, as prefill's chunk lengths; at

@@ -94,6 +94,23 @@ pub struct KvCache {
     layers: Vec<(Tensor, Tensor)>,
 }
 
+impl KvCache {
+    /// The cache's tensors, each layer's keys then its values (`2 * n_layers` of `[max_context, n_kv_heads *
+    /// head_dim]`): passed to a TinyJit as inputs, one capture serves every cache of the model.
+    pub fn tensors(&self) -> Vec<Tensor> {
+        self.layers.iter().flat_map(|(k, v)| [k.clone(), v.clone()]).collect()
+    }
+
+    /// The cache whose tensors [`KvCache::tensors`] listed (sharing their buffers).
+    ///
+    /// # Panics
+    /// If `tensors` has an odd length.
+    pub fn from_tensors(tensors: &[Tensor]) -> KvCache {
+        assert!(tensors.len().is_multiple_of(2), "KvCache::from_tensors: {} tensors, not key and value pairs", tensors.len());
+        KvCache { layers: tensors.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect() }
+    }
+}
+
 /// A Transformer with its KV cache (tinygrad `llm.model.Transformer`).
 pub struct Transformer {
     pub cfg: Config,
@@ -219,6 +236,51 @@ fn rope(x: &Tensor, pos: &Tensor, theta: f32, interleaved: bool, device: &str) -
     } else {
         ra.cat(&[&rb], -1)
     }
+}
+
+/// Sequences whose attention runs as one set of kernels: their range among a pass's sequences, the cache rows they
+/// attend over, and their causal mask and sliding-window mask (`[rows, span]`).
+type Group = (std::ops::Range<usize>, usize, (Tensor, Option<Tensor>));
+
+/// `cache` (`[max_context, width]`) with rows `start..start+T` replaced by `x` (`[T, width]`).
+fn write_rows(cache: &Tensor, x: &Tensor, start: StartPos) -> Tensor {
+    let (ctx, t, w) = (cache.shape()[0], x.shape()[0], x.shape()[1]);
+    let rows = Tensor::arange(0.0, ctx as f64, 1.0).reshape([ctx, 1]);
+    match start {
+        StartPos::Const(s) => {
+            let mask = rows.ge(s as f32).bitwise_and(rows.lt((s + t) as f32));
+            mask.where_(x.pad(&[(s as i64, (ctx - s - t) as i64), (0, 0)]), cache)
+        }
+        // (an integer compare of the row with the variable: codegen stores the one row it pins)
+        StartPos::Var(var, _) if t == 1 => rows.cast(dtypes::INT32).eq(var.cast(dtypes::INT32).reshape([1, 1])).where_(x, cache),
+        StartPos::Var(var, _) => {
+            // row r takes token r - start when that is in 0..T: a one-hot sum codegen turns into a gated load,
+            // stored only in the rows it covers
+            let off = &rows.cast(dtypes::INT32) - &var.cast(dtypes::INT32).reshape([1, 1]);
+            let mask = off.ge(0).bitwise_and(off.lt(t as i32));
+            let at = off.reshape([ctx, 1, 1]).eq(Tensor::arange(0.0, t as f64, 1.0).cast(dtypes::INT32).reshape([1, t, 1]));
+            mask.where_(at.where_(x.reshape([1, t, w]), 0.0f32).sum(1), cache)
+        }
+    }
+}
+
+/// Attention of `B` sequences' queries `q` (`[B * T, heads * head_dim]`, T a sequence) over the first `span` rows
+/// of their caches (`layers[b]`: layer's keys and values of sequence b), key rows masked by `visible` (`[B * T,
+/// span]`, true where seen); each query head attends over its group's key head. Out: `[B * T, heads * head_dim]`.
+fn attention(q: &Tensor, layers: &[&(Tensor, Tensor)], visible: &Tensor, span: usize, c: &Config) -> Tensor {
+    let (hd, nkv, bs) = (c.head_dim, c.n_kv_heads, layers.len());
+    let (g, t) = (c.n_heads / nkv, q.shape()[0] / bs);
+    // (a batch's caches are separate buffers: the kernels read them side by side, as a stack)
+    let rows = |pick: fn(&(Tensor, Tensor)) -> &Tensor| {
+        let r: Vec<Tensor> = layers.iter().map(|l| pick(l).shrink(&[(0, span), (0, nkv * hd)]).reshape([span, nkv, hd])).collect();
+        r[0].stack(&r[1..].iter().collect::<Vec<_>>(), 0)
+    };
+    let qh = q.reshape([bs, t, nkv, g, hd]).permute([0, 2, 3, 1, 4]);
+    let kh = rows(|l| &l.0).permute([0, 2, 3, 1]).reshape([bs, nkv, 1, hd, span]);
+    let vh = rows(|l| &l.1).permute([0, 2, 1, 3]).reshape([bs, nkv, 1, span, hd]);
+    let scores = qh.matmul(&kh) * (1.0 / (hd as f32).sqrt());
+    let scores = visible.reshape([bs, 1, 1, t, span]).where_(&scores, f32::NEG_INFINITY);
+    scores.softmax(-1).matmul(&vh).permute([0, 3, 1, 2, 4]).reshape([bs * t, c.n_heads * hd])
 }
 
 impl Transformer {
@@ -360,16 +422,22 @@ impl Transformer {
             |parts: &[Tensor]| if parts.len() == 1 { parts[0].clone() } else { parts[0].cat(&parts[1..].iter().collect::<Vec<_>>(), 0) };
         let positions = cat(&spans.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>());
         // key position j is visible to query i when j <= start + i (and, in a local layer, j > start + i - window)
-        let masks: Vec<(Tensor, Option<Tensor>)> = spans
-            .iter()
-            .map(|(pos, span)| {
-                let j = Tensor::arange(0.0, *span as f64, 1.0).reshape([1, *span]);
-                let qpos = pos.reshape([t, 1]);
-                let causal = j.le(&qpos);
-                let window = c.sliding_window.map(|w| causal.bitwise_and(j.gt(&(&qpos - w as f32))));
-                (causal, window)
-            })
-            .collect();
+        let visible = |pos: &Tensor, span: usize| {
+            let j = Tensor::arange(0.0, span as f64, 1.0).reshape([1, span]);
+            let qpos = pos.reshape([pos.shape()[0], 1]);
+            let causal = j.le(&qpos);
+            let window = c.sliding_window.map(|w| causal.bitwise_and(j.gt(&(&qpos - w as f32))));
+            (causal, window)
+        };
+        // the sequences whose attention runs as one set of kernels: all of a batched decode step's when they attend
+        // over the same span (llama-server's batched slots: B times the rows a kernel, split over the cores), else
+        // each alone; with each group's masks ([group rows, span])
+        let batched = t == 1 && seqs.len() > 1 && spans.iter().all(|(_, s)| *s == spans[0].1);
+        let groups: Vec<Group> = if batched {
+            vec![(0..seqs.len(), spans[0].1, visible(&positions, spans[0].1))]
+        } else {
+            spans.iter().enumerate().map(|(i, (pos, span))| (i..i + 1, *span, visible(pos, *span))).collect()
+        };
         for (l, b) in self.blocks.iter().enumerate() {
             // (the normed input and the q/k projections are realized: each is read by many outputs, and RoPE reads
             // each projected element twice)
@@ -384,52 +452,20 @@ impl Transformer {
             let interleaved = c.arch == Arch::Llama;
             let (q, k) =
                 (rope(&q, &positions, theta, interleaved, dev), rope(&k, &positions, theta, interleaved, dev).reshape([n, nkv * hd]));
-            let attn: Vec<Tensor> = seqs
+            // each sequence's keys and values into its cache, rows start..start+T
+            for (i, (cache, start)) in seqs.iter().enumerate() {
+                let part = |x: &Tensor| x.shrink(&[(i * t, (i + 1) * t), (0, nkv * hd)]);
+                let (cache_k, cache_v) = &cache.layers[l];
+                cache_k.assign(write_rows(cache_k, &part(&k), *start));
+                cache_v.assign(write_rows(cache_v, &part(&v), *start));
+            }
+            let q = q.reshape([n, nh * hd]);
+            let attn: Vec<Tensor> = groups
                 .iter()
-                .zip(&spans)
-                .zip(&masks)
-                .enumerate()
-                .map(|(i, (((cache, start), (_, span)), (causal, window)))| {
-                    let part = |x: &Tensor, w: usize| x.shrink(&[(i * t, (i + 1) * t), (0, w)]);
-                    let (k, v, q) = (part(&k, nkv * hd), part(&v, nkv * hd), part(&q.reshape([n, nh * hd]), nh * hd));
-                    let (cache_k, cache_v) = &cache.layers[l];
-                    // the KV cache: rows start..start+T replaced
-                    let (ck, cv) = match *start {
-                        StartPos::Const(s) => {
-                            let rows = Tensor::arange(0.0, ctx as f64, 1.0).reshape([ctx, 1]);
-                            let mask = rows.ge(s as f32).bitwise_and(rows.lt((s + t) as f32));
-                            let place = |x: &Tensor| x.pad(&[(s as i64, (ctx - s - t) as i64), (0, 0)]);
-                            (mask.where_(place(&k), cache_k), mask.where_(place(&v), cache_v))
-                        }
-                        StartPos::Var(var, _) if t == 1 => {
-                            // (an integer compare of the row with the variable: codegen stores the one row it pins)
-                            let rows = Tensor::arange(0.0, ctx as f64, 1.0).cast(dtypes::INT32).reshape([ctx, 1]);
-                            let at = rows.eq(var.cast(dtypes::INT32).reshape([1, 1]));
-                            (at.where_(&k, cache_k), at.where_(&v, cache_v))
-                        }
-                        StartPos::Var(var, _) => {
-                            // row r takes token r - start when that is in 0..T: a one-hot sum codegen turns into a
-                            // gated load, stored only in the rows it covers
-                            let rows = Tensor::arange(0.0, ctx as f64, 1.0).cast(dtypes::INT32).reshape([ctx, 1]);
-                            let off = &rows - &var.cast(dtypes::INT32).reshape([1, 1]);
-                            let mask = off.ge(0).bitwise_and(off.lt(t as i32));
-                            let at = off.reshape([ctx, 1, 1]).eq(Tensor::arange(0.0, t as f64, 1.0).cast(dtypes::INT32).reshape([1, t, 1]));
-                            let place = |x: &Tensor| at.where_(x.reshape([1, t, nkv * hd]), 0.0f32).sum(1);
-                            (mask.where_(place(&k), cache_k), mask.where_(place(&v), cache_v))
-                        }
-                    };
-                    cache_k.assign(&ck);
-                    cache_v.assign(&cv);
-                    // attention of each query head over its group's cached keys: [nkv, group, T, span]
-                    let (g, span) = (nh / nkv, *span);
-                    let qh = q.reshape([t, nkv, g, hd]).permute([1, 2, 0, 3]);
-                    let rows = |c: &Tensor| c.shrink(&[(0, span), (0, nkv * hd)]).reshape([span, nkv, hd]);
-                    let kh = rows(cache_k).permute([1, 2, 0]).reshape([nkv, 1, hd, span]);
-                    let vh = rows(cache_v).permute([1, 0, 2]).reshape([nkv, 1, span, hd]);
-                    let scores = qh.matmul(&kh) * (1.0 / (hd as f32).sqrt());
+                .map(|(seq, span, (causal, window))| {
                     let visible = if b.local { window.as_ref().unwrap_or(causal) } else { causal };
-                    let scores = visible.reshape([1, 1, t, span]).where_(&scores, f32::NEG_INFINITY);
-                    scores.softmax(-1).matmul(&vh).permute([2, 0, 1, 3]).reshape([t, nh * hd])
+                    let layers: Vec<&(Tensor, Tensor)> = seqs[seq.clone()].iter().map(|(cache, _)| &cache.layers[l]).collect();
+                    attention(&q.shrink(&[(seq.start * t, seq.end * t), (0, nh * hd)]), &layers, visible, *span, c)
                 })
                 .collect();
             let mut out = project(&Input::new(cat(&attn).contiguous(), dot), &b.o);
