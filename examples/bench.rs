@@ -27,6 +27,8 @@ enum Unit {
     Gbs(f64),
     /// The time itself, in milliseconds.
     Ms,
+    /// The time of each of this many items, in microseconds.
+    UsEach(f64),
 }
 
 /// Realized float32 values in `[-1, 1)` from a cheap deterministic hash of the index.
@@ -73,6 +75,7 @@ impl Bench {
             Unit::Gflops(w) => (w / t / 1e9, "GFLOP/s"),
             Unit::Gbs(b) => (b / t / 1e9, "GB/s"),
             Unit::Ms => (t * 1e3, "ms"),
+            Unit::UsEach(n) => (t * 1e6 / n, "us"),
         };
         println!(r#"{{"name": "{name}", "value": {value:.3}, "unit": "{unit}", "runs": {runs}}}"#);
         Ok(())
@@ -127,6 +130,31 @@ fn codegen_per_kernel(b: &Bench) -> Result<()> {
     let us = t.elapsed().as_secs_f64() * 1e6 / sched.items.len() as f64;
     println!(r#"{{"name": "{name}", "value": {us:.1}, "unit": "us", "runs": 1, "kernels": {}}}"#, sched.items.len());
     Ok(())
+}
+
+/// Microseconds a TinyJit replay spends per kernel, over a captured chain of 1,000 kernels of 16 float32 elements each
+/// (each launch's own work is a few nanoseconds: what is left is the replay's bookkeeping and the launch). One JSON
+/// line, `jit_replay_us_per_kernel`.
+fn jit_replay_per_kernel(b: &Bench) -> Result<()> {
+    let name = "jit_replay_us_per_kernel";
+    if !b.want(name) {
+        return Ok(());
+    }
+    let n = 1000;
+    let mut jit = tinygrad::TinyJit::new(|x: &[Tensor]| {
+        let mut y = x[0].clone();
+        for _ in 0..n {
+            y = (y + 1.0f32).contiguous();
+        }
+        Ok(vec![y])
+    });
+    let x = data(&[getenv_int("JIT_N", 16, 1, 1 << 30).unwrap() as usize], 12)?;
+    // (run, then capture: the timed calls replay)
+    for _ in 0..2 {
+        jit.call(std::slice::from_ref(&x))?;
+    }
+    let jit = std::cell::RefCell::new(jit);
+    b.time(name, Unit::UsEach(n as f64), 20, || jit.borrow_mut().call(std::slice::from_ref(&x)).map(drop))
 }
 
 /// A decode step's product: a float32 row times a 4096 x 4096 Q4_1 matrix (10.5 MB, past L2), as GB/s of the
@@ -194,6 +222,7 @@ fn figures() -> Result<()> {
     }
     quant_matvec(&b)?;
     codegen_per_kernel(&b)?;
+    jit_replay_per_kernel(&b)?;
     if b.want("conv2d") {
         let (x, w) = (data(&[32, 64, 56, 56], 7)?, data(&[64, 64, 3, 3], 8)?);
         let flops = 2.0 * 32.0 * 64.0 * 56.0 * 56.0 * 64.0 * 9.0;

@@ -252,9 +252,12 @@ pub static RING_ALLREDUCE_THRESHOLD: ContextVar = ContextVar::new("RING_ALLREDUC
 /// activations with DP4A (llama.cpp's way, `nn::gguf::QuantMatrix`) on the CPU; 0 dequantizes them to float32 in the
 /// kernels (prefill always does). Default 1.
 pub static QUANT_DOT: ContextVar = ContextVar::new("QUANT_DOT", 1);
+/// 1 stores an LLM's KV cache as float16 (llama.cpp's default `--cache-type-k/v f16`: half the bytes attention
+/// reads), 0 as float32 (the numpy reference's). Read when a model loads. Default 1.
+pub static HALF_KV: ContextVar = ContextVar::new("HALF_KV", 1);
 
 /// Every [`ContextVar`] above with the values it accepts, for [`check_settings`].
-static CONTEXT_VARS: [(&ContextVar, i64, i64); 18] = [
+static CONTEXT_VARS: [(&ContextVar, i64, i64); 19] = [
     (&DEBUG, 0, 7),
     (&BEAM, 0, 1024),
     (&NOOPT, 0, 1),
@@ -273,6 +276,7 @@ static CONTEXT_VARS: [(&ContextVar, i64, i64); 18] = [
     (&RING, 0, 2),
     (&RING_ALLREDUCE_THRESHOLD, 0, i64::MAX),
     (&QUANT_DOT, 0, 1),
+    (&HALF_KV, 0, 1),
 ];
 
 static DEV_GLOBAL: LazyLock<RwLock<String>> = LazyLock::new(|| RwLock::new(getenv_str("DEV", "")));

@@ -156,6 +156,19 @@ fn an_empty_tensor_with_a_huge_axis_computes_nothing() {
     assert_eq!(t.to_vec::<f32>().unwrap(), Vec::<f32>::new());
 }
 
+/// float16 vectors: rows of halves read, converted, scaled and written back as halves, and summed in float32 (exact:
+/// small integers and their triples are halves).
+#[test]
+fn half_vectors_load_convert_and_store() {
+    use tinygrad::dtypes::{FLOAT16, FLOAT32};
+    let v: Vec<f32> = (0..4096).map(|i| ((i * 37) % 251) as f32 - 125.0).collect();
+    let h = Tensor::from_slice(&v, [16, 256]).cast(FLOAT16).realize().unwrap().clone();
+    let tripled = (h.cast(FLOAT32) * 3.0f32).cast(FLOAT16).cast(FLOAT32);
+    assert_eq!(tripled.to_vec::<f32>().unwrap(), v.iter().map(|x| x * 3.0).collect::<Vec<_>>());
+    let sums: Vec<f32> = v.chunks(256).map(|c| c.iter().sum()).collect();
+    assert_eq!(h.cast(FLOAT32).sum(1).to_vec::<f32>().unwrap(), sums);
+}
+
 /// Byte vectors: a max over uint8 lanes (the comparison mask is as wide as the bytes) and a widening cast.
 #[test]
 fn byte_vectors_reduce_and_widen() {

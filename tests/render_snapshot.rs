@@ -3,7 +3,7 @@
 //! shows up here as a diff to read; `UPDATE_SNAPSHOTS=1 cargo test --test render_snapshot` rewrites them.
 
 use tinygrad::codegen::full_rewrite;
-use tinygrad::renderer::{cstyle, Renderer};
+use tinygrad::renderer::{cstyle, CpuFeatures, Renderer};
 use tinygrad::schedule::create_schedule;
 use tinygrad::Tensor;
 
@@ -14,7 +14,9 @@ fn input(shape: &[usize]) -> Tensor {
 
 fn check(name: &str, t: &Tensor) {
     // an AVX2 machine with FMA and two cores, whatever this one is
-    let ren = Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 64, mulacc: true, ..Renderer::cpu() };
+    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false };
+    let ren =
+        Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 64, mulacc: true, cpu: Some(cpu), ..Renderer::cpu() };
     let sched = create_schedule(&[t.uop()], &ren);
     let src: String =
         sched.items.iter().map(|it| cstyle::render(&full_rewrite(&it.ast, &ren, None).unwrap())).collect::<Vec<_>>().join("\n");
@@ -29,6 +31,15 @@ fn check(name: &str, t: &Tensor) {
 #[test]
 fn elementwise_relu_of_sum() {
     check("elementwise", &(&input(&[64, 96]) + &input(&[64, 96])).relu());
+}
+
+/// float16 in and out (a KV cache's rows): vector loads and stores of halves, converted as vectors (F16C), the
+/// arithmetic in float32.
+#[test]
+fn half_vectors_convert_whole() {
+    use tinygrad::dtypes::{FLOAT16, FLOAT32};
+    let h = input(&[64, 96]).cast(FLOAT16).realize().unwrap().clone();
+    check("half_rows", &(h.cast(FLOAT32) * 3.0f32).cast(FLOAT16));
 }
 
 #[test]

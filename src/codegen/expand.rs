@@ -59,6 +59,13 @@ fn vector_dtype(dt: DType) -> bool {
         )
 }
 
+/// Whether loads and stores of `dt` may be vectors, and conversions between it and float32 vector conversions: the
+/// C vector types, and with `half` float16 (the CPU's, where `vcvtph2ps`/`vcvtps2ph` convert 8 or 16 at once; its
+/// arithmetic stays lane by lane, in float).
+fn vector_storage(dt: DType, half: bool) -> bool {
+    vector_dtype(dt) || (half && dt.count == 1 && dt.scalar == Scalar::Float16)
+}
+
 /// Ops C vector types compute lane-wise (with the scalar operators; MAX as a bit select on a comparison mask;
 /// shifts of integers).
 fn vector_op(op: Ops) -> bool {
@@ -82,8 +89,9 @@ fn vector_op(op: Ops) -> bool {
 }
 
 /// `sink` with its lane axes expanded; vectors are at most `max_vector_bytes` wide; with `mulacc`, the float
-/// multiply-adds expansion makes are MULACCs (see [`super::decompositions::fuse_mulacc`]).
-pub fn expand(sink: &UOp, max_vector_bytes: usize, mulacc: bool) -> UOp {
+/// multiply-adds expansion makes are MULACCs (see [`super::decompositions::fuse_mulacc`]); with `half`, float16
+/// loads, stores and conversions are vectors too (see [`vector_storage`]).
+pub fn expand(sink: &UOp, max_vector_bytes: usize, mulacc: bool, half: bool) -> UOp {
     let sink = split_wide_lanes(sink, max_vector_bytes);
     let sink = &sink;
     let topo = sink.toposort();
@@ -123,7 +131,7 @@ pub fn expand(sink: &UOp, max_vector_bytes: usize, mulacc: bool) -> UOp {
     let pm = if mulacc { &*super::decompositions::SYMBOLIC_MULACC } else { &*SYMBOLIC };
     let sink = graph_rewrite(&UOp::sink(stores), pm, &mut (), "expand");
     let sink = match v {
-        Some(v) => vectorize(&sink, &v),
+        Some(v) => vectorize(&sink, &v, half),
         None => sink,
     };
     UOp::sink(sink.src.iter().filter_map(live_store).collect::<Vec<_>>())
@@ -137,7 +145,16 @@ fn split_wide_lanes(sink: &UOp, max_bytes: usize) -> UOp {
         return sink.clone();
     }
     let topo = sink.toposort();
-    let item = topo.iter().filter(|u| matches!(u.op, Ops::LOAD | Ops::STORE)).map(|u| u.src[0].dtype.base().itemsize()).max().unwrap_or(4);
+    // (the widest element loaded, stored, or converted from a half: halves compute as float32)
+    let item = topo
+        .iter()
+        .filter_map(|u| match u.op {
+            Ops::LOAD | Ops::STORE => Some(u.src[0].dtype.base().itemsize()),
+            Ops::CAST if u.src[0].dtype.scalar == Scalar::Float16 => Some(u.dtype.itemsize()),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(4);
     let w = (max_bytes / item.max(1)).max(1);
     let mut next_id = topo.iter().filter(|u| u.op == Ops::RANGE).map(|r| r.axis().0).max().unwrap_or(0) + 1;
     let mut split: FxHashMap<UOp, [UOp; 2]> = FxHashMap::default();
@@ -180,7 +197,16 @@ fn live_store(s: &UOp) -> Option<UOp> {
 /// The lane axis to compute as vectors: an UPCAST the first store walks with unit stride, else an UNROLL, else an
 /// UPCAST, that a load walks with unit stride; its lanes are a power of two that fits `max_bytes`.
 fn vector_axis(sink: &UOp, topo: &[UOp], lanes: &[UOp], max_bytes: usize) -> Option<UOp> {
-    let item = topo.iter().filter(|u| matches!(u.op, Ops::LOAD | Ops::STORE)).map(|u| u.src[0].dtype.base().itemsize()).max().unwrap_or(4);
+    // (the widest element loaded, stored, or converted from a half: halves compute as float32)
+    let item = topo
+        .iter()
+        .filter_map(|u| match u.op {
+            Ops::LOAD | Ops::STORE => Some(u.src[0].dtype.base().itemsize()),
+            Ops::CAST if u.src[0].dtype.scalar == Scalar::Float16 => Some(u.dtype.itemsize()),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(4);
     // C vector types are a power of two wide
     let fits = |r: &&UOp| range_size(r).is_power_of_two() && range_size(r) * item <= max_bytes;
     // consecutive in the lanes, under a gate (if any) that is the same for every lane
@@ -204,8 +230,9 @@ fn vector_axis(sink: &UOp, topo: &[UOp], lanes: &[UOp], max_bytes: usize) -> Opt
     unroll.or_else(|| lanes.iter().filter(fits).find(|r| r.axis().1 == AxisType::Upcast && loaded(r))).cloned()
 }
 
-/// `sink` with axis `v` (of `w` lanes) computed as vectors of `w`.
-fn vectorize(sink: &UOp, v: &UOp) -> UOp {
+/// `sink` with axis `v` (of `w` lanes) computed as vectors of `w` (float16 loads, stores and conversions too with
+/// `half`).
+fn vectorize(sink: &UOp, v: &UOp, half: bool) -> UOp {
     let w = range_size(v);
     let topo = sink.toposort();
     let mut dep: FxHashSet<UOp> = FxHashSet::default();
@@ -236,7 +263,7 @@ fn vectorize(sink: &UOp, v: &UOp) -> UOp {
     // an index at lane 0
     let base = |index: &UOp| sub(index, v, 0).simplify();
     let unit_base = |index: &UOp, dt: DType, dep: &FxHashSet<UOp>| -> Option<UOp> {
-        let ok = index.src[0].op == Ops::DEFINE_GLOBAL && vector_dtype(dt) && index.src.get(2).is_none_or(|g| !dep.contains(g));
+        let ok = index.src[0].op == Ops::DEFINE_GLOBAL && vector_storage(dt, half) && index.src.get(2).is_none_or(|g| !dep.contains(g));
         (ok && stride(&index.src[1], v) == Some(1)).then(|| {
             index.with_src(
                 std::iter::once(index.src[0].clone()).chain([base(&index.src[1])]).chain(index.src.get(2).cloned()).collect::<Vec<_>>(),
@@ -317,11 +344,17 @@ fn vectorize(sink: &UOp, v: &UOp) -> UOp {
                     }
                 }
             }
-            // (a CAST may widen or narrow: bytes to floats, as dequantization does)
+            // (a CAST may widen or narrow: bytes to floats, as dequantization does; halves to and from float32)
             Ops::CAST | Ops::BITCAST
                 if vector_dtype(u.dtype)
                     && vector_dtype(u.src[0].dtype)
                     && (u.op == Ops::CAST || u.dtype.itemsize() == u.src[0].dtype.itemsize()) =>
+            {
+                UOp::new(u.op, u.dtype.vec(w as u16), [broadcast(&vec[&u.src[0]])], Arg::None)
+            }
+            Ops::CAST
+                if [u.dtype, u.src[0].dtype].iter().all(|&d| vector_storage(d, half))
+                    && [u.dtype, u.src[0].dtype].iter().any(|d| d.scalar == Scalar::Float32) =>
             {
                 UOp::new(u.op, u.dtype.vec(w as u16), [broadcast(&vec[&u.src[0]])], Arg::None)
             }

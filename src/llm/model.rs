@@ -5,6 +5,7 @@
 //! with a sliding window and their own RoPE base). Weights stay quantized as the file has them: each is a lazy
 //! dequantization of its bytes, which the kernels that read it fuse.
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::nn::gguf::{GgufFile, GgufValue, QuantMatrix, QuantRows};
 use crate::{dtypes, Tensor};
@@ -87,8 +88,8 @@ enum Out<'a> {
     Row(&'a Tensor),
 }
 
-/// One sequence's KV cache: for each layer, its keys and values, `[max_context, n_kv_heads * head_dim]` float32,
-/// written in place by the forward passes that use it. Cloning shares the buffers.
+/// One sequence's KV cache: for each layer, its keys and values, `[max_context, n_kv_heads * head_dim]` of the
+/// model's cache dtype (float16, or float32 under `HALF_KV=0`), written in place by the forward passes that use it. Cloning shares the buffers.
 #[derive(Clone)]
 pub struct KvCache {
     layers: Vec<(Tensor, Tensor)>,
@@ -121,6 +122,8 @@ pub struct Transformer {
     output_norm: Tensor,
     /// The output projection (the token embedding's when tied).
     output: Weight,
+    /// The KV cache's dtype: float16, or float32 under `HALF_KV=0` (read at load).
+    kv_dtype: DType,
 }
 
 fn meta<'a>(file: &'a GgufFile, key: &str) -> Result<&'a GgufValue> {
@@ -242,9 +245,11 @@ fn rope(x: &Tensor, pos: &Tensor, theta: f32, interleaved: bool, device: &str) -
 /// attend over, and their causal mask and sliding-window mask (`[rows, span]`).
 type Group = (std::ops::Range<usize>, usize, (Tensor, Option<Tensor>));
 
-/// `cache` (`[max_context, width]`) with rows `start..start+T` replaced by `x` (`[T, width]`).
+/// `cache` (`[max_context, width]`) with rows `start..start+T` replaced by `x` (`[T, width]`, cast to the cache's
+/// dtype).
 fn write_rows(cache: &Tensor, x: &Tensor, start: StartPos) -> Tensor {
     let (ctx, t, w) = (cache.shape()[0], x.shape()[0], x.shape()[1]);
+    let x = &x.cast(cache.dtype());
     let rows = Tensor::arange(0.0, ctx as f64, 1.0).reshape([ctx, 1]);
     match start {
         StartPos::Const(s) => {
@@ -273,7 +278,7 @@ fn attention(q: &Tensor, layers: &[&(Tensor, Tensor)], visible: &Tensor, span: u
     // (a batch's caches are separate buffers: the kernels read them side by side, as a stack)
     let rows = |pick: fn(&(Tensor, Tensor)) -> &Tensor| {
         let r: Vec<Tensor> = layers.iter().map(|l| pick(l).shrink(&[(0, span), (0, nkv * hd)]).reshape([span, nkv, hd])).collect();
-        r[0].stack(&r[1..].iter().collect::<Vec<_>>(), 0)
+        r[0].stack(&r[1..].iter().collect::<Vec<_>>(), 0).cast(dtypes::FLOAT32)
     };
     let qh = q.reshape([bs, t, nkv, g, hd]).permute([0, 2, 3, 1, 4]);
     let kh = rows(|l| &l.0).permute([0, 2, 3, 1]).reshape([bs, nkv, 1, hd, span]);
@@ -327,6 +332,7 @@ impl Transformer {
             blocks,
             cfg,
             device: device.to_string(),
+            kv_dtype: if crate::helpers::HALF_KV.value() != 0 { dtypes::FLOAT16 } else { dtypes::FLOAT32 },
         })
     }
 
@@ -337,7 +343,7 @@ impl Transformer {
     pub fn new_cache(&self) -> Result<KvCache> {
         let c = &self.cfg;
         let zeros = || {
-            let t = Tensor::zeros([c.max_context, c.n_kv_heads * c.head_dim]).to(self.device.as_str()).contiguous();
+            let t = Tensor::zeros([c.max_context, c.n_kv_heads * c.head_dim]).cast(self.kv_dtype).to(self.device.as_str()).contiguous();
             t.realize().map(|_| t.clone())
         };
         Ok(KvCache { layers: (0..c.n_layers).map(|_| Ok((zeros()?, zeros()?))).collect::<Result<_>>()? })
