@@ -26,6 +26,13 @@ def ours(path, tokens, ctx):
 LLAMA = r'''
 import sys, time, statistics, numpy as np, llama_cpp
 path, tokens, ctx, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+if "amx_tile" in open("/proc/cpuinfo").read():
+  # (ggml's AMX matmuls die of SIGILL in this workplace's VMs, which list AMX; without the extra buffer types llama.cpp
+  # runs its AVX-512 kernels)
+  default = llama_cpp.llama_cpp.llama_model_default_params
+  def no_extra():
+    p = default(); p.use_extra_bufts = False; return p
+  llama_cpp.llama_cpp.llama_model_default_params = no_extra
 l = llama_cpp.Llama(model_path=path, n_threads=threads, n_threads_batch=threads, n_ctx=ctx, verbose=False)
 prompt = l.tokenize(("The quick brown fox jumps over the lazy dog. " * 40).encode(), add_bos=True)[:128]
 for _ in range(2):
