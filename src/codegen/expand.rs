@@ -352,9 +352,12 @@ fn vectorize(sink: &UOp, v: &UOp, half: bool) -> UOp {
             {
                 UOp::new(u.op, u.dtype.vec(w as u16), [broadcast(&vec[&u.src[0]])], Arg::None)
             }
+            // (halves loaded as a vector: one built from computed lanes stays lane by lane, where clang keeps each
+            // lane's float product unrounded, as a scalar half's arithmetic does)
             Ops::CAST
                 if [u.dtype, u.src[0].dtype].iter().all(|&d| vector_storage(d, half))
-                    && [u.dtype, u.src[0].dtype].iter().any(|d| d.scalar == Scalar::Float32) =>
+                    && [u.dtype, u.src[0].dtype].iter().any(|d| d.scalar == Scalar::Float32)
+                    && (u.src[0].dtype.scalar != Scalar::Float16 || vec[&u.src[0]].op == Ops::LOAD) =>
             {
                 UOp::new(u.op, u.dtype.vec(w as u16), [broadcast(&vec[&u.src[0]])], Arg::None)
             }
