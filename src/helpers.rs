@@ -248,9 +248,9 @@ pub static TC: ContextVar = ContextVar::new("TC", 1);
 pub static RING: ContextVar = ContextVar::new("RING", 1);
 /// The element count above which `RING=1` takes the ring (tinygrad's, found empirically). Default 256,000.
 pub static RING_ALLREDUCE_THRESHOLD: ContextVar = ContextVar::new("RING_ALLREDUCE_THRESHOLD", 256_000);
-/// 1 lets an LLM's decode steps multiply Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K weights by int8-quantized
-/// activations with DP4A (llama.cpp's way, `nn::gguf::QuantMatrix`) on the CPU; 0 dequantizes them to float32 in the
-/// kernels (prefill always does). Default 1.
+/// 1 lets an LLM's passes (prefill and decode) multiply Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K weights by
+/// int8-quantized activations with DP4A (llama.cpp's way, `nn::gguf::QuantMatrix`) on the CPU; 0 dequantizes them to
+/// float32 in the kernels. Default 1.
 pub static QUANT_DOT: ContextVar = ContextVar::new("QUANT_DOT", 1);
 /// 1 stores an LLM's KV cache as float16 (llama.cpp's default `--cache-type-k/v f16`: half the bytes attention
 /// reads), 0 as float32 (the numpy reference's). Read when a model loads. Default 1.

@@ -65,7 +65,7 @@ struct Block {
 }
 
 /// A projection's `[out, in]` weight: its lazy dequantization, and on the CPU, for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
-/// Q5_K and Q6_K, its repacking for integer dot products, which decode steps take (see [`Input`]).
+/// Q5_K and Q6_K, its repacking for integer dot products, which every pass takes (see [`Input`]).
 struct Weight {
     w: Tensor,
     q: Option<QuantMatrix>,
@@ -192,26 +192,24 @@ fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> Tensor {
     &(x * &(ms + eps).rsqrt()) * w
 }
 
-/// A projection's input `[n, in]`, quantized once for all the weights that take it by integer dot products. `dot`
-/// says whether it may: in a decode step (one token a sequence, batched or not), never in prefill, so a sequence's
-/// tokens do not depend on how its prompt was chunked or which other sequences shared its steps (each row is
-/// quantized alone; prefill's matrix products are compute-bound, where dequantized floats serve).
+/// A projection's input `[n, in]`, quantized once for all the weights that take it by integer dot products (llama.cpp's
+/// way, in prefill and decode alike). Each row is quantized alone and the integer kernels are batch-invariant, so a
+/// sequence's tokens do not depend on how its prompt was chunked or which other sequences shared its steps.
 struct Input {
     x: Tensor,
-    dot: bool,
     q: OnceCell<QuantRows>,
 }
 
 impl Input {
-    fn new(x: Tensor, dot: bool) -> Input {
-        Input { x, dot, q: OnceCell::new() }
+    fn new(x: Tensor) -> Input {
+        Input { x, q: OnceCell::new() }
     }
 }
 
-/// `x @ w.T` for a GGUF weight `w` of `[out, in]`: by integer dot products where `x` may take them and `w` has them.
+/// `x @ w.T` for a GGUF weight `w` of `[out, in]`: by integer dot products where `w` has them.
 fn project(x: &Input, w: &Weight) -> Tensor {
     match &w.q {
-        Some(q) if x.dot => q.matmul_t(x.q.get_or_init(|| QuantRows::new(&x.x.contiguous()))),
+        Some(q) => q.matmul_t(x.q.get_or_init(|| QuantRows::new(&x.x.contiguous()))),
         _ => x.x.matmul(&w.w.transpose(0, 1)),
     }
 }
@@ -399,8 +397,6 @@ impl Transformer {
         let dev = self.device.as_str();
         assert!(seqs.len() == 1 || seqs.len() == n, "forward: {n} tokens for {} sequences", seqs.len());
         let t = n / seqs.len();
-        // (integer dot products in decode steps only: see Input)
-        let dot = t == 1 && matches!(out, Out::Last);
         // the token embeddings: a one-hot sum, which codegen turns into a gather of each id's row
         let onehot = tokens.reshape([n, 1]).eq(Tensor::arange(0.0, c.vocab as f64, 1.0).cast(dtypes::INT32).reshape([1, c.vocab]));
         let mut x = onehot.cast(dtypes::FLOAT32).matmul(&self.tok_embd.cast(dtypes::FLOAT32));
@@ -447,7 +443,7 @@ impl Transformer {
         for (l, b) in self.blocks.iter().enumerate() {
             // (the normed input and the q/k projections are realized: each is read by many outputs, and RoPE reads
             // each projected element twice)
-            let h = Input::new(rms_norm(&x, &b.attn_norm, c.eps).contiguous(), dot);
+            let h = Input::new(rms_norm(&x, &b.attn_norm, c.eps).contiguous());
             let (mut q, mut k) =
                 (project(&h, &b.q).contiguous().reshape([n, nh, hd]), project(&h, &b.k).contiguous().reshape([n, nkv, hd]));
             let v = project(&h, &b.v).reshape([n, nkv * hd]);
@@ -474,18 +470,18 @@ impl Transformer {
                     attention(&q.shrink(&[(seq.start * t, seq.end * t), (0, nh * hd)]), &layers, visible, *span, c)
                 })
                 .collect();
-            let mut out = project(&Input::new(cat(&attn).contiguous(), dot), &b.o);
+            let mut out = project(&Input::new(cat(&attn).contiguous()), &b.o);
             if let Some(n) = &b.post_attn_norm {
                 out = rms_norm(&out, n, c.eps);
             }
             // (the residual stream realized at each add, which fuses into the projection's kernel: left lazy, every
             // layer's norm and add re-summed all earlier layers' outputs, 2L buffers read by two kernels in layer L)
             x = (x + out).contiguous();
-            let h = Input::new(rms_norm(&x, &b.ffn_norm, c.eps).contiguous(), dot);
+            let h = Input::new(rms_norm(&x, &b.ffn_norm, c.eps).contiguous());
             // (realized: a kernel with two reductions over different loops optimizes only one)
             let gate = project(&h, &b.gate).contiguous();
             let act = if c.arch == Arch::Gemma3 { gate.gelu() } else { gate.silu() };
-            let mut out = project(&Input::new(act * project(&h, &b.up), dot), &b.down);
+            let mut out = project(&Input::new(act * project(&h, &b.up)), &b.down);
             if let Some(n) = &b.post_ffn_norm {
                 out = rms_norm(&out, n, c.eps);
             }
@@ -500,6 +496,6 @@ impl Transformer {
                 at.where_(&x, 0.0f32).sum_keepdim(0)
             }
         };
-        project(&Input::new(rms_norm(&x, &self.output_norm, c.eps), dot), &self.output)
+        project(&Input::new(rms_norm(&x, &self.output_norm, c.eps)), &self.output)
     }
 }
