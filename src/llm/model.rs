@@ -2,8 +2,9 @@
 //! position of the first. Out: next-token logits, with each layer's keys and values kept in a KV cache. Covers the
 //! `llama` architecture (RMSNorm, RoPE on GGUF's interleaved q/k pairs, grouped-query attention, SwiGLU) and
 //! `gemma3` (embeddings scaled by √dim, QK-norm, norms after attention and FFN, GeGLU, RoPE on halves, local layers
-//! with a sliding window and their own RoPE base). Weights stay quantized as the file has them: each is a lazy
-//! dequantization of its bytes, which the kernels that read it fuse.
+//! with a sliding window and their own RoPE base). Weights stay quantized as the file has them: on the CPU the
+//! projections take integer dot products with the repacked quants (`QuantMatrix`), elsewhere (and for the token
+//! embeddings) a lazy dequantization of the bytes, which the kernels that read it fuse.
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
