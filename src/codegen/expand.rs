@@ -137,6 +137,17 @@ pub fn expand(sink: &UOp, max_vector_bytes: usize, mulacc: bool, half: bool) -> 
     UOp::sink(sink.src.iter().filter_map(live_store).collect::<Vec<_>>())
 }
 
+/// Bytes a vector lane takes: the widest element loaded, stored, or converted from a half (halves compute as
+/// float32); 4 when there is none.
+fn lane_bytes(topo: &[UOp]) -> usize {
+    let widths = topo.iter().filter_map(|u| match u.op {
+        Ops::LOAD | Ops::STORE => Some(u.src[0].dtype.base().itemsize()),
+        Ops::CAST if u.src[0].dtype.scalar == Scalar::Float16 => Some(u.dtype.itemsize()),
+        _ => None,
+    });
+    widths.max().unwrap_or(4)
+}
+
 /// `sink` with each lane axis wider than one vector register split into an outer lane axis of register-wide
 /// chunks and an inner one of a register's lanes: compilers spill GNU vectors wider than the machine's registers
 /// through memory (gcc does), while register-wide vectors side by side stay in registers.
@@ -145,16 +156,7 @@ fn split_wide_lanes(sink: &UOp, max_bytes: usize) -> UOp {
         return sink.clone();
     }
     let topo = sink.toposort();
-    // (the widest element loaded, stored, or converted from a half: halves compute as float32)
-    let item = topo
-        .iter()
-        .filter_map(|u| match u.op {
-            Ops::LOAD | Ops::STORE => Some(u.src[0].dtype.base().itemsize()),
-            Ops::CAST if u.src[0].dtype.scalar == Scalar::Float16 => Some(u.dtype.itemsize()),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(4);
+    let item = lane_bytes(&topo);
     let w = (max_bytes / item.max(1)).max(1);
     let mut next_id = topo.iter().filter(|u| u.op == Ops::RANGE).map(|r| r.axis().0).max().unwrap_or(0) + 1;
     let mut split: FxHashMap<UOp, [UOp; 2]> = FxHashMap::default();
@@ -197,16 +199,7 @@ fn live_store(s: &UOp) -> Option<UOp> {
 /// The lane axis to compute as vectors: an UPCAST the first store walks with unit stride, else an UNROLL, else an
 /// UPCAST, that a load walks with unit stride; its lanes are a power of two that fits `max_bytes`.
 fn vector_axis(sink: &UOp, topo: &[UOp], lanes: &[UOp], max_bytes: usize) -> Option<UOp> {
-    // (the widest element loaded, stored, or converted from a half: halves compute as float32)
-    let item = topo
-        .iter()
-        .filter_map(|u| match u.op {
-            Ops::LOAD | Ops::STORE => Some(u.src[0].dtype.base().itemsize()),
-            Ops::CAST if u.src[0].dtype.scalar == Scalar::Float16 => Some(u.dtype.itemsize()),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(4);
+    let item = lane_bytes(topo);
     // C vector types are a power of two wide
     let fits = |r: &&UOp| range_size(r).is_power_of_two() && range_size(r) * item <= max_bytes;
     // consecutive in the lanes, under a gate (if any) that is the same for every lane
