@@ -215,14 +215,20 @@ fn project(x: &Input, w: &Weight) -> Tensor {
     }
 }
 
-/// RoPE over the last axis of `x` (`[T, heads, head_dim]`) at positions `pos` (`[T]`, float32): pairs of
-/// neighbours rotate (`interleaved`, llama's GGUF layout) or the two halves do (Gemma's).
-fn rope(x: &Tensor, pos: &Tensor, theta: f32, interleaved: bool, device: &str) -> Tensor {
-    let (t, h, d) = (x.shape()[0], x.shape()[1], x.shape()[2]);
-    let half = d / 2;
+/// RoPE's rotation at positions `pos` (`[T]`, float32) for head size `d`: `(cos, sin)`, each `[T, 1, d / 2]` float32,
+/// realized once per pass and read by every layer (computed in each layer's kernels, they were 4 `sinf` per element).
+fn rope_angles(pos: &Tensor, theta: f32, d: usize, device: &str) -> (Tensor, Tensor) {
+    let (t, half) = (pos.shape()[0], d / 2);
     let inv: Vec<f32> = (0..half).map(|i| theta.powf(-2.0 * i as f32 / d as f32)).collect();
     let angle = pos.reshape([t, 1, 1]) * Tensor::from_slice(&inv, [1, 1, half]).to(device);
-    let (cos, sin) = (angle.cos(), angle.sin());
+    (angle.cos().contiguous(), angle.sin().contiguous())
+}
+
+/// RoPE over the last axis of `x` (`[T, heads, head_dim]`) by the angles of [`rope_angles`]: pairs of neighbours
+/// rotate (`interleaved`, llama's GGUF layout) or the two halves do (Gemma's).
+fn rope(x: &Tensor, (cos, sin): &(Tensor, Tensor), interleaved: bool) -> Tensor {
+    let (t, h, d) = (x.shape()[0], x.shape()[1], x.shape()[2]);
+    let half = d / 2;
     let (a, b) = if interleaved {
         let p = x.reshape([t, h, half, 2]);
         (
@@ -232,7 +238,7 @@ fn rope(x: &Tensor, pos: &Tensor, theta: f32, interleaved: bool, device: &str) -
     } else {
         (x.shrink(&[(0, t), (0, h), (0, half)]), x.shrink(&[(0, t), (0, h), (half, d)]))
     };
-    let (ra, rb) = (&(&a * &cos) - &(&b * &sin), &(&a * &sin) + &(&b * &cos));
+    let (ra, rb) = (&(&a * cos) - &(&b * sin), &(&a * sin) + &(&b * cos));
     if interleaved {
         ra.stack(&[&rb], -1).reshape([t, h, d])
     } else {
@@ -441,6 +447,9 @@ impl Transformer {
         } else {
             spans.iter().enumerate().map(|(i, (pos, span))| (i..i + 1, *span, visible(pos, *span))).collect()
         };
+        let global_angles = rope_angles(&positions, c.rope_theta, hd, dev);
+        let local_angles =
+            if c.sliding_window.is_some() { rope_angles(&positions, c.rope_local_theta, hd, dev) } else { global_angles.clone() };
         for (l, b) in self.blocks.iter().enumerate() {
             // (the normed input and the q/k projections are realized: each is read by many outputs, and RoPE reads
             // each projected element twice)
@@ -451,10 +460,9 @@ impl Transformer {
             if let (Some(qn), Some(kn)) = (&b.q_norm, &b.k_norm) {
                 (q, k) = (rms_norm(&q, qn, c.eps), rms_norm(&k, kn, c.eps));
             }
-            let theta = if b.local { c.rope_local_theta } else { c.rope_theta };
+            let angles = if b.local { &local_angles } else { &global_angles };
             let interleaved = c.arch == Arch::Llama;
-            let (q, k) =
-                (rope(&q, &positions, theta, interleaved, dev), rope(&k, &positions, theta, interleaved, dev).reshape([n, nkv * hd]));
+            let (q, k) = (rope(&q, angles, interleaved).contiguous(), rope(&k, angles, interleaved).reshape([n, nkv * hd]));
             // each sequence's keys and values into its cache, rows start..start+T
             for (i, (cache, start)) in seqs.iter().enumerate() {
                 let part = |x: &Tensor| x.shrink(&[(i * t, (i + 1) * t), (0, nkv * hd)]);

@@ -553,7 +553,10 @@ impl QuantRows {
         // elementwise kernel)
         let amax = xb.abs().max_keepdim(-1);
         let inv = amax.gt(0.0f32).where_(amax.reciprocal() * 127.0f32, 0.0f32).contiguous();
-        let q = (&xb * &inv).round().cast(dtypes::INT32).reshape([n, nb, 8, 4]);
+        // (rounded half to even by the float adder: 1.5 * 2^23 + y for |y| < 2^22 holds round(y) in its low mantissa
+        // bits, read by a bitcast; a vector add, where Tensor::round's trunc and compares stayed scalar)
+        let q = ((&xb * &inv) + 12582912.0f32).bitcast(dtypes::INT32) - 0x4B40_0000;
+        let q = q.reshape([n, nb, 8, 4]);
         let byte = |i: usize| q.shrink(&[(0, n), (0, nb), (0, 8), (i, i + 1)]).reshape([n, nb, 8]);
         let words = (1..4).fold(byte(0).bitwise_and(255), |w, i| w.bitwise_or(byte(i).bitwise_and(255).lshift(8 * i as i64)));
         let dx = inv.gt(0.0f32).where_(inv.reciprocal(), 0.0f32);
