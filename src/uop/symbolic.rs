@@ -492,6 +492,9 @@ pub static SYMBOLIC_SIMPLE: LazyLock<PatternMatcher> = LazyLock::new(|| {
         x().cast().named("a").cast().named("b") => |x, a, b| (x.dtype == b.dtype && can_lossless_cast(b.dtype, a.dtype)).then(|| x.clone()),
         x().cast().named("a").cast().named("b") => |x, a, b| can_lossless_cast(x.dtype, a.dtype).then(|| x.cast(b.dtype)),
         UPat::ops(CAST).src([x()]).dtype(BOOL) => |x| x.cmpne(0),                            // bool(x) -> x != 0
+        // gated accesses whose gate is a constant (a lane of an upcast axis: a stack's row picks one buffer)
+        UPat::ops(INDEX).named("i") => |i| (i.src.get(2).and_then(UOp::const_value) == Some(ConstValue::Bool(true))).then(|| i.with_src(i.src[..2].to_vec())),
+        UPat::ops(LOAD).named("l") => |l| (l.dtype.count == 1 && l.src[0].src.get(2).and_then(UOp::const_value) == Some(ConstValue::Bool(false))).then(|| l.const_like(0)),
         // where
         UPat::any().where_(var("v"), var("v")) => |v| v,                                      // c?v:v -> v
         cvar("g").where_(var("a"), var("b")) => |g, a, b| if g.const_value().unwrap().as_bool() { a } else { b },

@@ -37,7 +37,7 @@ void r_4_3_8_4_24(void** bufs, const int* vals, int core_start, int core_end) {
       long alu8 = (alu4+57);
       for (long ridx2 = 0; ridx2 < 24; ridx2++) {
         long alu9 = ((ridx0*96)+ridx2);
-        float val10 = (1?data1[alu9]:0.0f);
+        float val10 = data1[alu9];
         float val11 = (alu0?data1[(alu9+24)]:0.0f);
         float val12 = (alu0?data1[(alu9+48)]:0.0f);
         float val13 = (alu0?data1[(alu9+72)]:0.0f);
