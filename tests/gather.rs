@@ -120,6 +120,12 @@ fn indexing_kernels_do_not_loop_over_rows() {
     let e = Embedding { weight: Tensor::empty([30000, 64], dtypes::FLOAT32) };
     let t = e.forward(&Tensor::empty([2, 16], dtypes::INT32));
     assert!(max_iterations(&t) <= t.numel() as i128, "the embedding loops over the vocabulary");
+    // a prompt's 128 tokens as an LLM embeds them (a one-hot matmul): big enough for the CPU's matmul packing, which
+    // must leave a gather alone (it copied the whole table into panels first)
+    let ids = Tensor::empty([128, 1], dtypes::INT32);
+    let onehot = ids.eq(Tensor::arange(0.0, 30000.0, 1.0).cast(dtypes::INT32).reshape([1, 30000]));
+    let t = onehot.cast(dtypes::FLOAT32).matmul(&Tensor::empty([30000, 256], dtypes::FLOAT32));
+    assert!(max_iterations(&t) <= t.numel() as i128, "the one-hot matmul of 128 tokens packs the table");
 }
 
 #[test]

@@ -179,6 +179,11 @@ fn pack_matmul(t: &mut Target, r: &UOp, m: &UOp) -> Option<UOp> {
         (b, a) if broadcast(a, nd - 2) && broadcast(b, nd - 3) && whole(b) => (a, b),
         _ => return None,
     };
+    // (a one-hot left operand, an embedding's `arange == id`: the kernel's reduce collapses into a gather of w's rows,
+    // which packing would copy whole first, a 671 MB table for Gemma 3's prefill)
+    if reaches_arange(x) {
+        return None;
+    }
     let wide = 2 * t.ren.vector_bytes / 4;
     let panel = if n.is_multiple_of(wide / 2) && !n.is_multiple_of(wide) { wide / 2 } else { wide };
     let np = n.next_multiple_of(panel);
