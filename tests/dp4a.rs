@@ -222,3 +222,39 @@ fn quant_matrix_rows_do_not_depend_on_their_batch() {
         }
     }
 }
+
+/// `QuantMatrix::cat` stacks rows: the product of q, k and v's stacked matrix (SmolLM2's 576 + 192 + 192 rows of 576)
+/// has each part's product in its columns, bit for bit; parts of different types do not stack.
+#[test]
+fn stacked_quant_matrices_give_their_parts_products() {
+    use tinygrad::nn::gguf::{GgmlType, QuantMatrix, QuantRows};
+    let (ty, k, lanes) = (GgmlType::Q4_1, 576, tinygrad::renderer::CpuFeatures::host().vector_bytes() / 4);
+    let matrix = |rows: usize, seed: u64, ty: GgmlType| {
+        let mut raw: Vec<u8> = words(ty.nbytes(rows * k).unwrap(), seed).iter().map(|&w| w as u8).collect();
+        for blk in raw.chunks_mut(ty.type_size()) {
+            // scales of a sane size (random bytes make NaN halves): d in [2^-8, 2^-7), Q4_1's m in (-2^-4, 0]
+            let (d, m) = (half::f16::from_f32(0.004 + blk[0] as f32 / 65536.0), half::f16::from_f32(-(blk[1] as f32) / 4096.0));
+            blk[..2].copy_from_slice(&d.to_le_bytes());
+            if ty == GgmlType::Q4_1 {
+                blk[2..4].copy_from_slice(&m.to_le_bytes());
+            }
+        }
+        QuantMatrix::new(&Tensor::from_slice(&raw, [raw.len()]), ty, &[rows, k], lanes).expect("repacks")
+    };
+    let parts = [matrix(576, 1, ty), matrix(192, 2, ty), matrix(192, 3, ty)];
+    let mut all = QuantMatrix::cat(&parts.iter().collect::<Vec<_>>()).expect("same type and columns");
+    all.realize().unwrap();
+    assert_eq!(all.rows(), 960);
+    let x: Vec<f32> = words(3 * k, 5).iter().map(|&w| (w % 1000) as f32 / 250.0 - 2.0).collect();
+    let xq = QuantRows::new(&Tensor::from_slice(&x, [3, k]));
+    let got = all.matmul_t(&xq).to_vec::<f32>().unwrap();
+    let mut at = 0;
+    for p in &parts {
+        let want = p.matmul_t(&xq).to_vec::<f32>().unwrap();
+        for r in 0..3 {
+            assert_eq!(got[r * 960 + at..r * 960 + at + p.rows()], want[r * p.rows()..(r + 1) * p.rows()], "row {r}, columns from {at}");
+        }
+        at += p.rows();
+    }
+    assert!(QuantMatrix::cat(&[&parts[0], &matrix(64, 4, GgmlType::Q8_0)]).is_none(), "Q4_1 and Q8_0 rows stacked");
+}

@@ -61,6 +61,10 @@ struct Block {
     up: Weight,
     down: Weight,
     post_ffn_norm: Option<Tensor>,
+    /// q, k and v's integer matrices stacked into one, and gate and up's (where they have the same type): one launch
+    /// and one weight stream each, where there were three and two ([`QuantMatrix::cat`]).
+    qkv: Option<QuantMatrix>,
+    gate_up: Option<QuantMatrix>,
     /// Whether this layer attends through a sliding window (Gemma 3's local layers).
     local: bool,
 }
@@ -210,9 +214,26 @@ impl Input {
 /// `x @ w.T` for a GGUF weight `w` of `[out, in]`: by integer dot products where `w` has them.
 fn project(x: &Input, w: &Weight) -> Tensor {
     match &w.q {
-        Some(q) => q.matmul_t(x.q.get_or_init(|| QuantRows::new(&x.x.contiguous()))),
+        Some(q) => project_q(x, q),
         _ => x.x.matmul(&w.w.transpose(0, 1)),
     }
+}
+
+/// `x @ q.T` by integer dot products.
+fn project_q(x: &Input, q: &QuantMatrix) -> Tensor {
+    q.matmul_t(x.q.get_or_init(|| QuantRows::new(&x.x.contiguous())))
+}
+
+/// `ws`' integer matrices stacked and realized, each weight then dropping its own; None (the weights left as they
+/// are) where one has none or they differ in type.
+fn fuse(ws: &mut [&mut Weight]) -> Result<Option<QuantMatrix>> {
+    let parts: Option<Vec<&QuantMatrix>> = ws.iter().map(|w| w.q.as_ref()).collect();
+    let Some(mut m) = parts.and_then(|p| QuantMatrix::cat(&p)) else { return Ok(None) };
+    m.realize()?;
+    for w in ws.iter_mut() {
+        w.q = None;
+    }
+    Ok(Some(m))
 }
 
 /// RoPE's rotation at positions `pos` (`[T]`, float32) for head size `d`: `(cos, sin)`, each `[T, 1, d / 2]` float32,
@@ -311,20 +332,25 @@ impl Transformer {
         let blocks = (0..cfg.n_layers)
             .map(|i| {
                 let b = |s: &str| format!("blk.{i}.{s}.weight");
+                let (mut q, mut k, mut v) = (weight(&b("attn_q"))?, weight(&b("attn_k"))?, weight(&b("attn_v"))?);
+                let (mut gate, mut up) = (weight(&b("ffn_gate"))?, weight(&b("ffn_up"))?);
+                let (qkv, gate_up) = (fuse(&mut [&mut q, &mut k, &mut v])?, fuse(&mut [&mut gate, &mut up])?);
                 Ok(Block {
                     attn_norm: w(&b("attn_norm"))?,
-                    q: weight(&b("attn_q"))?,
-                    k: weight(&b("attn_k"))?,
-                    v: weight(&b("attn_v"))?,
+                    q,
+                    k,
+                    v,
                     o: weight(&b("attn_output"))?,
                     q_norm: opt(&b("attn_q_norm"))?,
                     k_norm: opt(&b("attn_k_norm"))?,
                     post_attn_norm: opt(&b("post_attention_norm"))?,
                     ffn_norm: w(&b("ffn_norm"))?,
-                    gate: weight(&b("ffn_gate"))?,
-                    up: weight(&b("ffn_up"))?,
+                    gate,
+                    up,
                     down: weight(&b("ffn_down"))?,
                     post_ffn_norm: opt(&b("post_ffw_norm"))?,
+                    qkv,
+                    gate_up,
                     // (Gemma 3: every sixth layer is global)
                     local: cfg.arch == Arch::Gemma3 && (i + 1) % 6 != 0,
                 })
@@ -454,9 +480,15 @@ impl Transformer {
             // (the normed input and the q/k projections are realized: each is read by many outputs, and RoPE reads
             // each projected element twice)
             let h = Input::new(rms_norm(&x, &b.attn_norm, c.eps).contiguous());
-            let (mut q, mut k) =
-                (project(&h, &b.q).contiguous().reshape([n, nh, hd]), project(&h, &b.k).contiguous().reshape([n, nkv, hd]));
-            let v = project(&h, &b.v).reshape([n, nkv * hd]);
+            let (q, k, v) = match &b.qkv {
+                Some(m) => {
+                    let (qkv, (a, w)) = (project_q(&h, m).contiguous(), (nh * hd, nkv * hd));
+                    let cols = |from: usize, to: usize| qkv.shrink(&[(0, n), (from, to)]);
+                    (cols(0, a), cols(a, a + w), cols(a + w, a + 2 * w))
+                }
+                None => (project(&h, &b.q).contiguous(), project(&h, &b.k).contiguous(), project(&h, &b.v)),
+            };
+            let (mut q, mut k) = (q.reshape([n, nh, hd]), k.reshape([n, nkv, hd]));
             if let (Some(qn), Some(kn)) = (&b.q_norm, &b.k_norm) {
                 (q, k) = (rms_norm(&q, qn, c.eps), rms_norm(&k, kn, c.eps));
             }
@@ -488,9 +520,15 @@ impl Transformer {
             x = (x + out).contiguous();
             let h = Input::new(rms_norm(&x, &b.ffn_norm, c.eps).contiguous());
             // (realized: a kernel with two reductions over different loops optimizes only one)
-            let gate = project(&h, &b.gate).contiguous();
+            let (gate, up) = match &b.gate_up {
+                Some(m) => {
+                    let (gu, f) = (project_q(&h, m).contiguous(), m.rows() / 2);
+                    (gu.shrink(&[(0, n), (0, f)]), gu.shrink(&[(0, n), (f, 2 * f)]))
+                }
+                None => (project(&h, &b.gate).contiguous(), project(&h, &b.up)),
+            };
             let act = if c.arch == Arch::Gemma3 { gate.gelu() } else { gate.silu() };
-            let mut out = project(&Input::new(act * project(&h, &b.up)), &b.down);
+            let mut out = project(&Input::new(act * up), &b.down);
             if let Some(n) = &b.post_ffn_norm {
                 out = rms_norm(&out, n, c.eps);
             }

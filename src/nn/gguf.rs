@@ -466,6 +466,24 @@ impl QuantMatrix {
         Some(QuantMatrix { ty, words: tiles(words, w), dm: tiles(dm, k) })
     }
 
+    /// `parts`' rows stacked in order (lazily; [`QuantMatrix::realize`] makes it one buffer): one product computes
+    /// theirs side by side, a launch and a weight stream where there were several. None when the parts' types,
+    /// columns or tiles differ.
+    pub fn cat(parts: &[&QuantMatrix]) -> Option<QuantMatrix> {
+        let (first, rest) = parts.split_first()?;
+        let fits = |a: &Tensor, b: &Tensor| a.shape()[1..] == b.shape()[1..];
+        if !rest.iter().all(|p| p.ty == first.ty && fits(&p.words, &first.words) && fits(&p.dm, &first.dm)) {
+            return None;
+        }
+        let all = |f: fn(&QuantMatrix) -> &Tensor| f(first).cat(&rest.iter().map(|p| f(p)).collect::<Vec<_>>(), 0);
+        Some(QuantMatrix { ty: first.ty, words: all(|p| &p.words), dm: all(|p| &p.dm) })
+    }
+
+    /// The matrix's rows.
+    pub fn rows(&self) -> usize {
+        self.words.shape()[0] * self.words.shape()[3]
+    }
+
     /// The repacked tensors, realized once (a model's weights, before its first step).
     ///
     /// # Errors
