@@ -126,6 +126,11 @@ fn indexing_kernels_do_not_loop_over_rows() {
     let onehot = ids.eq(Tensor::arange(0.0, 30000.0, 1.0).cast(dtypes::INT32).reshape([1, 30000]));
     let t = onehot.cast(dtypes::FLOAT32).matmul(&Tensor::empty([30000, 256], dtypes::FLOAT32));
     assert!(max_iterations(&t) <= t.numel() as i128, "the one-hot matmul of 128 tokens packs the table");
+    // an attention mask built from an arange is no one-hot: its product is packed as any matmul (a panel copy first)
+    let (i, j) = (Tensor::arange(0.0, 128.0, 1.0).reshape([128, 1]), Tensor::arange(0.0, 256.0, 1.0).reshape([1, 256]));
+    let p = j.le(&i).where_(Tensor::empty([128, 256], dtypes::FLOAT32), 0.0f32);
+    let t = p.matmul(&Tensor::empty([256, 256], dtypes::FLOAT32));
+    assert_eq!(create_schedule(&[t.uop()], &tinygrad::renderer::Renderer::cpu()).items.len(), 2, "the masked product's panels");
 }
 
 #[test]

@@ -61,9 +61,10 @@ struct Block {
     up: Weight,
     down: Weight,
     post_ffn_norm: Option<Tensor>,
-    /// q, k and v's integer matrices stacked into one, and gate and up's (where they have the same type): one launch
-    /// and one weight stream each, where there were three and two ([`QuantMatrix::cat`]).
+    /// q, k and v's integer matrices stacked into one where they have the same type ([`QuantMatrix::cat`]): one launch
+    /// and one weight stream where there were three. The parts' [`Weight::q`] are then None.
     qkv: Option<QuantMatrix>,
+    /// gate and up's integer matrices stacked likewise.
     gate_up: Option<QuantMatrix>,
     /// Whether this layer attends through a sliding window (Gemma 3's local layers).
     local: bool,
@@ -73,6 +74,7 @@ struct Block {
 /// Q5_K and Q6_K, its repacking for integer dot products, which every pass takes (see [`Input`]).
 struct Weight {
     w: Tensor,
+    /// None on other devices and types, under `QUANT_DOT=0`, and where the block holds it stacked with others.
     q: Option<QuantMatrix>,
 }
 
@@ -474,15 +476,17 @@ impl Transformer {
             spans.iter().enumerate().map(|(i, (pos, span))| (i..i + 1, *span, visible(pos, *span))).collect()
         };
         let global_angles = rope_angles(&positions, c.rope_theta, hd, dev);
-        let local_angles =
-            if c.sliding_window.is_some() { rope_angles(&positions, c.rope_local_theta, hd, dev) } else { global_angles.clone() };
+        let any_local = self.blocks.iter().any(|b| b.local);
+        let local_angles = if any_local { rope_angles(&positions, c.rope_local_theta, hd, dev) } else { global_angles.clone() };
         for (l, b) in self.blocks.iter().enumerate() {
             // (the normed input and the q/k projections are realized: each is read by many outputs, and RoPE reads
-            // each projected element twice)
+            // each projected element twice; q is realized again after RoPE, which would otherwise fuse into the scores
+            // kernel and be recomputed for every key)
             let h = Input::new(rms_norm(&x, &b.attn_norm, c.eps).contiguous());
             let (q, k, v) = match &b.qkv {
                 Some(m) => {
                     let (qkv, (a, w)) = (project_q(&h, m).contiguous(), (nh * hd, nkv * hd));
+                    debug_assert_eq!(m.rows(), a + 2 * w, "stacked q, k and v rows");
                     let cols = |from: usize, to: usize| qkv.shrink(&[(0, n), (from, to)]);
                     (cols(0, a), cols(a, a + w), cols(a + w, a + 2 * w))
                 }

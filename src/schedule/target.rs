@@ -131,6 +131,16 @@ fn innermost(u: &UOp, a: usize) -> Option<bool> {
     matches!(u.op, Ops::BUFFER | Ops::CONTIGUOUS).then(|| a.is_some_and(|a| a + 1 == u.shape().map_or(0, <[usize]>::len)))
 }
 
+/// Whether `u` is a one-hot: through movement ops and casts, a comparison `==` of which one side reaches an arange
+/// (an attention mask, a `where` over an arange's comparison, is not: its product is no gather).
+fn one_hot(u: &UOp) -> bool {
+    let mut u = u;
+    while crate::uop::GroupOp::MOVEMENT.contains(u.op) || u.op == Ops::CAST {
+        u = &u.src[0];
+    }
+    u.op == Ops::CMPEQ && u.src.iter().any(reaches_arange)
+}
+
 /// Whether an arange (a RANGE with no sources) feeds `u` other than through a reduction.
 fn reaches_arange(u: &UOp) -> bool {
     let (mut seen, mut stack) = (FxHashSet::default(), vec![u.clone()]);
@@ -181,7 +191,7 @@ fn pack_matmul(t: &mut Target, r: &UOp, m: &UOp) -> Option<UOp> {
     };
     // (a one-hot left operand, an embedding's `arange == id`: the kernel's reduce collapses into a gather of w's rows,
     // which packing would copy whole first, a 671 MB table for Gemma 3's prefill)
-    if reaches_arange(x) {
+    if one_hot(x) {
         return None;
     }
     let wide = 2 * t.ren.vector_bytes / 4;
