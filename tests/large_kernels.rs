@@ -37,7 +37,7 @@ fn matmuls_with_packed_operands() {
 
 #[test]
 fn vector_matrix_products_split_into_row_blocks() {
-    // x @ W with W a row-major (K, N): the CPU sums blocks of 8 of W's rows, then the blocks; 1 and 2 rows, a 1-D x
+    // x @ W with W a row-major (K, N): the CPU sums blocks of 8-64 of W's rows, then the blocks; 1 and 2 rows, a 1-D x
     let (k, n) = (1024, 1032);
     let w = data(k * n, 2);
     let wt = Tensor::from_slice(&w, [k, n]);

@@ -14,7 +14,7 @@ fn input(shape: &[usize]) -> Tensor {
 
 fn check(name: &str, t: &Tensor) {
     // an AVX2 machine with FMA and two cores, whatever this one is
-    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false };
+    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8 };
     let ren =
         Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 64, mulacc: true, cpu: Some(cpu), ..Renderer::cpu() };
     let sched = create_schedule(&[t.uop()], &ren);

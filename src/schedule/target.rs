@@ -76,8 +76,9 @@ fn split_reduce(t: &mut Target, r: &UOp) -> Option<UOp> {
 
 /// A float vector-matrix product `r` (a sum over the last axis of `m`, a product of `(..., M, N, K)` with M <= 2
 /// rows in all) whose matrix (at least 2^20 elements) is read down its columns, as `x @ W` with `W` a row-major
-/// `(K, N)`, on a target of loops: K split into blocks of 8 rows, each block's partial sums (`(..., K/8, N)`, an
-/// eighth of the matrix's size a row) written by a kernel whose loops walk the matrix's rows as streams, then summed.
+/// `(K, N)`, on a target of loops: K split into blocks of up to `CpuFeatures::stream_rows` rows (8 to 64, leaving 8
+/// blocks or more), each block's partial sums (`(..., K/b, N)`) written by a kernel whose loops walk the matrix's rows
+/// as streams, then summed.
 /// Kept whole, each output tile's kernel reads a few vectors from every row, a page apart: 15 GB/s where streams
 /// give 28-31 on this project's 2-core machines. Same values but for the split sum's rounding. Not for a one-hot
 /// product (an embedding lookup, which codegen turns into a gather).
@@ -88,8 +89,9 @@ fn split_matvec(t: &mut Target, r: &UOp, m: &UOp) -> Option<UOp> {
         return None;
     }
     let (rows, n, k) = (s[..nd - 2].iter().product::<usize>(), s[nd - 2], s[nd - 1]);
-    let kb = 8;
-    if rows > 2 || n < 256 || n * k < 1 << 20 || !k.is_multiple_of(kb) || reaches_arange(m) {
+    let most = t.ren.cpu.map_or(8, |c| c.stream_rows);
+    let kb = [64, 32, 16, 8].into_iter().find(|&b| b <= most && k.is_multiple_of(b) && (b == 8 || k / b >= 8))?;
+    if rows > 2 || n < 256 || n * k < 1 << 20 || reaches_arange(m) {
         return None;
     }
     // the matrix is the operand not broadcast along N; its K axis must not be its buffer's innermost
