@@ -80,3 +80,11 @@ fn quant_matrix_product_streams_without_prefetches() {
     let product = src.iter().find(|s| s.contains("dp4a")).expect("a DP4A kernel");
     assert!(!product.contains("__builtin_prefetch"), "the QuantMatrix product prefetches:\n{product}");
 }
+
+/// A causal mask over softmax rows (attention's): the comparisons are vectors of lane masks and the selects pick
+/// bits, never a lane at a time.
+#[test]
+fn masked_softmax_selects_whole_vectors() {
+    let (j, i) = (Tensor::arange(0.0, 64.0, 1.0).reshape([1, 64]), Tensor::arange(0.0, 16.0, 1.0).reshape([16, 1]));
+    check("masked_softmax", &j.le(&i).where_(&input(&[16, 64]), f32::NEG_INFINITY).softmax(-1));
+}

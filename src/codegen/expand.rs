@@ -59,6 +59,18 @@ fn vector_dtype(dt: DType) -> bool {
         )
 }
 
+/// Whether a comparison of `dt`s vectorizes to lane masks a select of 4-byte lanes takes (C's vector comparisons give
+/// integer lanes as wide as their operands').
+fn mask_lanes(dt: DType) -> bool {
+    vector_dtype(dt) && dt.itemsize() == 4
+}
+
+/// Whether vectorized node `x` is a vector of lane masks (a comparison's, or masks' AND, OR or XOR), not bools built
+/// lane by lane.
+fn is_mask(x: &UOp) -> bool {
+    x.dtype.is_bool() && x.dtype.count > 1 && x.op != Ops::VECTORIZE
+}
+
 /// Whether loads and stores of `dt` may be vectors, and conversions between it and float32 vector conversions: the
 /// C vector types, and with `half` float16 (the CPU's, where `vcvtph2ps`/`vcvtps2ph` convert 8 or 16 at once; its
 /// arithmetic stays lane by lane, in float).
@@ -353,6 +365,20 @@ fn vectorize(sink: &UOp, v: &UOp, half: bool) -> UOp {
                     && (u.src[0].dtype.scalar != Scalar::Float16 || vec[&u.src[0]].op == Ops::LOAD) =>
             {
                 UOp::new(u.op, u.dtype.vec(w as u16), [broadcast(&vec[&u.src[0]])], Arg::None)
+            }
+            // a comparison of 4-byte lanes is a vector of lane masks (C's and OpenCL's vector `<`: all bits set where
+            // true), which a select and the masks' AND, OR and XOR take whole; other users take its lanes
+            Ops::CMPLT | Ops::CMPNE | Ops::CMPEQ if mask_lanes(u.src[0].dtype) && u.src[0].dtype == u.src[1].dtype => {
+                UOp::new(u.op, u.dtype.vec(w as u16), [broadcast(&vec[&u.src[0]]), broadcast(&vec[&u.src[1]])], Arg::None)
+            }
+            Ops::AND | Ops::OR | Ops::XOR if u.dtype.is_bool() && u.src.iter().all(|s| is_mask(&vec[s])) => {
+                u.replace(u.op, u.dtype.vec(w as u16), u.src.iter().map(|s| vec[s].clone()).collect::<Vec<_>>(), Arg::None, u.tag)
+            }
+            // a select of 4-byte lanes on lane masks picks bits (each lane alone cost a compare, a branchless select
+            // and an insert: a softmax's causal mask ran lane by lane)
+            Ops::WHERE if mask_lanes(u.dtype) && is_mask(&vec[&u.src[0]]) && u.src[1..].iter().all(|s| s.dtype == u.dtype) => {
+                let src = [vec[&u.src[0]].clone(), broadcast(&vec[&u.src[1]]), broadcast(&vec[&u.src[2]])];
+                u.replace(Ops::WHERE, u.dtype.vec(w as u16), src, u.arg.clone(), u.tag)
             }
             // a select on a condition the same in every lane picks whole vectors (C's `?:` on vector operands); per
             // lane, gcc 12's SLP vectorizer miscompiles it on AVX-512 (all lanes but the first come out 0)

@@ -153,6 +153,12 @@ pub trait CStyle {
         let (vt, mt) = (self.vtype(dt, defs), self.vtype(mask_dtype(dt), defs));
         format!("((({vt})((({mt})({a}<{b})&({mt}){b})|(~({mt})({a}<{b})&({mt}){a}))))")
     }
+    /// The lane-wise select of vectors of `dt` (4-byte lanes) `a[1]` where lane masks `a[0]` are set, else `a[2]`: C
+    /// has no vector `?:`, so bits.
+    fn select_vector(&self, dt: DType, a: &[&str], defs: &mut Vec<String>) -> String {
+        let (vt, mt) = (self.vtype(dt, defs), self.vtype(mask_dtype(dt), defs));
+        format!("(({vt})((({mt}){0}&({mt}){1})|(~({mt}){0}&({mt}){2})))", a[0], a[1], a[2])
+    }
     /// `a` to the power `b` in `dt` (ints in double: exact while the result fits 53 bits).
     fn pow(&self, dt: DType, a: &str, b: &str) -> String {
         match dt.scalar {
@@ -362,6 +368,8 @@ impl<D: CStyle + ?Sized> Writer<'_, D> {
     }
     /// The type of vector dtype `dt`.
     fn vtype(&mut self, dt: DType) -> String {
+        // (a bool vector is a comparison's lane masks: ints of its operands' 4 bytes, all bits set where true)
+        let dt = if dt.is_bool() { dtypes::INT32.vec(dt.count) } else { dt };
         self.d.vtype(dt, &mut self.defs)
     }
     /// The type of values of `dt`, a scalar or a vector.
@@ -466,6 +474,8 @@ impl<D: CStyle + ?Sized> Writer<'_, D> {
     fn lanes(&mut self, u: &UOp, a: &[&str]) -> String {
         let d = self.d;
         match (u.op, &u.arg) {
+            // (a lane of masks is all bits or none: a bool is 0 or 1)
+            (Ops::GEP, Arg::Int(lane)) if u.dtype.is_bool() => format!("({}!=0)", d.gep(a[0], *lane)),
             (Ops::GEP, Arg::Int(lane)) => d.gep(a[0], *lane),
             (Ops::VECTORIZE, _) => {
                 let vt = self.vtype(u.dtype);
@@ -496,6 +506,7 @@ impl<D: CStyle + ?Sized> Writer<'_, D> {
                     e
                 }
             }
+            Ops::WHERE if u.src[0].dtype.count > 1 => d.select_vector(u.dtype, a, &mut self.defs),
             Ops::MULACC if u.dtype.count > 1 => d.mulacc_vector(u, a, &mut self.defs),
             Ops::DP4A if u.dtype.count > 1 => d.dp4a_vector(u, a, &mut self.defs),
             Ops::MAX if u.dtype.count > 1 => d.max_vector(u.dtype, a[0], a[1], &mut self.defs),

@@ -127,6 +127,10 @@ impl CStyle for OpenCL {
     fn max_vector(&self, _dt: DType, a: &str, b: &str, _defs: &mut Vec<String>) -> String {
         format!("select({a},{b},{a}<{b})")
     }
+    /// `select` takes the lane masks.
+    fn select_vector(&self, _dt: DType, a: &[&str], _defs: &mut Vec<String>) -> String {
+        format!("select({},{},{})", a[2], a[1], a[0])
+    }
     fn pow(&self, dt: DType, a: &str, b: &str) -> String {
         if dt.is_float() {
             format!("(({})pow({a}, {b}))", self.ty(dt))

@@ -1,0 +1,187 @@
+#ifndef TG_HALF
+#define TG_HALF
+#if defined(__clang__)
+typedef __fp16 half;
+#else
+typedef _Float16 half;
+#endif
+#endif
+typedef float float8 __attribute__((vector_size(32), aligned(4)));
+typedef int int8 __attribute__((vector_size(32), aligned(4)));
+void r_16_4_16(void** bufs, const int* vals, int core_start, int core_end) {
+  (void)vals; (void)core_start; (void)core_end;
+  float* restrict data0 = (float*)bufs[0];
+  const float* restrict data1 = (float*)bufs[1];
+  for (long ridx0 = core_start; ridx0 < core_end; ridx0++) {
+    float8 acc0;
+    float8 alu0 = ((float8){((float)-__builtin_inf()), ((float)-__builtin_inf()), ((float)-__builtin_inf()), ((float)-__builtin_inf()), ((float)-__builtin_inf()), ((float)-__builtin_inf()), ((float)-__builtin_inf()), ((float)-__builtin_inf())});
+    acc0 = alu0;
+    int alu1 = ((int)(((float)(((int)(ridx0))))));
+    int8 alu2 = ((int8){alu1, alu1, alu1, alu1, alu1, alu1, alu1, alu1});
+    for (long ridx3 = 0; ridx3 < 4; ridx3++) {
+      long alu3 = (ridx3*16);
+      long alu4 = (alu3+0);
+      long alu5 = (alu3+1);
+      long alu6 = (alu3+2);
+      long alu7 = (alu3+3);
+      long alu8 = (alu3+4);
+      long alu9 = (alu3+5);
+      long alu10 = (alu3+6);
+      long alu11 = (alu3+7);
+      long alu12 = ((ridx0*64)+alu3);
+      float8 val13 = *((float8*)(&data1[alu12]));
+      float8 val14 = *((float8*)(&data1[(alu12+8)]));
+      float8 alu15 = ((float8)(((int8)(alu2<__builtin_convertvector(__builtin_convertvector(((int8){((int)(alu4)), ((int)(alu5)), ((int)(alu6)), ((int)(alu7)), ((int)(alu8)), ((int)(alu9)), ((int)(alu10)), ((int)(alu11))}), float8), int8))&(int8)alu0)|(~(int8)(alu2<__builtin_convertvector(__builtin_convertvector(((int8){((int)(alu4)), ((int)(alu5)), ((int)(alu6)), ((int)(alu7)), ((int)(alu8)), ((int)(alu9)), ((int)(alu10)), ((int)(alu11))}), float8), int8))&(int8)val13)));
+      float8 alu16 = (((float8)(((int8)(acc0<alu15)&(int8)alu15)|(~(int8)(acc0<alu15)&(int8)acc0))));
+      float8 alu17 = ((float8)(((int8)(alu2<__builtin_convertvector(__builtin_convertvector(((int8){((int)((alu4+8))), ((int)((alu5+8))), ((int)((alu6+8))), ((int)((alu7+8))), ((int)((alu8+8))), ((int)((alu9+8))), ((int)((alu10+8))), ((int)((alu11+8)))}), float8), int8))&(int8)alu0)|(~(int8)(alu2<__builtin_convertvector(__builtin_convertvector(((int8){((int)((alu4+8))), ((int)((alu5+8))), ((int)((alu6+8))), ((int)((alu7+8))), ((int)((alu8+8))), ((int)((alu9+8))), ((int)((alu10+8))), ((int)((alu11+8)))}), float8), int8))&(int8)val14)));
+      acc0 = (((float8)(((int8)(alu16<alu17)&(int8)alu17)|(~(int8)(alu16<alu17)&(int8)alu16))));
+    }
+    float alu18 = acc0[0];
+    float alu19 = acc0[1];
+    float alu20 = acc0[2];
+    float alu21 = acc0[3];
+    float alu22 = acc0[4];
+    float alu23 = acc0[5];
+    float alu24 = acc0[6];
+    float alu25 = acc0[7];
+    float alu26 = ((alu18<alu19)?alu19:alu18);
+    float alu27 = ((alu26<alu20)?alu20:alu26);
+    float alu28 = ((alu27<alu21)?alu21:alu27);
+    float alu29 = ((alu28<alu22)?alu22:alu28);
+    float alu30 = ((alu29<alu23)?alu23:alu29);
+    float alu31 = ((alu30<alu24)?alu24:alu30);
+    data0[ridx0] = ((alu31<alu25)?alu25:alu31);
+  }
+}
+
+#ifndef TG_HALF
+#define TG_HALF
+#if defined(__clang__)
+typedef __fp16 half;
+#else
+typedef _Float16 half;
+#endif
+#endif
+typedef float float8 __attribute__((vector_size(32), aligned(4)));
+typedef int int8 __attribute__((vector_size(32), aligned(4)));
+#ifndef TG_FMA_float8
+#define TG_FMA_float8
+static inline __attribute__((always_inline)) float8 tg_fma_float8(float8 a, float8 b, float8 c) { return __builtin_ia32_vfmaddps256(a, b, c); }
+#endif
+void r_16_4_16(void** bufs, const int* vals, int core_start, int core_end) {
+  (void)vals; (void)core_start; (void)core_end;
+  float* restrict data0 = (float*)bufs[0];
+  const float* restrict data1 = (float*)bufs[1];
+  const float* restrict data2 = (float*)bufs[2];
+  for (long ridx0 = core_start; ridx0 < core_end; ridx0++) {
+    float8 acc0;
+    float8 alu0 = ((float8){((float)-__builtin_inf()), ((float)-__builtin_inf()), ((float)-__builtin_inf()), ((float)-__builtin_inf()), ((float)-__builtin_inf()), ((float)-__builtin_inf()), ((float)-__builtin_inf()), ((float)-__builtin_inf())});
+    float8 alu1 = ((float8){-150.0f, -150.0f, -150.0f, -150.0f, -150.0f, -150.0f, -150.0f, -150.0f});
+    float8 alu2 = ((float8){-128.0f, -128.0f, -128.0f, -128.0f, -128.0f, -128.0f, -128.0f, -128.0f});
+    int8 alu3 = ((int8){1, 1, 1, 1, 1, 1, 1, 1});
+    int8 alu4 = ((int8){23, 23, 23, 23, 23, 23, 23, 23});
+    float val5 = data2[ridx0];
+    acc0 = ((float8){0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f});
+    int alu6 = ((int)(((float)(((int)(ridx0))))));
+    int8 alu7 = ((int8){alu6, alu6, alu6, alu6, alu6, alu6, alu6, alu6});
+    for (long ridx3 = 0; ridx3 < 4; ridx3++) {
+      long alu8 = (ridx3*16);
+      long alu9 = (alu8+0);
+      long alu10 = (alu8+1);
+      long alu11 = (alu8+2);
+      long alu12 = (alu8+3);
+      long alu13 = (alu8+4);
+      long alu14 = (alu8+5);
+      long alu15 = (alu8+6);
+      long alu16 = (alu8+7);
+      long alu17 = ((ridx0*64)+alu8);
+      float8 val18 = *((float8*)(&data1[alu17]));
+      float8 val19 = *((float8*)(&data1[(alu17+8)]));
+      float8 alu20 = ((float8)(((int8)(alu7<__builtin_convertvector(__builtin_convertvector(((int8){((int)(alu9)), ((int)(alu10)), ((int)(alu11)), ((int)(alu12)), ((int)(alu13)), ((int)(alu14)), ((int)(alu15)), ((int)(alu16))}), float8), int8))&(int8)alu0)|(~(int8)(alu7<__builtin_convertvector(__builtin_convertvector(((int8){((int)(alu9)), ((int)(alu10)), ((int)(alu11)), ((int)(alu12)), ((int)(alu13)), ((int)(alu14)), ((int)(alu15)), ((int)(alu16))}), float8), int8))&(int8)val18)));
+      float8 alu21 = ((float8)(((int8)(alu7<__builtin_convertvector(__builtin_convertvector(((int8){((int)((alu9+8))), ((int)((alu10+8))), ((int)((alu11+8))), ((int)((alu12+8))), ((int)((alu13+8))), ((int)((alu14+8))), ((int)((alu15+8))), ((int)((alu16+8)))}), float8), int8))&(int8)alu0)|(~(int8)(alu7<__builtin_convertvector(__builtin_convertvector(((int8){((int)((alu9+8))), ((int)((alu10+8))), ((int)((alu11+8))), ((int)((alu12+8))), ((int)((alu13+8))), ((int)((alu14+8))), ((int)((alu15+8))), ((int)((alu16+8)))}), float8), int8))&(int8)val19)));
+      float8 alu22 = (tg_fma_float8(((float8){val5, val5, val5, val5, val5, val5, val5, val5}), ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), alu20)*1.4426950216293335f);
+      float8 alu23 = (tg_fma_float8(((float8){val5, val5, val5, val5, val5, val5, val5, val5}), ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), alu21)*1.4426950216293335f);
+      float8 alu24 = ((((float8)(((int8)(alu22<alu1)&(int8)alu1)|(~(int8)(alu22<alu1)&(int8)alu22))))*-1.0f);
+      float8 alu25 = ((((float8)(((int8)(alu23<alu1)&(int8)alu1)|(~(int8)(alu23<alu1)&(int8)alu23))))*-1.0f);
+      float8 alu26 = (((float8)(((int8)(alu24<alu2)&(int8)alu2)|(~(int8)(alu24<alu2)&(int8)alu24))));
+      float8 alu27 = (((float8)(((int8)(alu25<alu2)&(int8)alu2)|(~(int8)(alu25<alu2)&(int8)alu25))));
+      int8 alu28 = __builtin_convertvector(tg_fma_float8(alu26, ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), ((float8){151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f})), int8);
+      int8 alu29 = __builtin_convertvector(tg_fma_float8(alu27, ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), ((float8){151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f})), int8);
+      int8 alu30 = (alu28+(-151));
+      int8 alu31 = (alu29+(-151));
+      int8 alu32 = (alu30>>alu3);
+      int8 alu33 = (alu31>>alu3);
+      float8 alu34 = tg_fma_float8(alu26, ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), (__builtin_convertvector(alu30, float8)*-1.0f));
+      float8 alu35 = tg_fma_float8(alu27, ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), (__builtin_convertvector(alu31, float8)*-1.0f));
+      acc0 = tg_fma_float8((tg_fma_float8(tg_fma_float8(tg_fma_float8(tg_fma_float8(tg_fma_float8(tg_fma_float8(((float8){0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f}), alu35, ((float8){0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f})), alu35, ((float8){0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f})), alu35, ((float8){0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f})), alu35, ((float8){0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f})), alu35, ((float8){0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f})), alu35, ((float8){1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f}))*((float8)(((alu33+127)<<alu4)))), ((float8)((((alu29+(alu33*(-1)))+(-24))<<alu4))), tg_fma_float8((tg_fma_float8(tg_fma_float8(tg_fma_float8(tg_fma_float8(tg_fma_float8(tg_fma_float8(((float8){0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f}), alu34, ((float8){0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f})), alu34, ((float8){0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f})), alu34, ((float8){0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f})), alu34, ((float8){0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f})), alu34, ((float8){0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f})), alu34, ((float8){1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f}))*((float8)(((alu32+127)<<alu4)))), ((float8)((((alu28+(alu32*(-1)))+(-24))<<alu4))), acc0));
+    }
+    data0[ridx0] = (((((((acc0[0]+acc0[1])+acc0[2])+acc0[3])+acc0[4])+acc0[5])+acc0[6])+acc0[7]);
+  }
+}
+
+#ifndef TG_HALF
+#define TG_HALF
+#if defined(__clang__)
+typedef __fp16 half;
+#else
+typedef _Float16 half;
+#endif
+#endif
+typedef float float8 __attribute__((vector_size(32), aligned(4)));
+typedef int int8 __attribute__((vector_size(32), aligned(4)));
+#ifndef TG_FMA_float8
+#define TG_FMA_float8
+static inline __attribute__((always_inline)) float8 tg_fma_float8(float8 a, float8 b, float8 c) { return __builtin_ia32_vfmaddps256(a, b, c); }
+#endif
+void E_16_4_16(void** bufs, const int* vals, int core_start, int core_end) {
+  (void)vals; (void)core_start; (void)core_end;
+  float* restrict data0 = (float*)bufs[0];
+  const float* restrict data1 = (float*)bufs[1];
+  const float* restrict data2 = (float*)bufs[2];
+  const float* restrict data3 = (float*)bufs[3];
+  for (long ridx0 = core_start; ridx0 < core_end; ridx0++) {
+    for (long ridx1 = 0; ridx1 < 4; ridx1++) {
+      long alu0 = (ridx1*16);
+      float8 alu1 = ((float8){((float)-__builtin_inf()), ((float)-__builtin_inf()), ((float)-__builtin_inf()), ((float)-__builtin_inf()), ((float)-__builtin_inf()), ((float)-__builtin_inf()), ((float)-__builtin_inf()), ((float)-__builtin_inf())});
+      float8 alu2 = ((float8){-150.0f, -150.0f, -150.0f, -150.0f, -150.0f, -150.0f, -150.0f, -150.0f});
+      float8 alu3 = ((float8){-128.0f, -128.0f, -128.0f, -128.0f, -128.0f, -128.0f, -128.0f, -128.0f});
+      int8 alu4 = ((int8){1, 1, 1, 1, 1, 1, 1, 1});
+      int8 alu5 = ((int8){23, 23, 23, 23, 23, 23, 23, 23});
+      long alu6 = (alu0+0);
+      long alu7 = (alu0+1);
+      long alu8 = (alu0+2);
+      long alu9 = (alu0+3);
+      long alu10 = (alu0+4);
+      long alu11 = (alu0+5);
+      long alu12 = (alu0+6);
+      long alu13 = (alu0+7);
+      long alu14 = ((ridx0*64)+alu0);
+      float val15 = data2[ridx0];
+      float val16 = data3[ridx0];
+      int alu17 = ((int)(((float)(((int)(ridx0))))));
+      long alu18 = (alu14+8);
+      float alu19 = (1.0f/val16);
+      int8 alu20 = ((int8){alu17, alu17, alu17, alu17, alu17, alu17, alu17, alu17});
+      float8 val21 = *((float8*)(&data1[alu14]));
+      float8 val22 = *((float8*)(&data1[alu18]));
+      float8 alu23 = ((float8)(((int8)(alu20<__builtin_convertvector(__builtin_convertvector(((int8){((int)(alu6)), ((int)(alu7)), ((int)(alu8)), ((int)(alu9)), ((int)(alu10)), ((int)(alu11)), ((int)(alu12)), ((int)(alu13))}), float8), int8))&(int8)alu1)|(~(int8)(alu20<__builtin_convertvector(__builtin_convertvector(((int8){((int)(alu6)), ((int)(alu7)), ((int)(alu8)), ((int)(alu9)), ((int)(alu10)), ((int)(alu11)), ((int)(alu12)), ((int)(alu13))}), float8), int8))&(int8)val21)));
+      float8 alu24 = ((float8)(((int8)(alu20<__builtin_convertvector(__builtin_convertvector(((int8){((int)((alu6+8))), ((int)((alu7+8))), ((int)((alu8+8))), ((int)((alu9+8))), ((int)((alu10+8))), ((int)((alu11+8))), ((int)((alu12+8))), ((int)((alu13+8)))}), float8), int8))&(int8)alu1)|(~(int8)(alu20<__builtin_convertvector(__builtin_convertvector(((int8){((int)((alu6+8))), ((int)((alu7+8))), ((int)((alu8+8))), ((int)((alu9+8))), ((int)((alu10+8))), ((int)((alu11+8))), ((int)((alu12+8))), ((int)((alu13+8)))}), float8), int8))&(int8)val22)));
+      float8 alu25 = (tg_fma_float8(((float8){val15, val15, val15, val15, val15, val15, val15, val15}), ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), alu23)*1.4426950216293335f);
+      float8 alu26 = (tg_fma_float8(((float8){val15, val15, val15, val15, val15, val15, val15, val15}), ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), alu24)*1.4426950216293335f);
+      float8 alu27 = ((((float8)(((int8)(alu25<alu2)&(int8)alu2)|(~(int8)(alu25<alu2)&(int8)alu25))))*-1.0f);
+      float8 alu28 = (((float8)(((int8)(alu27<alu3)&(int8)alu3)|(~(int8)(alu27<alu3)&(int8)alu27))));
+      float8 alu29 = ((((float8)(((int8)(alu26<alu2)&(int8)alu2)|(~(int8)(alu26<alu2)&(int8)alu26))))*-1.0f);
+      float8 alu30 = (((float8)(((int8)(alu29<alu3)&(int8)alu3)|(~(int8)(alu29<alu3)&(int8)alu29))));
+      int8 alu31 = __builtin_convertvector(tg_fma_float8(alu28, ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), ((float8){151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f})), int8);
+      int8 alu32 = (alu31+(-151));
+      int8 alu33 = __builtin_convertvector(tg_fma_float8(alu30, ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), ((float8){151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f})), int8);
+      int8 alu34 = (alu32>>alu4);
+      int8 alu35 = (alu33+(-151));
+      int8 alu36 = (alu35>>alu4);
+      float8 alu37 = tg_fma_float8(alu28, ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), (__builtin_convertvector(alu32, float8)*-1.0f));
+      float8 alu38 = tg_fma_float8(alu30, ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), (__builtin_convertvector(alu35, float8)*-1.0f));
+      *((float8*)(&data0[alu14])) = (((tg_fma_float8(tg_fma_float8(tg_fma_float8(tg_fma_float8(tg_fma_float8(tg_fma_float8(((float8){0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f}), alu37, ((float8){0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f})), alu37, ((float8){0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f})), alu37, ((float8){0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f})), alu37, ((float8){0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f})), alu37, ((float8){0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f})), alu37, ((float8){1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f}))*((float8)(((alu34+127)<<alu5))))*((float8)((((alu31+(alu34*(-1)))+(-24))<<alu5))))*alu19);
+      *((float8*)(&data0[alu18])) = (((tg_fma_float8(tg_fma_float8(tg_fma_float8(tg_fma_float8(tg_fma_float8(tg_fma_float8(((float8){0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f}), alu38, ((float8){0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f})), alu38, ((float8){0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f})), alu38, ((float8){0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f})), alu38, ((float8){0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f})), alu38, ((float8){0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f})), alu38, ((float8){1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f}))*((float8)(((alu36+127)<<alu5))))*((float8)((((alu33+(alu36*(-1)))+(-24))<<alu5))))*alu19);
+    }
+  }
+}
