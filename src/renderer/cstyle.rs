@@ -147,14 +147,8 @@ pub trait CStyle {
     fn dp4a_vector(&self, u: &UOp, a: &[&str], defs: &mut Vec<String>) -> String {
         dp4a_lanes(self, u, a, defs)
     }
-    /// The lane-wise max of vectors `a` and `b` of `dt`: C has no vector `?:`, so bits selected with the
-    /// comparison's mask.
-    fn max_vector(&self, dt: DType, a: &str, b: &str, defs: &mut Vec<String>) -> String {
-        let (vt, mt) = (self.vtype(dt, defs), self.vtype(mask_dtype(dt), defs));
-        format!("((({vt})((({mt})({a}<{b})&({mt}){b})|(~({mt})({a}<{b})&({mt}){a}))))")
-    }
-    /// The lane-wise select of vectors of `dt` (4-byte lanes) `a[1]` where lane masks `a[0]` are set, else `a[2]`: C
-    /// has no vector `?:`, so bits.
+    /// The lane-wise select of vectors of `dt` `a[1]` where lane masks `a[0]` (as wide as `dt`'s lanes) are set, else
+    /// `a[2]`: C has no vector `?:`, so bits. A vector MAX is the select on its comparison's masks.
     fn select_vector(&self, dt: DType, a: &[&str], defs: &mut Vec<String>) -> String {
         let (vt, mt) = (self.vtype(dt, defs), self.vtype(mask_dtype(dt), defs));
         format!("(({vt})((({mt}){0}&({mt}){1})|(~({mt}){0}&({mt}){2})))", a[0], a[1], a[2])
@@ -509,7 +503,7 @@ impl<D: CStyle + ?Sized> Writer<'_, D> {
             Ops::WHERE if u.src[0].dtype.count > 1 => d.select_vector(u.dtype, a, &mut self.defs),
             Ops::MULACC if u.dtype.count > 1 => d.mulacc_vector(u, a, &mut self.defs),
             Ops::DP4A if u.dtype.count > 1 => d.dp4a_vector(u, a, &mut self.defs),
-            Ops::MAX if u.dtype.count > 1 => d.max_vector(u.dtype, a[0], a[1], &mut self.defs),
+            Ops::MAX if u.dtype.count > 1 => d.select_vector(u.dtype, &[&format!("({}<{})", a[0], a[1]), a[1], a[0]], &mut self.defs),
             // (C computes narrow ints as `int`: the result wraps back to its type, as a `char` store would)
             _ if u.dtype.count == 1 && u.dtype.is_int() && u.dtype.itemsize() < 4 => {
                 format!("(({})({}))", d.ty(u.dtype), alu(u, u.dtype, a, d))

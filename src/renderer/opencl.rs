@@ -123,10 +123,6 @@ impl CStyle for OpenCL {
     fn mulacc_vector(&self, u: &UOp, a: &[&str], _defs: &mut Vec<String>) -> String {
         self.mulacc(u.dtype, a)
     }
-    /// `select` takes the comparison's lane masks.
-    fn max_vector(&self, _dt: DType, a: &str, b: &str, _defs: &mut Vec<String>) -> String {
-        format!("select({a},{b},{a}<{b})")
-    }
     /// `select` takes the lane masks.
     fn select_vector(&self, _dt: DType, a: &[&str], _defs: &mut Vec<String>) -> String {
         format!("select({},{},{})", a[2], a[1], a[0])

@@ -32,9 +32,9 @@ void r_16_4_16(void** bufs, const int* vals, int core_start, int core_end) {
       float8 val13 = *((float8*)(&data1[alu12]));
       float8 val14 = *((float8*)(&data1[(alu12+8)]));
       float8 alu15 = ((float8)(((int8)(alu2<__builtin_convertvector(__builtin_convertvector(((int8){((int)(alu4)), ((int)(alu5)), ((int)(alu6)), ((int)(alu7)), ((int)(alu8)), ((int)(alu9)), ((int)(alu10)), ((int)(alu11))}), float8), int8))&(int8)alu0)|(~(int8)(alu2<__builtin_convertvector(__builtin_convertvector(((int8){((int)(alu4)), ((int)(alu5)), ((int)(alu6)), ((int)(alu7)), ((int)(alu8)), ((int)(alu9)), ((int)(alu10)), ((int)(alu11))}), float8), int8))&(int8)val13)));
-      float8 alu16 = (((float8)(((int8)(acc0<alu15)&(int8)alu15)|(~(int8)(acc0<alu15)&(int8)acc0))));
+      float8 alu16 = ((float8)(((int8)(acc0<alu15)&(int8)alu15)|(~(int8)(acc0<alu15)&(int8)acc0)));
       float8 alu17 = ((float8)(((int8)(alu2<__builtin_convertvector(__builtin_convertvector(((int8){((int)((alu4+8))), ((int)((alu5+8))), ((int)((alu6+8))), ((int)((alu7+8))), ((int)((alu8+8))), ((int)((alu9+8))), ((int)((alu10+8))), ((int)((alu11+8)))}), float8), int8))&(int8)alu0)|(~(int8)(alu2<__builtin_convertvector(__builtin_convertvector(((int8){((int)((alu4+8))), ((int)((alu5+8))), ((int)((alu6+8))), ((int)((alu7+8))), ((int)((alu8+8))), ((int)((alu9+8))), ((int)((alu10+8))), ((int)((alu11+8)))}), float8), int8))&(int8)val14)));
-      acc0 = (((float8)(((int8)(alu16<alu17)&(int8)alu17)|(~(int8)(alu16<alu17)&(int8)alu16))));
+      acc0 = ((float8)(((int8)(alu16<alu17)&(int8)alu17)|(~(int8)(alu16<alu17)&(int8)alu16)));
     }
     float alu18 = acc0[0];
     float alu19 = acc0[1];
@@ -102,10 +102,10 @@ void r_16_4_16(void** bufs, const int* vals, int core_start, int core_end) {
       float8 alu22 = ((float8)(((int8)(alu8<__builtin_convertvector(__builtin_convertvector(((int8){((int)((alu10+8))), ((int)((alu11+8))), ((int)((alu12+8))), ((int)((alu13+8))), ((int)((alu14+8))), ((int)((alu15+8))), ((int)((alu16+8))), ((int)((alu17+8)))}), float8), int8))&(int8)alu0)|(~(int8)(alu8<__builtin_convertvector(__builtin_convertvector(((int8){((int)((alu10+8))), ((int)((alu11+8))), ((int)((alu12+8))), ((int)((alu13+8))), ((int)((alu14+8))), ((int)((alu15+8))), ((int)((alu16+8))), ((int)((alu17+8)))}), float8), int8))&(int8)val20)));
       float8 alu23 = (tg_fma_float8(((float8){val6, val6, val6, val6, val6, val6, val6, val6}), ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), alu21)*1.4426950216293335f);
       float8 alu24 = (tg_fma_float8(((float8){val6, val6, val6, val6, val6, val6, val6, val6}), ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), alu22)*1.4426950216293335f);
-      float8 alu25 = ((((float8)(((int8)(alu23<alu1)&(int8)alu1)|(~(int8)(alu23<alu1)&(int8)alu23))))*-1.0f);
-      float8 alu26 = ((((float8)(((int8)(alu24<alu1)&(int8)alu1)|(~(int8)(alu24<alu1)&(int8)alu24))))*-1.0f);
-      float8 alu27 = (((float8)(((int8)(alu25<alu2)&(int8)alu2)|(~(int8)(alu25<alu2)&(int8)alu25))));
-      float8 alu28 = (((float8)(((int8)(alu26<alu2)&(int8)alu2)|(~(int8)(alu26<alu2)&(int8)alu26))));
+      float8 alu25 = (((float8)(((int8)(alu23<alu1)&(int8)alu1)|(~(int8)(alu23<alu1)&(int8)alu23)))*-1.0f);
+      float8 alu26 = (((float8)(((int8)(alu24<alu1)&(int8)alu1)|(~(int8)(alu24<alu1)&(int8)alu24)))*-1.0f);
+      float8 alu27 = ((float8)(((int8)(alu25<alu2)&(int8)alu2)|(~(int8)(alu25<alu2)&(int8)alu25)));
+      float8 alu28 = ((float8)(((int8)(alu26<alu2)&(int8)alu2)|(~(int8)(alu26<alu2)&(int8)alu26)));
       int8 alu29 = __builtin_convertvector(tg_fma_float8(alu27, ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), ((float8){151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f})), int8);
       int8 alu30 = __builtin_convertvector(tg_fma_float8(alu28, ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), ((float8){151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f})), int8);
       int8 alu31 = (alu29+(-151));
@@ -172,10 +172,10 @@ void E_16_4_16(void** bufs, const int* vals, int core_start, int core_end) {
       float8 alu25 = ((float8)(((int8)(alu21<__builtin_convertvector(__builtin_convertvector(((int8){((int)((alu7+8))), ((int)((alu8+8))), ((int)((alu9+8))), ((int)((alu10+8))), ((int)((alu11+8))), ((int)((alu12+8))), ((int)((alu13+8))), ((int)((alu14+8)))}), float8), int8))&(int8)alu1)|(~(int8)(alu21<__builtin_convertvector(__builtin_convertvector(((int8){((int)((alu7+8))), ((int)((alu8+8))), ((int)((alu9+8))), ((int)((alu10+8))), ((int)((alu11+8))), ((int)((alu12+8))), ((int)((alu13+8))), ((int)((alu14+8)))}), float8), int8))&(int8)val23)));
       float8 alu26 = (tg_fma_float8(((float8){val16, val16, val16, val16, val16, val16, val16, val16}), ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), alu24)*1.4426950216293335f);
       float8 alu27 = (tg_fma_float8(((float8){val16, val16, val16, val16, val16, val16, val16, val16}), ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), alu25)*1.4426950216293335f);
-      float8 alu28 = ((((float8)(((int8)(alu26<alu2)&(int8)alu2)|(~(int8)(alu26<alu2)&(int8)alu26))))*-1.0f);
-      float8 alu29 = (((float8)(((int8)(alu28<alu3)&(int8)alu3)|(~(int8)(alu28<alu3)&(int8)alu28))));
-      float8 alu30 = ((((float8)(((int8)(alu27<alu2)&(int8)alu2)|(~(int8)(alu27<alu2)&(int8)alu27))))*-1.0f);
-      float8 alu31 = (((float8)(((int8)(alu30<alu3)&(int8)alu3)|(~(int8)(alu30<alu3)&(int8)alu30))));
+      float8 alu28 = (((float8)(((int8)(alu26<alu2)&(int8)alu2)|(~(int8)(alu26<alu2)&(int8)alu26)))*-1.0f);
+      float8 alu29 = ((float8)(((int8)(alu28<alu3)&(int8)alu3)|(~(int8)(alu28<alu3)&(int8)alu28)));
+      float8 alu30 = (((float8)(((int8)(alu27<alu2)&(int8)alu2)|(~(int8)(alu27<alu2)&(int8)alu27)))*-1.0f);
+      float8 alu31 = ((float8)(((int8)(alu30<alu3)&(int8)alu3)|(~(int8)(alu30<alu3)&(int8)alu30)));
       int8 alu32 = __builtin_convertvector(tg_fma_float8(alu29, ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), ((float8){151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f})), int8);
       int8 alu33 = (alu32+(-151));
       int8 alu34 = __builtin_convertvector(tg_fma_float8(alu31, ((float8){-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f}), ((float8){151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f, 151.5f})), int8);
