@@ -95,6 +95,11 @@ pub trait CStyle {
     fn vectorize(&self, vt: &str, lanes: &[&str]) -> String {
         format!("(({vt}){{{}}})", lanes.join(", "))
     }
+    /// A vector of type `vt` from lanes `lanes` of vector `x` (`x` printed twice: its caller names it).
+    fn shuffle(&self, vt: &str, x: &str, lanes: &[i64]) -> String {
+        let picked: Vec<String> = lanes.iter().map(|&k| self.gep(x, k)).collect();
+        self.vectorize(vt, &picked.iter().map(String::as_str).collect::<Vec<_>>())
+    }
     /// Tensor core `tc`'s `D = A·B + C` on a warp's fragments `a`, a call of a function it adds to `defs`.
     fn wmma(&self, _tc: &TensorCore, _a: &[&str], _defs: &mut Vec<String>) -> String {
         panic!("C renderer: no tensor cores on this target")
@@ -184,6 +189,9 @@ pub trait CStyle {
 /// GNU C for the CPU device: [`CStyle`]'s defaults, and DP4A on vectors as the host's instructions.
 pub struct C;
 impl CStyle for C {
+    fn shuffle(&self, _vt: &str, x: &str, lanes: &[i64]) -> String {
+        format!("__builtin_shufflevector({x}, {x}, {})", lanes.iter().map(i64::to_string).collect::<Vec<_>>().join(", "))
+    }
     /// DP4A on vectors: `vpdpbusd` where the host has VNNI, else (16 or 32 bytes) each word's bytes split into even
     /// and odd 16-bit lanes, unsigned and sign-extended, summed by `pmaddwd` (exact: no saturating `pmaddubsw`); other
     /// widths and targets a lane at a time.
@@ -286,7 +294,10 @@ pub fn render_with(k: &LinearKernel, d: &(impl CStyle + ?Sized)) -> String {
     // MAX prints its operands twice, DP4A four times, a vector MULACC its scalar operands once a lane: count them as used twice so
     // they get a name
     let twice = |u: &UOp, s: &UOp| {
-        matches!(u.op, Ops::MAX | Ops::DP4A) || (u.op == Ops::MULACC && u.dtype.count > s.dtype.count) || division_guard(u).is_some()
+        matches!(u.op, Ops::MAX | Ops::DP4A)
+            || matches!(u.arg, Arg::Ints(_)) && u.op == Ops::GEP
+            || (u.op == Ops::MULACC && u.dtype.count > s.dtype.count)
+            || division_guard(u).is_some()
     };
     uops.iter().for_each(|u| u.src.iter().for_each(|s| uses[at[s]] += if twice(u, s) { 2 } else { 1 }));
     let mut w = Writer { d, defs: Vec::new(), body: String::new(), depth: 1, names: 0 };
@@ -471,6 +482,10 @@ impl<D: CStyle + ?Sized> Writer<'_, D> {
             // (a lane of masks is all bits or none: a bool is 0 or 1)
             (Ops::GEP, Arg::Int(lane)) if u.dtype.is_bool() => format!("({}!=0)", d.gep(a[0], *lane)),
             (Ops::GEP, Arg::Int(lane)) => d.gep(a[0], *lane),
+            (Ops::GEP, Arg::Ints(lanes)) => {
+                let vt = self.vtype(u.dtype);
+                d.shuffle(&vt, a[0], lanes)
+            }
             (Ops::VECTORIZE, _) => {
                 let vt = self.vtype(u.dtype);
                 d.vectorize(&vt, a)

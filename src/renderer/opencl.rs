@@ -88,6 +88,9 @@ impl CStyle for OpenCL {
     fn gep(&self, x: &str, lane: i64) -> String {
         format!("{x}.s{lane:x}")
     }
+    fn shuffle(&self, _vt: &str, x: &str, lanes: &[i64]) -> String {
+        format!("{x}.s{}", lanes.iter().map(|k| format!("{k:x}")).collect::<String>())
+    }
     fn vectorize(&self, vt: &str, lanes: &[&str]) -> String {
         format!("(({vt})({}))", lanes.join(", "))
     }

@@ -333,6 +333,7 @@ impl PythonProgram {
                 }
                 Ops::GEP => match x.arg {
                     Arg::Int(k) => Val::Scalar(s(0).lane(k as usize)),
+                    Arg::Ints(ref ks) => Val::Vector(ks.iter().map(|&k| s(0).lane(k as usize)).collect()),
                     _ => return Err(self.err(pc, format!("GEP of {:?}", x.arg))),
                 },
                 Ops::VECTORIZE => Val::Vector(x.src.iter().map(|&j| v[j].lane(0)).collect()),

@@ -195,7 +195,12 @@ fn kernel() -> PatternMatcher {
         // CUSTOM(sources...): a statement the renderer prints from the format string in its arg
         UPat::ops(CUSTOM).named("x") => |x| check(x.dtype == dtypes::VOID && matches!(&x.arg, Arg::Str(_))),
         UPat::ops(VECTORIZE).named("x") => |x| check(x.src.len() == x.dtype.count as usize && x.src.len() > 1 && x.src.iter().all(|s| s.dtype == x.dtype.scalar())),
-        UPat::ops(GEP).src([var("a")]).named("x") => |x, a| check(x.dtype == a.dtype.scalar() && matches!(x.arg, Arg::Int(k) if 0 <= k && k < i64::from(a.dtype.count))),
+        // GEP(a) of a lane, or of several: a vector of a's lanes in the arg's order (a shuffle)
+        UPat::ops(GEP).src([var("a")]).named("x") => |x, a| check(match &x.arg {
+            Arg::Int(k) => x.dtype == a.dtype.scalar() && (0..i64::from(a.dtype.count)).contains(k),
+            Arg::Ints(ks) => x.dtype == a.dtype.scalar().vec(ks.len() as u16) && ks.iter().all(|k| (0..i64::from(a.dtype.count)).contains(k)),
+            _ => false,
+        }),
         // WMMA(a, b, c): a tensor core's D = A·B + C over a warp's fragments, named by its arg (one of the target's
         // `Renderer::tensor_cores`, the only ones the TC opt makes)
         UPat::ops(WMMA).named("x") => |x| check(x.src.len() == 3 && x.src[2].dtype == x.dtype && x.src[0].dtype.scalar() == x.src[1].dtype.scalar() && matches!(&x.arg, Arg::Str(_))),

@@ -8,6 +8,10 @@ typedef _Float16 half;
 #endif
 typedef float float8 __attribute__((vector_size(32), aligned(4)));
 typedef int int8 __attribute__((vector_size(32), aligned(4)));
+typedef float float4 __attribute__((vector_size(16), aligned(4)));
+typedef int int4 __attribute__((vector_size(16), aligned(4)));
+typedef float float2 __attribute__((vector_size(8), aligned(4)));
+typedef int int2 __attribute__((vector_size(8), aligned(4)));
 void r_16_4_16(void** bufs, const int* vals, int core_start, int core_end) {
   (void)vals; (void)core_start; (void)core_end;
   float* restrict data0 = (float*)bufs[0];
@@ -36,21 +40,15 @@ void r_16_4_16(void** bufs, const int* vals, int core_start, int core_end) {
       float8 alu17 = ((float8)(((int8)(alu2<__builtin_convertvector(__builtin_convertvector(((int8){((int)((alu4+8))), ((int)((alu5+8))), ((int)((alu6+8))), ((int)((alu7+8))), ((int)((alu8+8))), ((int)((alu9+8))), ((int)((alu10+8))), ((int)((alu11+8)))}), float8), int8))&(int8)alu0)|(~(int8)(alu2<__builtin_convertvector(__builtin_convertvector(((int8){((int)((alu4+8))), ((int)((alu5+8))), ((int)((alu6+8))), ((int)((alu7+8))), ((int)((alu8+8))), ((int)((alu9+8))), ((int)((alu10+8))), ((int)((alu11+8)))}), float8), int8))&(int8)val14)));
       acc0 = ((float8)(((int8)(alu16<alu17)&(int8)alu17)|(~(int8)(alu16<alu17)&(int8)alu16)));
     }
-    float alu18 = acc0[0];
-    float alu19 = acc0[1];
-    float alu20 = acc0[2];
-    float alu21 = acc0[3];
-    float alu22 = acc0[4];
-    float alu23 = acc0[5];
-    float alu24 = acc0[6];
-    float alu25 = acc0[7];
-    float alu26 = ((alu18<alu19)?alu19:alu18);
-    float alu27 = ((alu26<alu20)?alu20:alu26);
-    float alu28 = ((alu27<alu21)?alu21:alu27);
-    float alu29 = ((alu28<alu22)?alu22:alu28);
-    float alu30 = ((alu29<alu23)?alu23:alu29);
-    float alu31 = ((alu30<alu24)?alu24:alu30);
-    data0[ridx0] = ((alu31<alu25)?alu25:alu31);
+    float4 alu18 = __builtin_shufflevector(acc0, acc0, 0, 1, 2, 3);
+    float4 alu19 = __builtin_shufflevector(acc0, acc0, 4, 5, 6, 7);
+    float4 alu20 = ((float4)(((int4)(alu18<alu19)&(int4)alu19)|(~(int4)(alu18<alu19)&(int4)alu18)));
+    float2 alu21 = __builtin_shufflevector(alu20, alu20, 0, 1);
+    float2 alu22 = __builtin_shufflevector(alu20, alu20, 2, 3);
+    float2 alu23 = ((float2)(((int2)(alu21<alu22)&(int2)alu22)|(~(int2)(alu21<alu22)&(int2)alu21)));
+    float alu24 = alu23[0];
+    float alu25 = alu23[1];
+    data0[ridx0] = ((alu24<alu25)?alu25:alu24);
   }
 }
 
@@ -68,6 +66,8 @@ typedef int int8 __attribute__((vector_size(32), aligned(4)));
 #define TG_FMA_float8
 static inline __attribute__((always_inline)) float8 tg_fma_float8(float8 a, float8 b, float8 c) { return __builtin_ia32_vfmaddps256(a, b, c); }
 #endif
+typedef float float4 __attribute__((vector_size(16), aligned(4)));
+typedef float float2 __attribute__((vector_size(8), aligned(4)));
 void r_16_4_16(void** bufs, const int* vals, int core_start, int core_end) {
   (void)vals; (void)core_start; (void)core_end;
   float* restrict data0 = (float*)bufs[0];
@@ -118,7 +118,9 @@ void r_16_4_16(void** bufs, const int* vals, int core_start, int core_end) {
       float8 alu38 = ((float8)(((int8)((alu28*-1.0f)==alu1)&(int8)alu3)|(~(int8)((alu28*-1.0f)==alu1)&(int8)tg_fma_float8(tg_fma_float8(tg_fma_float8(tg_fma_float8(tg_fma_float8(tg_fma_float8(((float8){0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f}), alu36, ((float8){0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f})), alu36, ((float8){0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f})), alu36, ((float8){0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f})), alu36, ((float8){0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f})), alu36, ((float8){0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f})), alu36, ((float8){1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f})))));
       acc0 = tg_fma_float8((alu38*((float8)(((alu34+127)<<alu5)))), ((float8)((((alu30+(alu34*(-1)))+(-24))<<alu5))), tg_fma_float8((alu37*((float8)(((alu33+127)<<alu5)))), ((float8)((((alu29+(alu33*(-1)))+(-24))<<alu5))), acc0));
     }
-    data0[ridx0] = (((((((acc0[0]+acc0[1])+acc0[2])+acc0[3])+acc0[4])+acc0[5])+acc0[6])+acc0[7]);
+    float4 alu39 = (__builtin_shufflevector(acc0, acc0, 0, 1, 2, 3)+__builtin_shufflevector(acc0, acc0, 4, 5, 6, 7));
+    float2 alu40 = (__builtin_shufflevector(alu39, alu39, 0, 1)+__builtin_shufflevector(alu39, alu39, 2, 3));
+    data0[ridx0] = (alu40[0]+alu40[1]);
   }
 }
 

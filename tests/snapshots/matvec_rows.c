@@ -11,6 +11,8 @@ typedef float float8 __attribute__((vector_size(32), aligned(4)));
 #define TG_FMA_float8
 static inline __attribute__((always_inline)) float8 tg_fma_float8(float8 a, float8 b, float8 c) { return __builtin_ia32_vfmaddps256(a, b, c); }
 #endif
+typedef float float4 __attribute__((vector_size(16), aligned(4)));
+typedef float float2 __attribute__((vector_size(8), aligned(4)));
 void r_64_4_32_16(void** bufs, const int* vals, int core_start, int core_end) {
   (void)vals; (void)core_start; (void)core_end;
   float* restrict data0 = (float*)bufs[0];
@@ -49,9 +51,17 @@ void r_64_4_32_16(void** bufs, const int* vals, int core_start, int core_end) {
       acc2 = tg_fma_float8(val5, val10, tg_fma_float8(val4, val11, acc2));
       acc3 = tg_fma_float8(val5, val12, tg_fma_float8(val4, val13, acc3));
     }
-    data0[alu0] = (((((((acc0[0]+acc0[1])+acc0[2])+acc0[3])+acc0[4])+acc0[5])+acc0[6])+acc0[7]);
-    data0[(alu0+1)] = (((((((acc1[0]+acc1[1])+acc1[2])+acc1[3])+acc1[4])+acc1[5])+acc1[6])+acc1[7]);
-    data0[(alu0+2)] = (((((((acc2[0]+acc2[1])+acc2[2])+acc2[3])+acc2[4])+acc2[5])+acc2[6])+acc2[7]);
-    data0[(alu0+3)] = (((((((acc3[0]+acc3[1])+acc3[2])+acc3[3])+acc3[4])+acc3[5])+acc3[6])+acc3[7]);
+    float4 alu14 = (__builtin_shufflevector(acc0, acc0, 0, 1, 2, 3)+__builtin_shufflevector(acc0, acc0, 4, 5, 6, 7));
+    float4 alu15 = (__builtin_shufflevector(acc1, acc1, 0, 1, 2, 3)+__builtin_shufflevector(acc1, acc1, 4, 5, 6, 7));
+    float4 alu16 = (__builtin_shufflevector(acc2, acc2, 0, 1, 2, 3)+__builtin_shufflevector(acc2, acc2, 4, 5, 6, 7));
+    float4 alu17 = (__builtin_shufflevector(acc3, acc3, 0, 1, 2, 3)+__builtin_shufflevector(acc3, acc3, 4, 5, 6, 7));
+    float2 alu18 = (__builtin_shufflevector(alu14, alu14, 0, 1)+__builtin_shufflevector(alu14, alu14, 2, 3));
+    float2 alu19 = (__builtin_shufflevector(alu15, alu15, 0, 1)+__builtin_shufflevector(alu15, alu15, 2, 3));
+    float2 alu20 = (__builtin_shufflevector(alu16, alu16, 0, 1)+__builtin_shufflevector(alu16, alu16, 2, 3));
+    float2 alu21 = (__builtin_shufflevector(alu17, alu17, 0, 1)+__builtin_shufflevector(alu17, alu17, 2, 3));
+    data0[alu0] = (alu18[0]+alu18[1]);
+    data0[(alu0+1)] = (alu19[0]+alu19[1]);
+    data0[(alu0+2)] = (alu20[0]+alu20[1]);
+    data0[(alu0+3)] = (alu21[0]+alu21[1]);
   }
 }

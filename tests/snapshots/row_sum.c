@@ -7,6 +7,8 @@ typedef _Float16 half;
 #endif
 #endif
 typedef float float8 __attribute__((vector_size(32), aligned(4)));
+typedef float float4 __attribute__((vector_size(16), aligned(4)));
+typedef float float2 __attribute__((vector_size(8), aligned(4)));
 void r_16_16_16(void** bufs, const int* vals, int core_start, int core_end) {
   (void)vals; (void)core_start; (void)core_end;
   float* restrict data0 = (float*)bufs[0];
@@ -20,6 +22,8 @@ void r_16_16_16(void** bufs, const int* vals, int core_start, int core_end) {
       float8 val2 = *((float8*)(&data1[(alu0+8)]));
       acc0 = ((acc0+val1)+val2);
     }
-    data0[ridx0] = (((((((acc0[0]+acc0[1])+acc0[2])+acc0[3])+acc0[4])+acc0[5])+acc0[6])+acc0[7]);
+    float4 alu3 = (__builtin_shufflevector(acc0, acc0, 0, 1, 2, 3)+__builtin_shufflevector(acc0, acc0, 4, 5, 6, 7));
+    float2 alu4 = (__builtin_shufflevector(alu3, alu3, 0, 1)+__builtin_shufflevector(alu3, alu3, 2, 3));
+    data0[ridx0] = (alu4[0]+alu4[1]);
   }
 }
