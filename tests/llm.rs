@@ -190,7 +190,7 @@ fn batcher_serves_requests_together_and_reuses_prefixes() {
     assert_eq!(out, greedy[1][8..]);
 }
 
-/// A long prompt arriving while a request decodes is prefilled in chunks between its decode steps: the running
+/// A long prompt arriving while a request decodes is prefilled in chunks that join its decode steps: the running
 /// request keeps receiving tokens before the long one's first (with the whole prompt in one pass it received at most
 /// one).
 #[test]
@@ -220,7 +220,7 @@ fn batcher_interleaves_a_long_prompt_with_decoding() {
     let sent = Instant::now();
     let first = tokens(submit(long, 1))[0];
     let times = reader.join().unwrap();
-    // (300 prompt tokens in chunks of at most 128, each followed by a decode step; in one pass: at most 1 token)
+    // (300 prompt tokens a few at a time, each chunk in a decode step; in one pass: at most 1 token)
     let during = times.iter().filter(|&&t| t > sent && t < first).count();
     assert!(during >= 3, "the running request received {during} tokens while the long prompt was prefilled");
 }
@@ -272,7 +272,8 @@ fn gemma3_integer_path_stays_near_the_float_path() {
 
 /// A decode step's logits on the integer path have the same bits for a sequence stepping alone and batched with
 /// others (the server's promise that a stream's tokens do not depend on its neighbours): the reference prompts
-/// prefilled into two sets of caches, then one step each alone and one step of all of them together.
+/// prefilled into two sets of caches, then one step each alone and one step of all of them together; then a step that
+/// a prompt chunk joins, beside the chunk's prefill alone.
 fn decode_steps_do_not_depend_on_the_batch(file: &GgufFile, reference_name: &str) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let m = {
@@ -310,6 +311,26 @@ fn decode_steps_do_not_depend_on_the_batch(file: &GgufFile, reference_name: &str
         let one = m.forward(c, &ids(&next[i..=i]), StartPos::Var(&pos[i], span)).to_vec::<f32>().unwrap();
         let differ = one.iter().zip(&together[i * vocab..(i + 1) * vocab]).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
         assert_eq!(differ, 0, "sequence {i}: {differ} of {vocab} logits differ between a bound step alone and batched");
+    }
+    // a prompt chunk joining the step (the server's continuous batching: the first prompt again, into a fresh cache,
+    // padded to 8 tokens, over its own span): each row still gets its alone logits, and the chunk its prefill's
+    let (alone, batched) = (filled(), filled());
+    let chunk: Vec<u32> =
+        prompts[0].iter().copied().chain(std::iter::repeat(0)).take(prompts[0].len().next_power_of_two().max(8)).collect();
+    let (start, last) =
+        (Tensor::bind_var("prefill_start", 0, 127, 0), Tensor::bind_var("prefill_last", 0, 127, prompts[0].len() as i64 - 1));
+    let (fresh_joined, fresh_alone) = (m.new_cache().unwrap(), m.new_cache().unwrap());
+    let rows: Vec<_> = batched.iter().zip(&pos).map(|(c, v)| (c, StartPos::Var(v, span))).collect();
+    let all: Vec<u32> = next.iter().chain(&chunk).copied().collect();
+    let together = m.decode_and_prefill(&ids(&all), &rows, (&fresh_joined, &start, &last, chunk.len())).to_vec::<f32>().unwrap();
+    let b = prompts.len();
+    let prefilled = m.prefill(&fresh_alone, &ids(&chunk), &start, &last, chunk.len()).to_vec::<f32>().unwrap();
+    let differ = prefilled.iter().zip(&together[b * vocab..]).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+    assert_eq!(differ, 0, "the chunk: {differ} of {vocab} logits differ between its prefill alone and joining a step");
+    for (i, c) in alone.iter().enumerate() {
+        let one = m.forward(c, &ids(&next[i..=i]), StartPos::Var(&pos[i], span)).to_vec::<f32>().unwrap();
+        let differ = one.iter().zip(&together[i * vocab..(i + 1) * vocab]).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert_eq!(differ, 0, "sequence {i}: {differ} of {vocab} logits differ between a step alone and one a chunk joins");
     }
 }
 

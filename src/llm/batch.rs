@@ -11,7 +11,6 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// One generation: `prompt` (token ids, BOS included) continued by at most `max_tokens` tokens drawn by `sampler`.
 pub struct Request {
@@ -130,9 +129,10 @@ struct Active {
     made: usize,
 }
 
-/// The decode step a batcher's TinyJit replays: one capture per (sequences in the batch, cache rows attended), for
-/// any slots (their caches are inputs).
-type StepKey = (usize, usize);
+/// The decode step a batcher's TinyJit replays: one capture per (sequences in the batch, cache rows they attend, a
+/// prompt chunk's length run in the same pass or 0, the cache rows it attends), for any slots (their caches are
+/// inputs).
+type StepKey = (usize, usize, usize, usize);
 type StepFn<'m> = Box<dyn FnMut(&[Tensor], &StepKey) -> Result<Vec<Tensor>> + 'm>;
 /// A prompt chunk's pass, replayed by a TinyJit: one capture per (chunk length, cache rows attended), for any slot.
 type ChunkKey = (usize, usize);
@@ -146,11 +146,17 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
         Ok(s) => s,
         Err(e) => return fail_all(rx, &e),
     };
-    // inputs: the token ids, each row's position (a bound variable), then each row's cache tensors
-    let f: StepFn = Box::new(move |x: &[Tensor], &(b, span): &StepKey| {
-        let caches: Vec<KvCache> = x[1 + b..].chunks(x[1 + b..].len() / b).map(KvCache::from_tensors).collect();
+    // inputs: the token ids (the rows' then the chunk's), each row's position (a bound variable), the chunk's start
+    // and last token's index (bound variables) if it has one, then each row's cache tensors, then the chunk's
+    let per_cache = 2 * model.cfg.n_layers;
+    let f: StepFn = Box::new(move |x: &[Tensor], &(b, span, len, chunk_span): &StepKey| {
+        let vars = 1 + b + if len > 0 { 2 } else { 0 };
+        let caches: Vec<KvCache> = x[vars..].chunks(per_cache).map(KvCache::from_tensors).collect();
         let rows: Vec<_> = caches.iter().zip(&x[1..=b]).map(|(c, v)| (c, StartPos::Var(v, span))).collect();
-        Ok(vec![model.decode(&x[0], &rows)])
+        Ok(vec![match len {
+            0 => model.decode(&x[0], &rows),
+            _ => model.decode_and_prefill(&x[0], &rows, (&caches[b], &x[1 + b], &x[2 + b], chunk_span)),
+        }])
     });
     let mut step = TinyJit::with_args(f);
     // inputs: the chunk's ids, its start and last token's index (bound variables), then the slot's cache tensors
@@ -162,7 +168,6 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
     let mut queue: VecDeque<Request> = VecDeque::new();
     let mut prefilling: VecDeque<(usize, Request)> = VecDeque::new();
     let mut active: Vec<Active> = Vec::new();
-    let (mut chunk, mut step_time) = (MIN_CHUNK, Duration::ZERO);
     loop {
         if active.is_empty() && queue.is_empty() && prefilling.is_empty() {
             match rx.recv() {
@@ -187,33 +192,19 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
             slots[i].busy = true;
             prefilling.push_back((i, r));
         }
-        // one chunk of the oldest prompt being prefilled: all of it when no stream waits, else a chunk that takes
-        // about one decode step, so the streams' gaps between tokens about double (llama-server's chunked prefill)
+        // the oldest prompt being prefilled: a whole chunk of its own while no stream decodes; else a chunk in the
+        // streams' next decode step (continuous batching: each weight is read once for both), short enough that the
+        // streams keep streaming (llama-server's way)
+        let mut joining = None;
         if let Some((i, r)) = prefilling.pop_front() {
-            let slot = &mut slots[i];
-            let (at, left) = (slot.tokens.len(), r.prompt.len() - slot.tokens.len());
-            let (n, pad) = if active.is_empty() { (PREFILL_CHUNK.min(left), 1) } else { (chunk.min(left), chunk) };
-            let t = Instant::now();
-            match prefill_chunk(&mut chunk_step, &slot.cache, pad, at, &r.prompt[at..at + n], ctx) {
-                Ok(logits) => {
-                    slot.tokens.extend_from_slice(&r.prompt[at..at + n]);
-                    if !active.is_empty() {
-                        chunk = next_chunk(chunk, n, t.elapsed(), step_time);
-                    }
-                    if n < left {
-                        prefilling.push_front((i, r));
-                    } else {
-                        let mut a = Active { slot: i, req: r, next: 0, made: 0 };
-                        if advance(&mut a, &logits, slot.tokens.len(), ctx, is_end) {
-                            active.push(a);
-                        } else {
-                            slot.busy = false;
-                        }
-                    }
-                }
-                Err(e) => {
-                    (slot.busy, slot.tokens) = (false, vec![]);
-                    let _ = r.events.send(Event::Failed(e.to_string()));
+            let (at, left) = (slots[i].tokens.len(), r.prompt.len() - slots[i].tokens.len());
+            if !active.is_empty() {
+                joining = Some((i, r, JOIN_CHUNK.min(left)));
+            } else {
+                let n = PREFILL_CHUNK.min(left);
+                match prefill_chunk(&mut chunk_step, &slots[i].cache, at, &r.prompt[at..at + n], ctx) {
+                    Ok(logits) => after_chunk(&mut slots[i], (i, r, n), &logits, ctx, is_end, &mut prefilling, &mut active),
+                    Err(e) => fail(&mut slots[i], r, &e),
                 }
             }
         }
@@ -221,74 +212,97 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
             continue;
         }
         // one decode step for every active request: row b feeds its token at its slot's position, through its slot's
-        // cache (an input, so the step's capture serves any slots: one per number of rows and span)
-        let key: StepKey = (active.len(), active.iter().map(|a| span(slots[a.slot].tokens.len() + 1, ctx)).max().unwrap_or(ctx));
-        let ids: Vec<i32> = active.iter().map(|a| a.next as i32).collect();
-        let mut inputs = vec![Tensor::from_slice(&ids, [ids.len()])];
-        inputs.extend(
-            active
-                .iter()
-                .enumerate()
-                .map(|(b, a)| Tensor::bind_var(&format!("start_pos{b}"), 0, ctx as i64 - 1, slots[a.slot].tokens.len() as i64)),
-        );
+        // cache (an input, so the step's capture serves any slots: one per number of rows and span); the joining
+        // chunk's tokens follow the rows', padded to [`JOIN_CHUNK`] ([`chunk_inputs`])
+        let b = active.len();
+        let mut key: StepKey = (b, active.iter().map(|a| span(slots[a.slot].tokens.len() + 1, ctx)).max().unwrap_or(ctx), 0, 0);
+        let mut ids: Vec<i32> = active.iter().map(|a| a.next as i32).collect();
+        let mut inputs: Vec<Tensor> = (0..b)
+            .map(|k| Tensor::bind_var(&format!("start_pos{k}"), 0, ctx as i64 - 1, slots[active[k].slot].tokens.len() as i64))
+            .collect();
         inputs.extend(active.iter().flat_map(|a| slots[a.slot].cache.tensors()));
-        let t = Instant::now();
+        if let Some((i, r, n)) = &joining {
+            let at = slots[*i].tokens.len();
+            let ([_, start, last], (len, _, span)) = chunk_inputs(&r.prompt[at..at + n], at, JOIN_CHUNK, ctx);
+            (key.2, key.3) = (len, span);
+            ids.extend(r.prompt[at..at + n].iter().map(|&t| t as i32).chain(std::iter::repeat(0)).take(len));
+            inputs.splice(b..b, [start, last]);
+            inputs.extend(slots[*i].cache.tensors());
+        }
+        inputs.insert(0, Tensor::from_slice(&ids, [ids.len()]));
         let logits = step.call_with(&inputs, key).and_then(|out| out[0].to_vec::<f32>());
-        step_time = t.elapsed();
         let logits = match logits {
             Ok(l) => l,
             Err(e) => {
                 for a in active.drain(..) {
-                    (slots[a.slot].busy, slots[a.slot].tokens) = (false, vec![]);
-                    let _ = a.req.events.send(Event::Failed(e.to_string()));
+                    fail(&mut slots[a.slot], a.req, &e);
+                }
+                if let Some((i, r, _)) = joining {
+                    fail(&mut slots[i], r, &e);
                 }
                 continue;
             }
         };
-        let mut still = Vec::with_capacity(active.len());
-        for (b, mut a) in active.drain(..).enumerate() {
+        let mut still = Vec::with_capacity(b);
+        for (k, mut a) in active.drain(..).enumerate() {
             let slot = &mut slots[a.slot];
             slot.tokens.push(a.next);
-            if advance(&mut a, &logits[b * vocab..(b + 1) * vocab], slot.tokens.len(), ctx, is_end) {
+            if advance(&mut a, &logits[k * vocab..(k + 1) * vocab], slot.tokens.len(), ctx, is_end) {
                 still.push(a);
             } else {
                 slot.busy = false;
             }
         }
         active = still;
+        if let Some((i, r, n)) = joining {
+            after_chunk(&mut slots[i], (i, r, n), &logits[b * vocab..], ctx, is_end, &mut prefilling, &mut active);
+        }
+    }
+}
+
+/// Ends `r`, which held `slot`, with error `e` (the slot is freed and forgets its tokens).
+fn fail(slot: &mut Slot, r: Request, e: &Error) {
+    (slot.busy, slot.tokens) = (false, vec![]);
+    let _ = r.events.send(Event::Failed(e.to_string()));
+}
+
+/// After a chunk of `n` of `r`'s prompt tokens entered `slot` (number `i`; `logits` after the chunk's last token): `r`
+/// back at the front of `prefilling` while its prompt has more, else its first token sampled and `r` decoding in
+/// `active` (or ended at that token, its slot freed).
+fn after_chunk(
+    slot: &mut Slot,
+    (i, r, n): (usize, Request, usize),
+    logits: &[f32],
+    ctx: usize,
+    is_end: &dyn Fn(u32) -> bool,
+    prefilling: &mut VecDeque<(usize, Request)>,
+    active: &mut Vec<Active>,
+) {
+    let at = slot.tokens.len();
+    slot.tokens.extend_from_slice(&r.prompt[at..at + n]);
+    if slot.tokens.len() < r.prompt.len() {
+        return prefilling.push_front((i, r));
+    }
+    let mut a = Active { slot: i, req: r, next: 0, made: 0 };
+    if advance(&mut a, logits, slot.tokens.len(), ctx, is_end) {
+        active.push(a);
+    } else {
+        slot.busy = false;
     }
 }
 
 /// Logits after `tokens` (at most [`PREFILL_CHUNK`]), which enter `cache` at `at`, through `jit`: padded to a power
-/// of two of at least `pad` ([`chunk_inputs`]), so a few captured graphs serve every chunk, a prompt's last one too.
-fn prefill_chunk(
-    jit: &mut TinyJit<ChunkFn, ChunkKey>,
-    cache: &KvCache,
-    pad: usize,
-    at: usize,
-    tokens: &[u32],
-    ctx: usize,
-) -> Result<Vec<f32>> {
-    let (inputs, (len, _, span)) = chunk_inputs(tokens, at, pad, ctx);
+/// of two ([`chunk_inputs`]), so a few captured graphs serve every chunk, a prompt's last one too.
+fn prefill_chunk(jit: &mut TinyJit<ChunkFn, ChunkKey>, cache: &KvCache, at: usize, tokens: &[u32], ctx: usize) -> Result<Vec<f32>> {
+    let (inputs, (len, _, span)) = chunk_inputs(tokens, at, 1, ctx);
     let inputs: Vec<Tensor> = inputs.into_iter().chain(cache.tensors()).collect();
     jit.call_with(&inputs, (len, span))?[0].to_vec::<f32>()
 }
 
-/// Prompt tokens a prefill chunk takes at least while streams decode (a power of two, as prefill's chunk lengths; at
-/// most [`PREFILL_CHUNK`]).
-const MIN_CHUNK: usize = 4;
-
-/// The next chunk length after one of `n` tokens took `took` beside decode steps of `step`: half when it took
-/// longer than a step, double when it took under half of one.
-fn next_chunk(chunk: usize, n: usize, took: Duration, step: Duration) -> usize {
-    if took > step {
-        (n.next_power_of_two() / 2).clamp(MIN_CHUNK, PREFILL_CHUNK)
-    } else if n == chunk && took < step / 2 {
-        (chunk * 2).min(PREFILL_CHUNK)
-    } else {
-        chunk
-    }
-}
+/// Prompt tokens a chunk joining a decode step takes: on a 2-core machine, 8 cost SmolLM2's 2-row step 1.4x a plain
+/// step's time (4: 1.25x; 16: 1.5-2x). One length, not one adapted to timings, so the step's captures are the same
+/// from one long prompt to the next: a new capture compiles, and a stall for compiling is what chunking avoids.
+const JOIN_CHUNK: usize = 4;
 
 /// Samples `a`'s next token from `logits` and sends it; false when the request has ended (an end token, its
 /// budget spent, the context full at `pos` tokens, or its receiver gone), after sending `Done`.

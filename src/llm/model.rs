@@ -87,12 +87,14 @@ pub enum StartPos<'a> {
     Var(&'a Tensor, usize),
 }
 
-/// Which positions' logits a forward pass returns: all, each sequence's last, or the one at a bound variable.
-#[derive(Clone, Copy)]
-enum Out<'a> {
-    All,
-    Last,
-    Row(&'a Tensor),
+/// One sequence of a forward pass: its cache, where its tokens enter it, how many of the pass's tokens are its (they
+/// follow the earlier sequences'), and which of them gives its logits: the token at a bound variable's index, or
+/// (None) its last.
+struct Seq<'a> {
+    cache: &'a KvCache,
+    start: StartPos<'a>,
+    len: usize,
+    pick: Option<&'a Tensor>,
 }
 
 /// One sequence's KV cache: for each layer, its keys and values, `[max_context, n_kv_heads * head_dim]` of the
@@ -269,9 +271,9 @@ fn rope(x: &Tensor, (cos, sin): &(Tensor, Tensor), interleaved: bool) -> Tensor 
     }
 }
 
-/// Sequences whose attention runs as one set of kernels: their range among a pass's sequences, the cache rows they
-/// attend over, and their causal mask and sliding-window mask (`[rows, span]`).
-type Group = (std::ops::Range<usize>, usize, (Tensor, Option<Tensor>));
+/// Sequences whose attention runs as one set of kernels: their range among a pass's sequences, their tokens' range
+/// among its tokens, the cache rows they attend over, and their causal mask and sliding-window mask (`[rows, span]`).
+type Group = (std::ops::Range<usize>, std::ops::Range<usize>, usize, (Tensor, Option<Tensor>));
 
 /// `cache` (`[max_context, width]`) with rows `start..start+T` replaced by `x` (`[T, width]`, cast to the cache's
 /// dtype).
@@ -388,7 +390,8 @@ impl Transformer {
     /// # Panics
     /// If the tokens pass the end of the KV cache, or `start` is a variable and `T > 1`.
     pub fn forward(&self, cache: &KvCache, tokens: &Tensor, start: StartPos) -> Tensor {
-        self.run(tokens, &[(cache, start)], Out::Last).reshape([self.cfg.vocab])
+        let n = tokens.shape()[0];
+        self.run(tokens, &[Seq { cache, start, len: n, pick: None }], false).reshape([self.cfg.vocab])
     }
 
     /// As [`Transformer::forward`], with the logits at every position: `[T, vocab]`.
@@ -396,7 +399,8 @@ impl Transformer {
     /// # Panics
     /// As [`Transformer::forward`].
     pub fn logits(&self, cache: &KvCache, tokens: &Tensor, start: StartPos) -> Tensor {
-        self.run(tokens, &[(cache, start)], Out::All)
+        let n = tokens.shape()[0];
+        self.run(tokens, &[Seq { cache, start, len: n, pick: None }], true)
     }
 
     /// One decode step of several sequences at once (llama-server's batched slots): `tokens` (`[B]` int32), token
@@ -407,7 +411,7 @@ impl Transformer {
     /// If `tokens` is not `[rows.len()]`, or a position passes the end of its cache.
     pub fn decode(&self, tokens: &Tensor, rows: &[(&KvCache, StartPos)]) -> Tensor {
         assert_eq!(tokens.shape(), [rows.len()], "decode: tokens {:?} for {} sequences", tokens.shape(), rows.len());
-        self.run(tokens, rows, Out::Last)
+        self.run(tokens, &rows.iter().map(|&(cache, start)| Seq { cache, start, len: 1, pick: None }).collect::<Vec<_>>(), false)
     }
 
     /// Logits after the token at index `last` (a bound variable) of `tokens` (`[T]` int32 ids entering `cache` at the
@@ -419,29 +423,57 @@ impl Transformer {
     /// # Panics
     /// If `span` passes the end of the KV cache.
     pub fn prefill(&self, cache: &KvCache, tokens: &Tensor, start: &Tensor, last: &Tensor, span: usize) -> Tensor {
-        self.run(tokens, &[(cache, StartPos::Var(start, span))], Out::Row(last)).reshape([self.cfg.vocab])
+        let n = tokens.shape()[0];
+        self.run(tokens, &[Seq { cache, start: StartPos::Var(start, span), len: n, pick: Some(last) }], false).reshape([self.cfg.vocab])
     }
 
-    /// The forward pass of `tokens` (`[N]`): `seqs` splits them into sequences (one for a prompt, or one token
-    /// each for a batched decode step), each with its cache and start position. Out: `[N, vocab]` for
-    /// [`Out::All`], else one row per sequence: `[seqs.len(), vocab]`.
-    fn run(&self, tokens: &Tensor, seqs: &[(&KvCache, StartPos)], out: Out) -> Tensor {
+    /// A decode step of `rows` and a prompt chunk in one pass (llama-server's continuous batching): `tokens` (`[B + T]`
+    /// int32) holds the rows' tokens, as [`Transformer::decode`] takes them, then the chunk's `T`, as
+    /// [`Transformer::prefill`] takes them with `cache`, `start`, `last` and `span`. Each weight is read once for both,
+    /// so the chunk costs the streams far less than a pass of its own. Out: `[B + 1, vocab]` float32, the rows'
+    /// logits, then the chunk's after its token at `last`.
+    ///
+    /// # Panics
+    /// If `tokens` has no more than `rows.len()` entries, or a position or span passes the end of its cache.
+    pub fn decode_and_prefill(
+        &self,
+        tokens: &Tensor,
+        rows: &[(&KvCache, StartPos)],
+        (cache, start, last, span): (&KvCache, &Tensor, &Tensor, usize),
+    ) -> Tensor {
+        let (n, b) = (tokens.shape()[0], rows.len());
+        assert!(n > b, "decode_and_prefill: {n} tokens for {b} rows and a chunk");
+        let mut seqs: Vec<Seq> = rows.iter().map(|&(cache, start)| Seq { cache, start, len: 1, pick: None }).collect();
+        seqs.push(Seq { cache, start: StartPos::Var(start, span), len: n - b, pick: Some(last) });
+        self.run(tokens, &seqs, false)
+    }
+
+    /// The forward pass of `tokens` (`[N]`): `seqs` splits them into sequences (one for a prompt, one token each for
+    /// a batched decode step, both for continuous batching), each with its cache and start position. Out: `[N,
+    /// vocab]` with `all`, else each sequence's picked row: `[seqs.len(), vocab]`.
+    fn run(&self, tokens: &Tensor, seqs: &[Seq], all: bool) -> Tensor {
         let c = &self.cfg;
         let n = tokens.shape()[0];
         let (hd, nh, nkv, ctx) = (c.head_dim, c.n_heads, c.n_kv_heads, c.max_context);
         let dev = self.device.as_str();
-        assert!(seqs.len() == 1 || seqs.len() == n, "forward: {n} tokens for {} sequences", seqs.len());
-        let t = n / seqs.len();
+        assert_eq!(
+            seqs.iter().map(|s| s.len).sum::<usize>(),
+            n,
+            "forward: {n} tokens for sequences of {:?}",
+            seqs.iter().map(|s| s.len).collect::<Vec<_>>()
+        );
+        // each sequence's first token among the pass's
+        let offs: Vec<usize> = seqs.iter().scan(0, |o, s| Some(std::mem::replace(o, *o + s.len))).collect();
         // the token embeddings: a one-hot sum, which codegen turns into a gather of each id's row
         let onehot = tokens.reshape([n, 1]).eq(Tensor::arange(0.0, c.vocab as f64, 1.0).cast(dtypes::INT32).reshape([1, c.vocab]));
         let mut x = onehot.cast(dtypes::FLOAT32).matmul(&self.tok_embd.cast(dtypes::FLOAT32));
         if c.arch == Arch::Gemma3 {
             x = x * (c.dim as f32).sqrt();
         }
-        // each sequence's positions ([T] float32) and the cache rows it attends over
+        // each sequence's positions ([len] float32) and the cache rows it attends over
         let spans: Vec<(Tensor, usize)> = seqs
             .iter()
-            .map(|(_, start)| match *start {
+            .map(|&Seq { start, len: t, .. }| match start {
                 StartPos::Const(s) => {
                     assert!(s + t <= ctx, "forward: tokens {s}..{} pass the KV cache's {ctx}", s + t);
                     // (the positions as data, not constants: a rotary angle folded from a constant rounds otherwise
@@ -466,15 +498,25 @@ impl Transformer {
             let window = c.sliding_window.map(|w| causal.bitwise_and(j.gt(&(&qpos - w as f32))));
             (causal, window)
         };
-        // the sequences whose attention runs as one set of kernels: all of a batched decode step's when they attend
-        // over the same span (llama-server's batched slots: B times the rows a kernel, split over the cores), else
-        // each alone; with each group's masks ([group rows, span])
-        let batched = t == 1 && seqs.len() > 1 && spans.iter().all(|(_, s)| *s == spans[0].1);
-        let groups: Vec<Group> = if batched {
-            vec![(0..seqs.len(), spans[0].1, visible(&positions, spans[0].1))]
-        } else {
-            spans.iter().enumerate().map(|(i, (pos, span))| (i..i + 1, *span, visible(pos, *span))).collect()
-        };
+        // the sequences whose attention runs as one set of kernels: neighbouring single tokens that attend over the
+        // same span (a batched decode step's rows: llama-server's batched slots, B times the rows a kernel, split over
+        // the cores), else each alone; with each group's masks ([group rows, span])
+        let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+        for (i, s) in seqs.iter().enumerate() {
+            match runs.last_mut() {
+                Some(r) if s.len == 1 && seqs[r.start].len == 1 && spans[r.start].1 == spans[i].1 => r.end = i + 1,
+                _ => runs.push(i..i + 1),
+            }
+        }
+        let groups: Vec<Group> = runs
+            .into_iter()
+            .map(|r| {
+                let pos = cat(&spans[r.clone()].iter().map(|(p, _)| p.clone()).collect::<Vec<_>>());
+                let tokens = offs[r.start]..offs[r.end - 1] + seqs[r.end - 1].len;
+                let span = spans[r.start].1;
+                (r, tokens, span, visible(&pos, span))
+            })
+            .collect();
         let global_angles = rope_angles(&positions, c.rope_theta, hd, dev);
         let any_local = self.blocks.iter().any(|b| b.local);
         let local_angles = if any_local { rope_angles(&positions, c.rope_local_theta, hd, dev) } else { global_angles.clone() };
@@ -500,19 +542,19 @@ impl Transformer {
             let interleaved = c.arch == Arch::Llama;
             let (q, k) = (rope(&q, angles, interleaved).contiguous(), rope(&k, angles, interleaved).reshape([n, nkv * hd]));
             // each sequence's keys and values into its cache, rows start..start+T
-            for (i, (cache, start)) in seqs.iter().enumerate() {
-                let part = |x: &Tensor| x.shrink(&[(i * t, (i + 1) * t), (0, nkv * hd)]);
-                let (cache_k, cache_v) = &cache.layers[l];
-                cache_k.assign(write_rows(cache_k, &part(&k), *start));
-                cache_v.assign(write_rows(cache_v, &part(&v), *start));
+            for (s, &o) in seqs.iter().zip(&offs) {
+                let part = |x: &Tensor| if s.len == n { x.clone() } else { x.shrink(&[(o, o + s.len), (0, nkv * hd)]) };
+                let (cache_k, cache_v) = &s.cache.layers[l];
+                cache_k.assign(write_rows(cache_k, &part(&k), s.start));
+                cache_v.assign(write_rows(cache_v, &part(&v), s.start));
             }
             let q = q.reshape([n, nh * hd]);
             let attn: Vec<Tensor> = groups
                 .iter()
-                .map(|(seq, span, (causal, window))| {
+                .map(|(seq, rows, span, (causal, window))| {
                     let visible = if b.local { window.as_ref().unwrap_or(causal) } else { causal };
-                    let layers: Vec<&(Tensor, Tensor)> = seqs[seq.clone()].iter().map(|(cache, _)| &cache.layers[l]).collect();
-                    attention(&q.shrink(&[(seq.start * t, seq.end * t), (0, nh * hd)]), &layers, visible, *span, c)
+                    let layers: Vec<&(Tensor, Tensor)> = seqs[seq.clone()].iter().map(|s| &s.cache.layers[l]).collect();
+                    attention(&q.shrink(&[(rows.start, rows.end), (0, nh * hd)]), &layers, visible, *span, c)
                 })
                 .collect();
             let mut out = project(&Input::new(cat(&attn).contiguous()), &b.o);
@@ -538,14 +580,26 @@ impl Transformer {
             }
             x = (x + out).contiguous();
         }
-        let x = match out {
-            Out::All => x,
-            Out::Last if t == 1 => x,
-            Out::Last => x.shrink(&[(t - 1, t), (0, c.dim)]),
-            Out::Row(r) => {
-                let at = Tensor::arange(0.0, t as f64, 1.0).cast(dtypes::INT32).reshape([t, 1]).eq(r.cast(dtypes::INT32).reshape([1, 1]));
-                at.where_(&x, 0.0f32).sum_keepdim(0)
-            }
+        // each sequence's picked row (a decode step's rows are all of them)
+        let x = if all || seqs.iter().all(|s| s.len == 1) {
+            x
+        } else {
+            let rows: Vec<Tensor> = seqs
+                .iter()
+                .zip(&offs)
+                .map(|(s, &o)| {
+                    let x = if s.len == n { x.clone() } else { x.shrink(&[(o, o + s.len), (0, c.dim)]) };
+                    match s.pick {
+                        None if s.len == 1 => x,
+                        None => x.shrink(&[(s.len - 1, s.len), (0, c.dim)]),
+                        Some(r) => {
+                            let at = Tensor::arange(0.0, s.len as f64, 1.0).cast(dtypes::INT32).reshape([s.len, 1]);
+                            at.eq(r.cast(dtypes::INT32).reshape([1, 1])).where_(&x, 0.0f32).sum_keepdim(0)
+                        }
+                    }
+                })
+                .collect();
+            cat(&rows)
         };
         project(&Input::new(rms_norm(&x, &self.output_norm, c.eps)), &self.output)
     }
