@@ -240,11 +240,16 @@ fn schedule_uncached(roots: &[UOp], ren: &Renderer) -> Schedule {
                     work.push(u);
                     continue;
                 }
-                // a reduction is not padded in its kernel (it would compute the border, each load gated): its value
-                // is realized and the padding read from it
-                if u.op == Ops::PAD && !realized.contains(&u.src[0]) && reduces(&u.src[0], &realized) {
-                    realized.insert(u.src[0].clone());
-                    work.push(u.src[0].clone());
+                // a reduction is not padded in its kernel (it would compute the border, each load gated): it is
+                // realized and the padding read from it. The reduction itself, not the pad's source: the movement ops
+                // and elementwise ops between them stay index math in the reader (the gradient of a convolution's
+                // windows pads twice around reshapes: realizing the outer pad's source had written the inner pad's
+                // 1.6x larger copy of the window gradients, 1 GB a step in beautiful_mnist, before the sum read it)
+                if u.op == Ops::PAD {
+                    for r in reductions(&u.src[0], &realized) {
+                        realized.insert(r.clone());
+                        work.push(r);
+                    }
                 }
                 if let Some(small) = (u.op == Ops::EXPAND).then(|| costly_broadcast(&u, &realized)).flatten() {
                     realized.insert(small.clone());
@@ -436,18 +441,20 @@ fn reduce_work(u: &UOp) -> usize {
     u.src[0].shape().map_or(0, |s| s.iter().product())
 }
 
-/// Whether `u` computes a reduction in its kernel (one not behind a buffer or a realized node).
-fn reduces(u: &UOp, realized: &FxHashSet<UOp>) -> bool {
-    let (mut stack, mut seen) = (vec![u], FxHashSet::default());
+/// The reductions `u` computes in its kernel (those not behind a buffer or a realized node), outermost only.
+fn reductions(u: &UOp, realized: &FxHashSet<UOp>) -> Vec<UOp> {
+    let (mut stack, mut seen, mut found) = (vec![u], FxHashSet::default(), Vec::new());
     while let Some(u) = stack.pop() {
-        if u.op == Ops::REDUCE_AXIS {
-            return true;
+        if matches!(u.op, Ops::BUFFER | Ops::CONTIGUOUS | Ops::ASSIGN) || realized.contains(u) || !seen.insert(u) {
+            continue;
         }
-        if !matches!(u.op, Ops::BUFFER | Ops::CONTIGUOUS | Ops::ASSIGN) && !realized.contains(u) && seen.insert(u) {
+        if u.op == Ops::REDUCE_AXIS {
+            found.push(u.clone());
+        } else {
             stack.extend(u.src.iter());
         }
     }
-    false
+    found
 }
 
 /// The most ALU ops on one path through a fused kernel. C compilers slow down superlinearly on long expression
