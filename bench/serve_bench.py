@@ -39,7 +39,8 @@ def long_prompt(url, n, streams, tokens, sentence):
   while min(len(t) for t in times) < 40: time.sleep(0.01)
   first = []
   sent = time.perf_counter()
-  stream(url, sentence * (n // 10), 1, out, streams, first)
+  # (a new first word each time: a prompt the server's slots already hold would be a prefix hit, not a prefill)
+  stream(url, f"{time.time_ns() % 997}. " + sentence * (n // 10), 1, out, streams, first)
   done = first[0] if first else time.perf_counter()
   for th in threads: th.join()
   print(f"a prompt of {n // 10 * 10} words: its first token after {done - sent:.2f} s")
