@@ -244,6 +244,7 @@ fn vector_axis(sink: &UOp, topo: &[UOp], lanes: &[UOp], max_bytes: usize) -> Opt
 /// until two lanes are left: log2(lanes) vector ops where lane by lane took lanes - 1 scalar ones, each extracting a
 /// lane (an attention scores kernel's 16-lane sums over a 64-wide head took 3x its multiply-adds' time).
 fn horizontal(mut x: UOp, op: Ops) -> UOp {
+    assert!(x.dtype.count.is_power_of_two(), "horizontal: {} lanes, not a power of two", x.dtype.count);
     while x.dtype.count > 2 {
         let h = x.dtype.count / 2;
         let half =

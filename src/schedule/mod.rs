@@ -240,15 +240,19 @@ fn schedule_uncached(roots: &[UOp], ren: &Renderer) -> Schedule {
                     work.push(u);
                     continue;
                 }
-                // a reduction is not padded in its kernel (it would compute the border, each load gated): it is
-                // realized and the padding read from it. The reduction itself, not the pad's source: the movement ops
-                // and elementwise ops between them stay index math in the reader (the gradient of a convolution's
-                // windows pads twice around reshapes: realizing the outer pad's source had written the inner pad's
-                // 1.6x larger copy of the window gradients, 1 GB a step in beautiful_mnist, before the sum read it)
+                // a reduction is not padded in its kernel (it would compute the border, each load gated): the value
+                // under the pad's movement ops is realized and the padding read from it (what computes it, an epilogue
+                // included, runs once; the movement ops stay index math: a convolution's window gradient pads twice
+                // around reshapes, and realizing the outer pad's source had written the inner pad's 1.6x larger copy
+                // of the window gradients, 1 GB a step in beautiful_mnist, before the sum read it)
                 if u.op == Ops::PAD {
-                    for r in reductions(&u.src[0], &realized) {
-                        realized.insert(r.clone());
-                        work.push(r);
+                    let mut base = &u.src[0];
+                    while GroupOp::MOVEMENT.contains(base.op) {
+                        base = &base.src[0];
+                    }
+                    if !realized.contains(base) && reduces(base, &realized) {
+                        realized.insert(base.clone());
+                        work.push(base.clone());
                     }
                 }
                 if let Some(small) = (u.op == Ops::EXPAND).then(|| costly_broadcast(&u, &realized)).flatten() {
@@ -441,20 +445,18 @@ fn reduce_work(u: &UOp) -> usize {
     u.src[0].shape().map_or(0, |s| s.iter().product())
 }
 
-/// The reductions `u` computes in its kernel (those not behind a buffer or a realized node), outermost only.
-fn reductions(u: &UOp, realized: &FxHashSet<UOp>) -> Vec<UOp> {
-    let (mut stack, mut seen, mut found) = (vec![u], FxHashSet::default(), Vec::new());
+/// Whether `u` computes a reduction in its kernel (one not behind a buffer or a realized node).
+fn reduces(u: &UOp, realized: &FxHashSet<UOp>) -> bool {
+    let (mut stack, mut seen) = (vec![u], FxHashSet::default());
     while let Some(u) = stack.pop() {
-        if matches!(u.op, Ops::BUFFER | Ops::CONTIGUOUS | Ops::ASSIGN) || realized.contains(u) || !seen.insert(u) {
-            continue;
-        }
         if u.op == Ops::REDUCE_AXIS {
-            found.push(u.clone());
-        } else {
+            return true;
+        }
+        if !matches!(u.op, Ops::BUFFER | Ops::CONTIGUOUS | Ops::ASSIGN) && !realized.contains(u) && seen.insert(u) {
             stack.extend(u.src.iter());
         }
     }
-    found
+    false
 }
 
 /// The most ALU ops on one path through a fused kernel. C compilers slow down superlinearly on long expression

@@ -198,7 +198,7 @@ fn kernel() -> PatternMatcher {
         // GEP(a) of a lane, or of several: a vector of a's lanes in the arg's order (a shuffle)
         UPat::ops(GEP).src([var("a")]).named("x") => |x, a| check(match &x.arg {
             Arg::Int(k) => x.dtype == a.dtype.scalar() && (0..i64::from(a.dtype.count)).contains(k),
-            Arg::Ints(ks) => x.dtype == a.dtype.scalar().vec(ks.len() as u16) && ks.iter().all(|k| (0..i64::from(a.dtype.count)).contains(k)),
+            Arg::Ints(ks) => ks.len() > 1 && x.dtype == a.dtype.scalar().vec(ks.len() as u16) && ks.iter().all(|k| (0..i64::from(a.dtype.count)).contains(k)),
             _ => false,
         }),
         // WMMA(a, b, c): a tensor core's D = A·B + C over a warp's fragments, named by its arg (one of the target's
