@@ -95,9 +95,10 @@ pub trait CStyle {
     fn vectorize(&self, vt: &str, lanes: &[&str]) -> String {
         format!("(({vt}){{{}}})", lanes.join(", "))
     }
-    /// A vector of type `vt` from lanes `lanes` of vector `x`, of type `from` (`x` may be printed more than once: its
-    /// caller names it); a dialect's helper functions go in `defs`.
-    fn shuffle(&self, vt: &str, _from: &str, x: &str, lanes: &[i64], _defs: &mut Vec<String>) -> String {
+    /// A vector of type `vt` from lanes `lanes` of vector `x` (printed once a lane: its caller names it). In GNU C a
+    /// vector of the lanes: compilers make it a shuffle, as fast as `__builtin_shufflevector` (a harness of the scores
+    /// kernel, clang and gcc), which gcc before 12 lacks.
+    fn shuffle(&self, vt: &str, x: &str, lanes: &[i64]) -> String {
         let picked: Vec<String> = lanes.iter().map(|&k| self.gep(x, k)).collect();
         self.vectorize(vt, &picked.iter().map(String::as_str).collect::<Vec<_>>())
     }
@@ -190,24 +191,6 @@ pub trait CStyle {
 /// GNU C for the CPU device: [`CStyle`]'s defaults, and DP4A on vectors as the host's instructions.
 pub struct C;
 impl CStyle for C {
-    /// A shuffle in a helper (one per type and lanes): `__builtin_shufflevector` where the compiler has it (clang, gcc
-    /// 12 and later), else a vector of the lanes (gcc 11, Ubuntu 22.04's).
-    fn shuffle(&self, vt: &str, from: &str, x: &str, lanes: &[i64], defs: &mut Vec<String>) -> String {
-        let ks: Vec<String> = lanes.iter().map(i64::to_string).collect();
-        let name = format!("tg_shuffle_{from}_{}", ks.join("_"));
-        let each: Vec<String> = lanes.iter().map(|k| format!("x[{k}]")).collect();
-        define(
-            defs,
-            format!(
-                "#ifndef TG_{name}\n#define TG_{name}\nstatic inline __attribute__((always_inline)) {vt} {name}({from} x) {{\n\
-                 #if defined(__clang__) || __GNUC__ >= 12\n  return __builtin_shufflevector(x, x, {});\n#else\n  return ({vt}){{{}}};\n\
-                 #endif\n}}\n#endif\n",
-                ks.join(", "),
-                each.join(", ")
-            ),
-        );
-        format!("{name}({x})")
-    }
     /// DP4A on vectors: `vpdpbusd` where the host has VNNI, else (16 or 32 bytes) each word's bytes split into even
     /// and odd 16-bit lanes, unsigned and sign-extended, summed by `pmaddwd` (exact: no saturating `pmaddubsw`); other
     /// widths and targets a lane at a time.
@@ -499,8 +482,8 @@ impl<D: CStyle + ?Sized> Writer<'_, D> {
             (Ops::GEP, Arg::Int(lane)) if u.dtype.is_bool() => format!("({}!=0)", d.gep(a[0], *lane)),
             (Ops::GEP, Arg::Int(lane)) => d.gep(a[0], *lane),
             (Ops::GEP, Arg::Ints(lanes)) => {
-                let (vt, from) = (self.vtype(u.dtype), self.vtype(u.src[0].dtype));
-                d.shuffle(&vt, &from, a[0], lanes, &mut self.defs)
+                let vt = self.vtype(u.dtype);
+                d.shuffle(&vt, a[0], lanes)
             }
             (Ops::VECTORIZE, _) => {
                 let vt = self.vtype(u.dtype);

@@ -88,7 +88,7 @@ impl CStyle for OpenCL {
     fn gep(&self, x: &str, lane: i64) -> String {
         format!("{x}.s{lane:x}")
     }
-    fn shuffle(&self, _vt: &str, _from: &str, x: &str, lanes: &[i64], _defs: &mut Vec<String>) -> String {
+    fn shuffle(&self, _vt: &str, x: &str, lanes: &[i64]) -> String {
         format!("{x}.s{}", lanes.iter().map(|k| format!("{k:x}")).collect::<String>())
     }
     fn vectorize(&self, vt: &str, lanes: &[&str]) -> String {

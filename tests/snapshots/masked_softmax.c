@@ -9,48 +9,8 @@ typedef _Float16 half;
 typedef float float8 __attribute__((vector_size(32), aligned(4)));
 typedef int int8 __attribute__((vector_size(32), aligned(4)));
 typedef float float4 __attribute__((vector_size(16), aligned(4)));
-#ifndef TG_tg_shuffle_float8_0_1_2_3
-#define TG_tg_shuffle_float8_0_1_2_3
-static inline __attribute__((always_inline)) float4 tg_shuffle_float8_0_1_2_3(float8 x) {
-#if defined(__clang__) || __GNUC__ >= 12
-  return __builtin_shufflevector(x, x, 0, 1, 2, 3);
-#else
-  return (float4){x[0], x[1], x[2], x[3]};
-#endif
-}
-#endif
-#ifndef TG_tg_shuffle_float8_4_5_6_7
-#define TG_tg_shuffle_float8_4_5_6_7
-static inline __attribute__((always_inline)) float4 tg_shuffle_float8_4_5_6_7(float8 x) {
-#if defined(__clang__) || __GNUC__ >= 12
-  return __builtin_shufflevector(x, x, 4, 5, 6, 7);
-#else
-  return (float4){x[4], x[5], x[6], x[7]};
-#endif
-}
-#endif
 typedef int int4 __attribute__((vector_size(16), aligned(4)));
 typedef float float2 __attribute__((vector_size(8), aligned(4)));
-#ifndef TG_tg_shuffle_float4_0_1
-#define TG_tg_shuffle_float4_0_1
-static inline __attribute__((always_inline)) float2 tg_shuffle_float4_0_1(float4 x) {
-#if defined(__clang__) || __GNUC__ >= 12
-  return __builtin_shufflevector(x, x, 0, 1);
-#else
-  return (float2){x[0], x[1]};
-#endif
-}
-#endif
-#ifndef TG_tg_shuffle_float4_2_3
-#define TG_tg_shuffle_float4_2_3
-static inline __attribute__((always_inline)) float2 tg_shuffle_float4_2_3(float4 x) {
-#if defined(__clang__) || __GNUC__ >= 12
-  return __builtin_shufflevector(x, x, 2, 3);
-#else
-  return (float2){x[2], x[3]};
-#endif
-}
-#endif
 typedef int int2 __attribute__((vector_size(8), aligned(4)));
 void r_16_4_16(void** bufs, const int* vals, int core_start, int core_end) {
   (void)vals; (void)core_start; (void)core_end;
@@ -80,11 +40,11 @@ void r_16_4_16(void** bufs, const int* vals, int core_start, int core_end) {
       float8 alu17 = ((float8)(((int8)(alu2<__builtin_convertvector(__builtin_convertvector(((int8){((int)((alu4+8))), ((int)((alu5+8))), ((int)((alu6+8))), ((int)((alu7+8))), ((int)((alu8+8))), ((int)((alu9+8))), ((int)((alu10+8))), ((int)((alu11+8)))}), float8), int8))&(int8)alu0)|(~(int8)(alu2<__builtin_convertvector(__builtin_convertvector(((int8){((int)((alu4+8))), ((int)((alu5+8))), ((int)((alu6+8))), ((int)((alu7+8))), ((int)((alu8+8))), ((int)((alu9+8))), ((int)((alu10+8))), ((int)((alu11+8)))}), float8), int8))&(int8)val14)));
       acc0 = ((float8)(((int8)(alu16<alu17)&(int8)alu17)|(~(int8)(alu16<alu17)&(int8)alu16)));
     }
-    float4 alu18 = tg_shuffle_float8_0_1_2_3(acc0);
-    float4 alu19 = tg_shuffle_float8_4_5_6_7(acc0);
+    float4 alu18 = ((float4){acc0[0], acc0[1], acc0[2], acc0[3]});
+    float4 alu19 = ((float4){acc0[4], acc0[5], acc0[6], acc0[7]});
     float4 alu20 = ((float4)(((int4)(alu18<alu19)&(int4)alu19)|(~(int4)(alu18<alu19)&(int4)alu18)));
-    float2 alu21 = tg_shuffle_float4_0_1(alu20);
-    float2 alu22 = tg_shuffle_float4_2_3(alu20);
+    float2 alu21 = ((float2){alu20[0], alu20[1]});
+    float2 alu22 = ((float2){alu20[2], alu20[3]});
     float2 alu23 = ((float2)(((int2)(alu21<alu22)&(int2)alu22)|(~(int2)(alu21<alu22)&(int2)alu21)));
     float alu24 = alu23[0];
     float alu25 = alu23[1];
@@ -107,47 +67,7 @@ typedef int int8 __attribute__((vector_size(32), aligned(4)));
 static inline __attribute__((always_inline)) float8 tg_fma_float8(float8 a, float8 b, float8 c) { return __builtin_ia32_vfmaddps256(a, b, c); }
 #endif
 typedef float float4 __attribute__((vector_size(16), aligned(4)));
-#ifndef TG_tg_shuffle_float8_0_1_2_3
-#define TG_tg_shuffle_float8_0_1_2_3
-static inline __attribute__((always_inline)) float4 tg_shuffle_float8_0_1_2_3(float8 x) {
-#if defined(__clang__) || __GNUC__ >= 12
-  return __builtin_shufflevector(x, x, 0, 1, 2, 3);
-#else
-  return (float4){x[0], x[1], x[2], x[3]};
-#endif
-}
-#endif
-#ifndef TG_tg_shuffle_float8_4_5_6_7
-#define TG_tg_shuffle_float8_4_5_6_7
-static inline __attribute__((always_inline)) float4 tg_shuffle_float8_4_5_6_7(float8 x) {
-#if defined(__clang__) || __GNUC__ >= 12
-  return __builtin_shufflevector(x, x, 4, 5, 6, 7);
-#else
-  return (float4){x[4], x[5], x[6], x[7]};
-#endif
-}
-#endif
 typedef float float2 __attribute__((vector_size(8), aligned(4)));
-#ifndef TG_tg_shuffle_float4_0_1
-#define TG_tg_shuffle_float4_0_1
-static inline __attribute__((always_inline)) float2 tg_shuffle_float4_0_1(float4 x) {
-#if defined(__clang__) || __GNUC__ >= 12
-  return __builtin_shufflevector(x, x, 0, 1);
-#else
-  return (float2){x[0], x[1]};
-#endif
-}
-#endif
-#ifndef TG_tg_shuffle_float4_2_3
-#define TG_tg_shuffle_float4_2_3
-static inline __attribute__((always_inline)) float2 tg_shuffle_float4_2_3(float4 x) {
-#if defined(__clang__) || __GNUC__ >= 12
-  return __builtin_shufflevector(x, x, 2, 3);
-#else
-  return (float2){x[2], x[3]};
-#endif
-}
-#endif
 void r_16_4_16(void** bufs, const int* vals, int core_start, int core_end) {
   (void)vals; (void)core_start; (void)core_end;
   float* restrict data0 = (float*)bufs[0];
@@ -198,8 +118,8 @@ void r_16_4_16(void** bufs, const int* vals, int core_start, int core_end) {
       float8 alu38 = ((float8)(((int8)((alu28*-1.0f)==alu1)&(int8)alu3)|(~(int8)((alu28*-1.0f)==alu1)&(int8)tg_fma_float8(tg_fma_float8(tg_fma_float8(tg_fma_float8(tg_fma_float8(tg_fma_float8(((float8){0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f, 0.00015359208919107914f}), alu36, ((float8){0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f, 0.0013392627006396651f})), alu36, ((float8){0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f, 0.009618384763598442f})), alu36, ((float8){0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f, 0.055503472685813904f})), alu36, ((float8){0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f, 0.24022644758224487f})), alu36, ((float8){0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f, 0.6931471824645996f})), alu36, ((float8){1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f})))));
       acc0 = tg_fma_float8((alu38*((float8)(((alu34+127)<<alu5)))), ((float8)((((alu30+(alu34*(-1)))+(-24))<<alu5))), tg_fma_float8((alu37*((float8)(((alu33+127)<<alu5)))), ((float8)((((alu29+(alu33*(-1)))+(-24))<<alu5))), acc0));
     }
-    float4 alu39 = (tg_shuffle_float8_0_1_2_3(acc0)+tg_shuffle_float8_4_5_6_7(acc0));
-    float2 alu40 = (tg_shuffle_float4_0_1(alu39)+tg_shuffle_float4_2_3(alu39));
+    float4 alu39 = (((float4){acc0[0], acc0[1], acc0[2], acc0[3]})+((float4){acc0[4], acc0[5], acc0[6], acc0[7]}));
+    float2 alu40 = (((float2){alu39[0], alu39[1]})+((float2){alu39[2], alu39[3]}));
     data0[ridx0] = (alu40[0]+alu40[1]);
   }
 }
