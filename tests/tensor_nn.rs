@@ -294,6 +294,45 @@ fn composite_gradient_matches_finite_differences() {
     }
 }
 
+/// Central finite differences of `loss` against its autograd gradient for each parameter (float64).
+fn check_gradients(shapes: &[&[usize]], loss: impl Fn(&[Tensor]) -> Tensor) {
+    let params: Vec<Vec<f64>> = shapes.iter().enumerate().map(|(i, s)| noise(s.iter().product(), 10 + i as u64)).collect();
+    let tensors = |ps: &[Vec<f64>]| -> Vec<Tensor> { ps.iter().zip(shapes).map(|(p, s)| Tensor::from_slice(p, *s)).collect() };
+    let ts = tensors(&params);
+    let grads = loss(&ts).gradient(&ts.iter().collect::<Vec<_>>(), None);
+    for (k, g) in grads.iter().enumerate() {
+        let g = g.to_vec::<f64>().unwrap();
+        for j in 0..params[k].len() {
+            let at = |delta: f64| {
+                let mut ps = params.clone();
+                ps[k][j] += delta;
+                loss(&tensors(&ps)).item::<f64>().unwrap()
+            };
+            let fd = (at(1e-6) - at(-1e-6)) / 2e-6;
+            assert!((fd - g[j]).abs() <= 1e-6 + 1e-5 * fd.abs(), "input {k} element {j}: autograd {}, finite differences {fd}", g[j]);
+        }
+    }
+}
+
+#[test]
+fn conv_input_gradient_is_a_transposed_convolution() {
+    // grouped, dilated, asymmetric and negative padding (2-D), and 1-D: each input's gradient by finite differences
+    let opts = Conv2dOpts::default().groups(2).dilation([2, 1]).padding([1, -1, 2, 0]);
+    check_gradients(&[&[2, 4, 6, 5], &[6, 2, 2, 3], &[6, 6, 3]], |ts| ts[0].conv2d(&ts[1], opts.clone()).tanh().mul(&ts[2]).sum(..));
+    check_gradients(&[&[1, 2, 7], &[3, 2, 3]], |ts| ts[0].conv2d(&ts[1], Conv2dOpts::default().padding(2)).square().sum(..));
+}
+
+#[test]
+fn custom_gradient_replaces_the_derived_one() {
+    let (x, w) = (Tensor::from_slice(&[1.0f32, -2.0, 3.0], [3]), Tensor::from_slice(&[0.5f32, 4.0, -1.0], [3]));
+    let y = x.mul(&w).custom_gradient(&[&x], |g| vec![g.mul(10.0)]);
+    let gs = y.sum(..).gradient(&[&x, &w], None);
+    check(&y, &[3], &[0.5, -8.0, -3.0]);
+    // x's gradient is the given one (10 g); w's is derived through the product (g x)
+    check(&gs[0], &[3], &[10.0, 10.0, 10.0]);
+    check(&gs[1], &[3], &[1.0, -2.0, 3.0]);
+}
+
 #[test]
 #[should_panic(expected = "matmul: shapes [2, 3] and [4, 5]")]
 fn matmul_shape_error() {

@@ -756,6 +756,9 @@ pub fn realize(roots: &[UOp]) -> Result<Vec<UOp>> {
         return Ok(roots.to_vec());
     }
     let topo = UOp::sink(roots.to_vec()).toposort();
+    if topo.iter().any(|u| u.op == Ops::CUSTOM_GRADIENT) {
+        return realize(&crate::schedule::strip_custom_gradients(roots));
+    }
     if topo.iter().any(|u| u.op == Ops::MULTI) {
         return realize_multi(&crate::schedule::multi::lower(roots, &crate::runtime::default_device()));
     }

@@ -89,7 +89,7 @@ fn info_size(buf: &UOp) -> usize {
 }
 
 /// `roots` with every BUFFER replaced by a placeholder numbered by first appearance (same dtype, size and device) and
-/// every BIND by its variable; the BUFFERs in that order; the variables' values, sorted by name.
+/// every BIND by its variable (and each CUSTOM_GRADIENT by its value); the BUFFERs in that order; the variables' values, sorted by name.
 ///
 /// # Panics
 /// If a variable is bound to two values.
@@ -104,6 +104,7 @@ fn normalize(roots: &[UOp]) -> (UOp, Vec<UOp>, VarVals) {
                 let device = UOp::new(Ops::DEVICE, crate::dtype::dtypes::VOID, [], Arg::Str(b.device.clone()));
                 UOp::new(Ops::BUFFER, u.dtype, [device], Arg::Ints(vec![inputs.len() as i64 - 1, b.size as i64].into()))
             }
+            _ if u.op == Ops::CUSTOM_GRADIENT => map[&u.src[0]].clone(),
             _ if u.op == Ops::BIND => {
                 let Arg::Var { name, .. } = &u.src[0].arg else { unreachable!("the spec checks BIND's variable") };
                 vals.push((name.clone(), u.src[1].const_int().expect("the spec checks BIND's value") as i64));
@@ -119,6 +120,20 @@ fn normalize(roots: &[UOp]) -> (UOp, Vec<UOp>, VarVals) {
         panic!("schedule: variable {} is bound to {} and to {}", w[0].0, w[0].1, w[1].1);
     }
     (map[&sink].clone(), inputs, vals)
+}
+
+/// `roots` with each CUSTOM_GRADIENT replaced by its value: what is computed, once gradients are built.
+pub fn strip_custom_gradients(roots: &[UOp]) -> Vec<UOp> {
+    let mut new: FxHashMap<UOp, UOp> = FxHashMap::default();
+    for u in UOp::sink(roots.to_vec()).toposort() {
+        let n = match u.op {
+            Ops::CUSTOM_GRADIENT => new[&u.src[0]].clone(),
+            _ if u.src.iter().any(|s| new[s] != *s) => u.with_src(u.src.iter().map(|s| new[s].clone()).collect::<Vec<_>>()),
+            _ => u.clone(),
+        };
+        new.insert(u, n);
+    }
+    roots.iter().map(|r| new[r].clone()).collect()
 }
 
 /// `roots` with each BIND replaced by its variable.
@@ -174,6 +189,7 @@ pub fn create_schedule(roots: &[UOp], ren: &Renderer) -> Schedule {
         return Schedule { items, outputs, var_vals };
     }
     let unbound = if var_vals.is_empty() { roots.to_vec() } else { unbind(roots) };
+    let unbound = strip_custom_gradients(&unbound);
     let mut sched = schedule_uncached(&unbound, ren);
     sched.var_vals = var_vals;
     let index: FxHashMap<&UOp, Src> = inputs.iter().enumerate().map(|(i, b)| (b, Src::Input(i))).collect();

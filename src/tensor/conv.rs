@@ -144,6 +144,17 @@ fn per_dim(v: &[usize], n: usize, what: &str, op: &str) -> Vec<usize> {
     }
 }
 
+/// `x` `(N, C, *spatial)` plus `bias` `(C,)` per channel.
+fn with_bias(x: Tensor, bias: &Option<Tensor>) -> Tensor {
+    match bias {
+        Some(b) => {
+            let s = x.shape();
+            x.add(b.reshape([vec![1, s[1]], vec![1; s.len() - 2]].concat()))
+        }
+        None => x,
+    }
+}
+
 /// `(before, after)` per spatial dim from tinygrad's padding forms (`resolve_pool_pads` + `flat_to_grouped`).
 fn resolve_pads(p: &[i64], n: usize, op: &str) -> Vec<(i64, i64)> {
     match p.len() {
@@ -196,7 +207,31 @@ impl Tensor {
         assert!(xs.len() >= 3 && xs.len() == ws.len(), "conv2d: input shape {xs:?} doesn't match weight shape {ws:?}");
         let hw = ws[2..].len();
         let pads = resolve_pads(&opts.padding, hw, "conv2d");
+        let stride1 = per_dim(&opts.stride, hw, "stride", "conv2d").iter().all(|&s| s == 1);
+        // a window's input gradient is a transposed convolution: derived through the windows, it would be the
+        // product of every window with the weight, in a buffer kernel-area times the input's, summed back (col2im)
+        if stride1 && ws[2..].iter().any(|&k| k > 1) && !self.is_sharded() && !weight.is_sharded() {
+            let out = self.conv(weight, &Conv2dOpts { bias: None, ..opts.clone() }, &pads);
+            let out = out.custom_gradient(&[self], |g| vec![g.conv_input_gradient(weight, &opts, &pads)]);
+            return with_bias(out, &opts.bias);
+        }
         self.conv(weight, &opts, &pads)
+    }
+    /// The gradient of a stride-1 `conv2d`'s input given its output's gradient `self`: a convolution of `self`,
+    /// padded by the kernel's extent less the forward padding, with the flipped kernel, channels swapped per group.
+    fn conv_input_gradient(&self, weight: &Tensor, opts: &Conv2dOpts, pads: &[(i64, i64)]) -> Tensor {
+        let (ws, g) = (weight.shape(), opts.groups);
+        let (nd, rcout, cin) = (ws.len() - 2, ws[0] / g, ws[1]);
+        let dilation = per_dim(&opts.dilation, nd, "dilation", "conv2d");
+        let w = weight.reshape([vec![g, rcout, cin], ws[2..].to_vec()].concat()).transpose(1, 2).flip((3..3 + nd).collect::<Vec<_>>());
+        let w = w.reshape([vec![g * cin, rcout], ws[2..].to_vec()].concat());
+        let pads: Vec<(i64, i64)> = pads
+            .iter()
+            .zip(&ws[2..])
+            .zip(&dilation)
+            .map(|((&(l, r), &k), &d)| (((k - 1) * d) as i64 - l, ((k - 1) * d) as i64 - r))
+            .collect();
+        self.conv(&w, &Conv2dOpts { groups: g, dilation, ..Default::default() }, &pads)
     }
     fn conv(&self, weight: &Tensor, opts: &Conv2dOpts, pads: &[(i64, i64)]) -> Tensor {
         let (xs, ws, g) = (self.shape(), weight.shape(), opts.groups);
@@ -226,11 +261,7 @@ impl Tensor {
             Some(dt) => prod.cast(dt).sum_keepdim(axes),
             None => prod.sum_keepdim(axes),
         };
-        let ret = summed.reshape([vec![bs, cout], oyx].concat());
-        match &opts.bias {
-            Some(b) => ret.add(b.reshape([vec![1, cout], vec![1; n]].concat())),
-            None => ret,
-        }
+        with_bias(summed.reshape([vec![bs, cout], oyx].concat()), &opts.bias)
     }
     /// Transposed convolution (the gradient of `conv2d` with respect to its input) of `self` `(N, Cin,
     /// *spatial)` with `weight` `(Cin, Cout/groups, *kernel)`, honouring stride, padding, output padding,

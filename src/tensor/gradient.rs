@@ -54,6 +54,12 @@ fn rule(ret: &UOp, g: &Tensor) -> Vec<Option<Tensor>> {
             (0..ret.src.len()).map(|j| (axis.is_some() || j == 0).then(|| g.shard_part(j, &devs, axis))).collect()
         }
         Ops::CONTIGUOUS_BACKWARD => vec![Some(g.contiguous())],
+        // the value passes g on; each input's gradient is its template with g for the placeholder
+        Ops::CUSTOM_GRADIENT => {
+            let map = FxHashMap::from_iter([(ret.src[1].clone(), g.uop())]);
+            let given = ret.src[2..].chunks(2).flat_map(|p| [Some(Tensor::from_uop(p[1].substitute(&map))), None]);
+            [Some(g.clone()), None].into_iter().chain(given).collect()
+        }
         Ops::RESHAPE => vec![Some(g.reshape(src_shape()))],
         Ops::PERMUTE => {
             let p = ints(ret);
@@ -102,6 +108,30 @@ fn rule(ret: &UOp, g: &Tensor) -> Vec<Option<Tensor>> {
             }
         }
         op => panic!("gradient: no rule for {op}"),
+    }
+}
+
+impl Tensor {
+    /// `self`'s values, with the gradient reaching each of `inputs` through `self` given by `grads`, not derived
+    /// from `self`'s graph: `grads(g)[i]` is `inputs[i]`'s gradient (of `inputs[i]`'s shape) when `g` (of `self`'s
+    /// shape and dtype) flows into `self`. Gradients to tensors other than `inputs` in `self`'s graph are derived as
+    /// usual. The graph `grads` builds is kept (lazy) until a gradient needs it. For a gradient cheaper than
+    /// the derived one, e.g. [`Tensor::conv2d`]'s input gradient as a transposed convolution.
+    ///
+    /// # Panics
+    /// If a gradient's shape is not its input's.
+    pub fn custom_gradient(&self, inputs: &[&Tensor], grads: impl FnOnce(&Tensor) -> Vec<Tensor>) -> Tensor {
+        let detached: FxHashMap<UOp, UOp> = inputs.iter().map(|x| (x.uop(), x.detach().uop())).collect();
+        let (shape, dtype) = (self.shape(), self.dtype());
+        let placeholder = Tensor::from_uop(crate::engine::new_buffer(dtype, shape.iter().product(), &self.device())).reshape(shape);
+        let given = grads(&placeholder);
+        assert_eq!(given.len(), inputs.len(), "custom_gradient: {} gradients for {} inputs", given.len(), inputs.len());
+        let pairs = inputs.iter().zip(&given).flat_map(|(x, dx)| {
+            assert_eq!(x.shape(), dx.shape(), "custom_gradient: gradient of shape {:?} for an input of shape {:?}", dx.shape(), x.shape());
+            [x.uop(), dx.cast(x.dtype()).uop()]
+        });
+        let src: Vec<UOp> = [self.uop().substitute(&detached), placeholder.uop()].into_iter().chain(pairs).collect();
+        Tensor::from_uop(UOp::new(Ops::CUSTOM_GRADIENT, self.dtype(), src, Arg::None))
     }
 }
 

@@ -42,6 +42,8 @@ ops! {
     REDUCE_AXIS, REDUCE, ALLREDUCE,
     // math no tinygrad op has (last, so the order that canonical operand orders follow is tinygrad's)
     DP4A,
+    // tensor graph only, no tinygrad op: a value whose inputs' gradients are given (see `Tensor::custom_gradient`)
+    CUSTOM_GRADIENT,
 }
 
 impl fmt::Display for Ops {

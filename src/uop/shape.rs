@@ -45,6 +45,7 @@ fn compute(u: &UOp) -> Option<Box<[usize]>> {
                     | Ops::BITCAST
                     | Ops::CONTIGUOUS
                     | Ops::CONTIGUOUS_BACKWARD
+                    | Ops::CUSTOM_GRADIENT
                     | Ops::DETACH
                     | Ops::COPY
                     | Ops::ALLREDUCE

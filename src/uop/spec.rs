@@ -146,6 +146,9 @@ fn tensor() -> PatternMatcher {
             _ => bad(),
         },
         one_src(&[CONTIGUOUS, CONTIGUOUS_BACKWARD, DETACH, COPY, ALLREDUCE]) => |x, a| check(a.dtype == x.dtype),
+        // (value, placeholder, then (input, its gradient in terms of the placeholder) pairs)
+        UPat::ops(CUSTOM_GRADIENT).named("x") => |x| check(x.src.len() >= 4 && x.src.len().is_multiple_of(2) && x.src[0].dtype == x.dtype
+            && x.src[1].shape() == x.shape() && x.src[2..].chunks(2).all(|p| p[0].shape() == p[1].shape())),
         UPat::ops(ASSIGN).src([var("t"), var("v")]).named("x") => |x, t, v| check(t.dtype == x.dtype && v.dtype == x.dtype && t.shape() == v.shape()),
         // broadcasting is explicit: an elementwise op's sources have one shape
         UPat::ops(GroupOp::ELEMENTWISE).named("x") => |x| {
