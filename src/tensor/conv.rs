@@ -212,7 +212,9 @@ impl Tensor {
         // product of every window with the weight, in a buffer kernel-area times the input's, summed back (col2im)
         if stride1 && ws[2..].iter().any(|&k| k > 1) && !self.is_sharded() && !weight.is_sharded() {
             let out = self.conv(weight, &Conv2dOpts { bias: None, ..opts.clone() }, &pads);
-            let out = out.custom_gradient(&[self], |g| vec![g.conv_input_gradient(weight, &opts, &pads)]);
+            let out = out.custom_gradient(&[self, weight], |g| {
+                vec![g.conv_input_gradient(weight, &opts, &pads), g.conv_weight_gradient(self, &ws, &opts, &pads)]
+            });
             return with_bias(out, &opts.bias);
         }
         self.conv(weight, &opts, &pads)
@@ -232,6 +234,23 @@ impl Tensor {
             .map(|((&(l, r), &k), &d)| (((k - 1) * d) as i64 - l, ((k - 1) * d) as i64 - r))
             .collect();
         self.conv(&w, &Conv2dOpts { groups: g, dilation, ..Default::default() }, &pads)
+    }
+    /// The gradient of a stride-1 `conv2d`'s weight (of shape `ws`) given its output's gradient `self` and its
+    /// input `x`: each window of `x` times the gradient, summed over images and positions. The gradient is stored
+    /// channel innermost first, so a kernel's vectors run along output channels (its windows' pixels broadcast).
+    fn conv_weight_gradient(&self, x: &Tensor, ws: &[usize], opts: &Conv2dOpts, pads: &[(i64, i64)]) -> Tensor {
+        let (bs, g, nd) = (x.shape()[0], opts.groups, ws.len() - 2);
+        let (rcout, cin, k) = (ws[0] / g, ws[1], ws[2..].to_vec());
+        let dilation = per_dim(&opts.dilation, nd, "dilation", "conv2d");
+        let xw = pool(&x.pad(&[vec![(0, 0); 2], pads.to_vec()].concat()), &k, &vec![1; nd], &dilation);
+        let o = xw.shape()[2..2 + nd].to_vec();
+        let xw = xw.reshape([vec![bs, g, 1, cin], o.clone(), k.clone()].concat());
+        let last: Vec<usize> = [vec![0], (2..2 + nd).collect(), vec![1]].concat();
+        let gl = self.permute(last).contiguous().reshape([vec![bs], o.clone(), vec![g, rcout]].concat());
+        let gl =
+            gl.permute([vec![0, nd + 1, nd + 2], (1..=nd).collect()].concat()).reshape([vec![bs, g, rcout, 1], o, vec![1; nd]].concat());
+        let axes: Vec<usize> = [vec![0], (4..4 + nd).collect()].concat();
+        xw.mul(gl).sum(axes).reshape(ws.to_vec())
     }
     fn conv(&self, weight: &Tensor, opts: &Conv2dOpts, pads: &[(i64, i64)]) -> Tensor {
         let (xs, ws, g) = (self.shape(), weight.shape(), opts.groups);
@@ -255,7 +274,13 @@ impl Tensor {
             .reshape([vec![bs, g, cin, 1], oyx.clone(), hw.clone()].concat())
             .expand([vec![bs, g, cin, rcout], oyx.clone(), hw.clone()].concat())
             .permute([vec![0, 1, 3], (4..4 + n).collect(), vec![2], (4 + n..4 + 2 * n).collect()].concat());
-        let prod = x.mul(weight.reshape([vec![1, g, rcout], vec![1; n], vec![cin], hw].concat()));
+        // (the weight stored output channel innermost: a kernel's vectors run along output channels)
+        let wl = if hw.iter().all(|&k| k == 1) {
+            weight.clone()
+        } else {
+            weight.reshape([cout, cin * hw.iter().product::<usize>()]).transpose(0, 1).contiguous().transpose(0, 1)
+        };
+        let prod = x.mul(wl.reshape([vec![1, g, rcout], vec![1; n], vec![cin], hw].concat()));
         let axes: Vec<i64> = (0..=n as i64).map(|i| -1 - i).collect();
         let summed = match opts.dtype {
             Some(dt) => prod.cast(dt).sum_keepdim(axes),
