@@ -1,7 +1,8 @@
 //! Hand-coded optimizations for CPU targets (tinygrad `codegen/opt/heuristic.py` `hand_coded_optimizations`,
 //! rewritten for CPUs). In: a [`Kernel`] with no opts. Out: the opts to apply, in order. Reductions get a 2-D
 //! register tile: the output axis the store and the reduction's loads walk with unit stride becomes vector lanes
-//! (one or two registers wide), an output axis that the vectors' operand does not depend on (so each vector load is
+//! (one or two registers wide; where it would waste over a quarter of them, a whole-vector axis a load walks with
+//! unit stride: a convolution's output channels), an output axis that the vectors' operand does not depend on (so each vector load is
 //! reused across the tile's rows) is unrolled into rows, and, where that does more multiply-adds per load, one the
 //! broadcast operand does not depend on into columns (an image's next rows), as many as the registers allow.
 //! Reductions with no such output axis accumulate vectors along their unit-stride reduce axis. Elementwise kernels
