@@ -264,39 +264,22 @@ fn noise(n: usize, seed: u64) -> Vec<f64> {
 
 #[test]
 fn composite_gradient_matches_finite_differences() {
-    let shapes: [&[usize]; 6] = [&[1, 2, 5, 5], &[3, 2, 3, 3], &[3], &[3], &[3], &[12, 3]];
-    let params: Vec<Vec<f64>> = shapes.iter().enumerate().map(|(i, s)| noise(s.iter().product(), i as u64)).collect();
     let weights = Tensor::from_slice(&noise(3, 99), [1, 3]);
     // conv -> batchnorm -> max_pool -> matmul -> log_softmax, weighted into a scalar
-    let loss = |ts: &[Tensor]| -> Tensor {
+    check_gradients(0, &[&[1, 2, 5, 5], &[3, 2, 3, 3], &[3], &[3], &[3], &[12, 3]], |ts| {
         let mean = Tensor::from_slice(&[0.1f64, -0.2, 0.3], [3]);
         let invstd = Tensor::from_slice(&[1.5f64, 0.7, 1.1], [3]);
         let h = ts[0].conv2d(&ts[1], Conv2dOpts::default().bias(&ts[2]).padding(1));
         let h = h.batchnorm(Some(&ts[3]), Some(&ts[4]), &mean, &invstd, 1);
         let h = h.max_pool2d(Pool2dOpts::default()).reshape([1, 12]);
         h.matmul(&ts[5]).log_softmax(-1).mul(&weights).sum(..)
-    };
-    let tensors = |ps: &[Vec<f64>]| -> Vec<Tensor> { ps.iter().zip(shapes).map(|(p, s)| Tensor::from_slice(p, s)).collect() };
-    let ts = tensors(&params);
-    let grads = loss(&ts).gradient(&ts.iter().collect::<Vec<_>>(), None);
-    let eps = 1e-6;
-    for (k, g) in grads.iter().enumerate() {
-        let g = g.to_vec::<f64>().unwrap();
-        for j in 0..params[k].len() {
-            let at = |delta: f64| {
-                let mut ps = params.clone();
-                ps[k][j] += delta;
-                loss(&tensors(&ps)).item::<f64>().unwrap()
-            };
-            let fd = (at(eps) - at(-eps)) / (2.0 * eps);
-            assert!((fd - g[j]).abs() <= 1e-6 + 1e-5 * fd.abs(), "input {k} element {j}: autograd {}, finite differences {fd}", g[j]);
-        }
-    }
+    });
 }
 
-/// Central finite differences of `loss` against its autograd gradient for each parameter (float64).
-fn check_gradients(shapes: &[&[usize]], loss: impl Fn(&[Tensor]) -> Tensor) {
-    let params: Vec<Vec<f64>> = shapes.iter().enumerate().map(|(i, s)| noise(s.iter().product(), 10 + i as u64)).collect();
+/// Central finite differences of `loss` against its autograd gradient for each parameter (float64, noise seeded
+/// from `seed`).
+fn check_gradients(seed: u64, shapes: &[&[usize]], loss: impl Fn(&[Tensor]) -> Tensor) {
+    let params: Vec<Vec<f64>> = shapes.iter().enumerate().map(|(i, s)| noise(s.iter().product(), seed + i as u64)).collect();
     let tensors = |ps: &[Vec<f64>]| -> Vec<Tensor> { ps.iter().zip(shapes).map(|(p, s)| Tensor::from_slice(p, *s)).collect() };
     let ts = tensors(&params);
     let grads = loss(&ts).gradient(&ts.iter().collect::<Vec<_>>(), None);
@@ -318,8 +301,8 @@ fn check_gradients(shapes: &[&[usize]], loss: impl Fn(&[Tensor]) -> Tensor) {
 fn conv_input_gradient_is_a_transposed_convolution() {
     // grouped, dilated, asymmetric and negative padding (2-D), and 1-D: each input's gradient by finite differences
     let opts = Conv2dOpts::default().groups(2).dilation([2, 1]).padding([1, -1, 2, 0]);
-    check_gradients(&[&[2, 4, 6, 5], &[6, 2, 2, 3], &[6, 6, 3]], |ts| ts[0].conv2d(&ts[1], opts.clone()).tanh().mul(&ts[2]).sum(..));
-    check_gradients(&[&[1, 2, 7], &[3, 2, 3]], |ts| ts[0].conv2d(&ts[1], Conv2dOpts::default().padding(2)).square().sum(..));
+    check_gradients(10, &[&[2, 4, 6, 5], &[6, 2, 2, 3], &[6, 6, 3]], |ts| ts[0].conv2d(&ts[1], opts.clone()).tanh().mul(&ts[2]).sum(..));
+    check_gradients(10, &[&[1, 2, 7], &[3, 2, 3]], |ts| ts[0].conv2d(&ts[1], Conv2dOpts::default().padding(2)).square().sum(..));
 }
 
 #[test]
