@@ -156,6 +156,15 @@ fn an_empty_tensor_with_a_huge_axis_computes_nothing() {
     assert_eq!(t.to_vec::<f32>().unwrap(), Vec::<f32>::new());
 }
 
+/// An empty tensor on a GPU-shaped device: its kernel's grid has an axis of size 0, which it compiles (not
+/// launches) without dividing by that size (onnx's `test_tril_zero` panicked in the grid's folding on CUDA).
+#[test]
+fn an_empty_tensor_on_a_grid_computes_nothing() {
+    let _dev = Context::new(&[]).dev("PYTHON");
+    let t = Tensor::ones([3usize, 0, 5]).contiguous().triu(1) * 2.0f32;
+    assert_eq!((t.shape(), t.to_vec::<f32>().unwrap()), (vec![3, 0, 5], Vec::<f32>::new()));
+}
+
 /// float16 vectors: rows of halves read, converted, scaled and written back as halves, and summed in float32 (exact:
 /// small integers and their triples are halves).
 #[test]

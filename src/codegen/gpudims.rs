@@ -30,7 +30,8 @@ fn dims(rngs: &[UOp], kind: AxisType, prefix: &str, map: &mut FxHashMap<UOp, UOp
         UOp::new(Ops::SPECIAL, dtypes::WEAKINT, [UOp::const_(dtypes::WEAKINT, n as i64)], Arg::Str(format!("{prefix}{d}").into()))
     };
     let outer: usize = axes.iter().skip(1).map(|r| range_size(r)).product();
-    let fold = axes.len() > 1 && (range_size(axes[1]) > 65535 || outer / range_size(axes[1]) > 65535);
+    // (an output of no elements has an axis of size 0: its kernel compiles but never launches)
+    let fold = axes.len() > 1 && (range_size(axes[1]) > 65535 || outer / range_size(axes[1]).max(1) > 65535);
     let mut size = [1usize; 3];
     for (d, r) in axes.iter().take(if fold { 0 } else { 2 }).enumerate() {
         size[d] = range_size(r);
