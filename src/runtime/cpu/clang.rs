@@ -24,6 +24,11 @@ const FLAGS: [&str; 6] = ["-O2", "-march=native", "-fPIC", "-ffp-contract=off", 
 /// (a 1024 matmul 157 -> 300 GFLOP/s).
 const X86_FLAGS: [&str; 1] = ["-mprefer-vector-width=512"];
 
+/// gcc's extra flags: gcc 12's loop if-conversion with AVX/AVX2 masked loads (`-march` znver1 or x86-64-v3)
+/// miscompiles a guarded load under a select (a cumprod's zero count: `(g ? 1.0f : (h ? x[i] : 0.0f)) == 0.0f`
+/// counted the `g` lanes as zeros); clang rejects the flag.
+const GCC_FLAGS: [&str; 1] = ["-fno-tree-loop-if-convert"];
+
 /// What kernels compile with: [`FLAGS`], and [`X86_FLAGS`] on x86-64; `-march=` the level in `CPU_TARGET` when set.
 pub(super) static COMPILE_FLAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
     let flags = FLAGS.iter().chain(if cfg!(target_arch = "x86_64") { &X86_FLAGS[..] } else { &[] });
@@ -66,6 +71,8 @@ pub struct ClangCompiler {
     cc: String,
     /// What makes this compiler's output differ from another's: its version and its `-march` expansion.
     identity: String,
+    /// Flags for this compiler alone ([`GCC_FLAGS`] for gcc).
+    extra: &'static [&'static str],
 }
 
 /// [`Error::NoCompiler`] for compiler `cc` (the default list when `None`).
@@ -91,7 +98,8 @@ impl ClangCompiler {
         // its target cpu and features
         let native = run(&["-###", &march(), "-x", "c", "-c", "/dev/null", "-o", "/dev/null"]).map(|o| o.stderr).unwrap_or_default();
         let identity = format!("{}\n{}", String::from_utf8_lossy(&version.stdout), target_flags(&String::from_utf8_lossy(&native)));
-        Ok(ClangCompiler { cc: cc.to_string(), identity })
+        let gcc = String::from_utf8_lossy(&version.stdout).contains("Free Software Foundation");
+        Ok(ClangCompiler { cc: cc.to_string(), identity, extra: if gcc { &GCC_FLAGS } else { &[] } })
     }
 
     /// The compiler command in use.
@@ -101,7 +109,7 @@ impl ClangCompiler {
 
     /// The cache key of `src`: SHA-256 of the compiler, its identity, the flags and the source.
     pub(super) fn key(&self, src: &str) -> kernel_cache::Key {
-        kernel_cache::key(&[&self.cc, &self.identity, &COMPILE_FLAGS.join(" "), &output_flags().join(" "), src])
+        kernel_cache::key(&[&self.cc, &self.identity, &COMPILE_FLAGS.join(" "), &self.extra.join(" "), &output_flags().join(" "), src])
     }
 
     /// Kernel `name` of `src` compiled to `object`: its function is `<name>_<first 16 hex digits of the key>`.
@@ -119,6 +127,7 @@ impl ClangCompiler {
         let cc_path = Path::new(&self.cc);
         let mut child = Command::new(cc_path)
             .args(COMPILE_FLAGS.iter())
+            .args(self.extra)
             .args(["-x", "c", "-", "-o"])
             .arg(out)
             .args(output_flags())
