@@ -5,7 +5,7 @@
 #   bins.tar.xz   release builds (conformance, beautiful_mnist, llm, bench, and the test binaries fuzz_devices,
 #                 tensor_cores, libtests = `cargo test --release --lib`), stripped
 #   conformance.tar.xz datasets/   copies of ../shared's (`tar cJf conformance.tar.xz conformance`)
-#   *.gguf.xz     a GGUF model, xz-compressed (a truncated SmolLM2 fits the lent machine's upload limit: bench/gguf_trunc.py)
+#   *.gguf.xz     a GGUF model, xz-compressed (a truncated SmolLM2 fits the upload limit: bench/gguf_trunc.py)
 #   tinygrad-*.whl           tinygrad 0.14.0's wheel
 #   node.tar.xz  onnx's node suite as tests/onnx/gen_node_suite.py writes it (`tar cJf node.tar.xz node`; optional)
 # Usage: bash bench/gpu_check.sh DIR   (logs under $OUT, else /tmp/gpu-check)
