@@ -144,6 +144,22 @@ fn bitcast_same_size_pairs() {
     assert_eq!(pairs, 9 + 16 + 9 + 9);
 }
 
+/// A float out of a narrow int's range wraps through a wide int, as numpy and torch do (C leaves it undefined: clang
+/// on AVX2 saturated `-1.3 -> uint8` to 0 where AVX-512 wrapped it to 255, and tinygrad's test_ops `TestOpsUint8`
+/// `test_cast` failed on one of them). 32 elements, so the CPU's kernel converts vectors; the interpreter agrees.
+#[test]
+fn out_of_range_float_casts_wrap_on_every_device() {
+    let x: Vec<f32> = [-1.3f32, -0.5, 0.7, 1.9, -2.0, 300.0, -200.0, 70000.5].repeat(4);
+    let wrap = |m: i64| -> Vec<u64> { x.iter().map(|&v| (v as i64).rem_euclid(m) as u64).collect() };
+    for dev in ["CPU", "PYTHON"] {
+        let t = Tensor::from_slice(&x, [32]).to(dev);
+        assert_eq!(t.cast(dtypes::UINT8).to_vec::<u8>().unwrap(), wrap(256).iter().map(|&b| b as u8).collect::<Vec<_>>(), "{dev}");
+        assert_eq!(t.cast(dtypes::INT8).to_vec::<i8>().unwrap(), wrap(256).iter().map(|&b| b as u8 as i8).collect::<Vec<_>>(), "{dev}");
+        assert_eq!(t.cast(dtypes::UINT16).to_vec::<u16>().unwrap(), wrap(1 << 16).iter().map(|&b| b as u16).collect::<Vec<_>>(), "{dev}");
+        assert_eq!(t.cast(dtypes::UINT32).to_vec::<u32>().unwrap(), wrap(1 << 32).iter().map(|&b| b as u32).collect::<Vec<_>>(), "{dev}");
+    }
+}
+
 #[test]
 fn bitcast_values() {
     assert_eq!(Tensor::from([1.0f32, -2.0]).bitcast(dtypes::INT32).to_vec::<i32>().unwrap(), vec![0x3f80_0000, 0xc000_0000u32 as i32]);

@@ -492,7 +492,13 @@ impl<D: CStyle + ?Sized> Writer<'_, D> {
             (Ops::WMMA, Arg::Str(name)) => {
                 d.wmma(super::tensor_core(name).expect("codegen makes WMMAs only from the renderer's tensor cores"), a, &mut self.defs)
             }
-            (Ops::CAST, _) => d.cast(a[0], u.src[0].dtype, u.dtype, &mut self.defs),
+            (Ops::CAST, _) => match wrap_via(u.src[0].dtype, u.dtype) {
+                Some(mid) => {
+                    let wide = d.cast(a[0], u.src[0].dtype, mid, &mut self.defs);
+                    d.cast(&wide, mid, u.dtype, &mut self.defs)
+                }
+                None => d.cast(a[0], u.src[0].dtype, u.dtype, &mut self.defs),
+            },
             (Ops::BITCAST, _) => d.bitcast(a[0], u.src[0].dtype, u.dtype, &mut self.defs),
             (op, arg) => unreachable!("{op} with arg {arg:?}"),
         }
@@ -701,6 +707,21 @@ pub(super) fn c_cast(x: &str, from: DType, to: DType, defs: &mut Vec<String>, d:
         (_, Float16) => format!("((half)(float)({x}))"),
         _ => format!("(({})({x}))", d.ty(to)),
     }
+}
+
+/// For a cast from a float to an int narrower than 32 bits or to uint32, the signed int of the same lane count that
+/// it goes through: C leaves a float out of the target's range undefined (clang on AVX2 saturates `(unsigned
+/// char)-1.5f` to 0, on AVX-512 it wraps to 255), the wider int holds it, and the int-to-int step wraps as numpy,
+/// torch, the interpreter and the constant folder do (`-1.5 -> 255`, `300.0 -> 44`). uint64 and the wider ints
+/// convert directly.
+fn wrap_via(from: DType, to: DType) -> Option<DType> {
+    use Scalar::*;
+    let via = match to.scalar {
+        Int8 | UInt8 | Int16 | UInt16 => dtypes::INT32,
+        UInt32 => dtypes::INT64,
+        _ => return None,
+    };
+    from.is_float().then(|| via.vec(to.count))
 }
 
 /// The expression of an ALU op computing in `dt` over rendered operands.
