@@ -93,9 +93,10 @@ fn an_unknown_device_panics() {
 }
 
 /// A long sum into one value and a max into two: the hand-coded opts split them over a workgroup (GROUPTOP) on
-/// targets with shared memory; the results are exact (small integers).
+/// targets with shared memory; the results are exact (small integers). Under SPEC=1: the lowered groups (partials
+/// stored into workgroup memory, a BARRIER, a second loop) pass the kernel spec.
 fn grouped_reductions(dev: &str) {
-    let _dev = Context::new(&[]).dev(dev);
+    let _dev = Context::new(&[(&tinygrad::helpers::SPEC, 1)]).dev(dev);
     let n = 4096;
     let x = Tensor::from_slice(&(0..n).map(|i| (i % 7) as f32).collect::<Vec<_>>(), [n]);
     let y = Tensor::from_slice(&(0..2 * n).map(|i| ((i * 31) % 1000) as f32).collect::<Vec<_>>(), [2, n]);
@@ -106,6 +107,13 @@ fn grouped_reductions(dev: &str) {
     let ast = tinygrad::schedule::create_schedule(&[x.sum(..).uop()], &ren).items[0].ast.clone();
     let opts = tinygrad::codegen::opt::heuristic::hand_coded_optimizations(&tinygrad::codegen::kernel(&ast, &ren));
     assert_eq!(opts.first().map(|o| o.op), Some(tinygrad::codegen::OptOps::GroupTop), "{dev}: {opts:?}");
+    // 64 sums of 8 x 20 x 10 (no axis of 64 or more, as a split BatchNorm statistic has): 8 threads share each
+    let z = Tensor::from_slice(&(0..64 * 1600).map(|i| ((i * 13) % 9) as f32).collect::<Vec<_>>(), [64, 8, 20, 10]);
+    let want: Vec<f32> = (0..64).map(|o| (0..1600).map(|i| (((o * 1600 + i) * 13) % 9) as f32).sum()).collect();
+    assert_eq!(z.sum([1, 2, 3]).to_vec::<f32>().unwrap(), want, "{dev}");
+    let ast = tinygrad::schedule::create_schedule(&[z.sum([1, 2, 3]).uop()], &ren).items[0].ast.clone();
+    let opts = tinygrad::codegen::opt::heuristic::hand_coded_optimizations(&tinygrad::codegen::kernel(&ast, &ren));
+    assert!(opts.iter().any(|o| o.op == tinygrad::codegen::OptOps::GroupTop && o.arg == 8), "{dev}: {opts:?}");
 }
 
 #[test]

@@ -175,6 +175,8 @@ fn kernel() -> PatternMatcher {
         UPat::ops(LOAD).named("x") => |x| {
             check(!x.src.is_empty() && x.src[0].op == INDEX && x.dtype.scalar() == x.src[0].dtype.base().scalar() && x.src[1..].iter().all(|s| matches!(s.op, STORE | END | BARRIER | RANGE)))
         },
+        // BARRIER(the stores into workgroup memory every thread waits for): a grouped reduction's partials
+        UPat::ops(BARRIER).named("x") => |x| check(x.dtype == dtypes::VOID && !x.src.is_empty() && x.src.iter().all(|s| matches!(s.op, STORE | END))),
         // STORE(index, value[, ranges it runs in])
         UPat::ops(STORE).named("x") => |x| {
             check(x.dtype == dtypes::VOID && x.src.len() >= 2 && x.src[0].op == INDEX && x.src[1].dtype.scalar() == x.src[0].dtype.base().scalar()

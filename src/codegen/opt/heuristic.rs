@@ -59,10 +59,11 @@ fn tensor_cores(k: &Kernel) -> Option<Vec<Opt>> {
 }
 
 /// GROUP: on a target with shared memory, a reduction is split over a workgroup of 16 threads along the first reduce
-/// axis that takes it, before any lanes, when it sums into at most 2,048 outputs (GROUPTOP, tinygrad's rule) or is
-/// a matrix-vector product, one of whose loads moves along no output axis (GROUP, its neighbouring threads reading
-/// neighbouring weights: tinygrad's MV rule): a decode step's products or a BatchNorm's statistics then spread over
-/// the GPU instead of running a long loop in each of a few threads.
+/// axis of 64 or more that takes it (else, for a reduction of 256 or more, 16, 8 or 4 along any), before any lanes,
+/// when it sums into at most 2,048 outputs (GROUPTOP, tinygrad's rule) or is a matrix-vector product, one of whose
+/// loads moves along no output axis (GROUP, its neighbouring threads reading neighbouring weights: tinygrad's MV
+/// rule): a decode step's products or a BatchNorm's statistics then spread over the GPU instead of running a long
+/// loop in each of a few threads.
 fn group_reductions(k: &mut Kernel, reduces: &[UOp]) {
     let (outs, reds, rngs) = (k.upcastable_dims(), k.unrollable_dims(), k.rngs());
     if !k.ren.has_shared || reds.is_empty() {
@@ -78,6 +79,17 @@ fn group_reductions(k: &mut Kernel, reduces: &[UOp]) {
     for (r, &axis) in reds.iter().enumerate().take(3) {
         if k.full_shape()[axis] >= 64 && k.apply_opt(Opt::new(op, r, 16)).is_ok() {
             return;
+        }
+    }
+    // a long reduction made of short axes (a split reduction's first half over the batch: 8 x 20 x 10 x 2) takes
+    // the widest of 16, 8 and 4 threads that one of them divides
+    if reds.iter().map(|&i| k.full_shape()[i]).product::<usize>() >= 256 {
+        for sz in [16, 8, 4] {
+            for (r, &axis) in reds.iter().enumerate().take(3) {
+                if k.full_shape()[axis].is_multiple_of(sz) && k.apply_opt(Opt::new(op, r, sz)).is_ok() {
+                    return;
+                }
+            }
         }
     }
 }
