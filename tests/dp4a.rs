@@ -1,7 +1,7 @@
 //! DP4A (`Tensor::dp4a`: four byte products a word, the first operand's bytes unsigned, the second's signed) against
 //! a reference written here, on every path that renders it: the host's vector instructions (VNNI where it has them),
-//! AVX2's `pmaddwd` form (`CPU_TARGET=x86-64-v3`), the lane-by-lane C of 16-byte targets (`x86-64-v2`), gcc and
-//! clang, and the PYTHON interpreter. The target and compiler runs are child processes (both are chosen once).
+//! AVX2's `pmaddwd` form and its `pmaddubsw` one for bytes under 128 (`CPU_TARGET=x86-64-v3`), the lane-by-lane C of
+//! 16-byte targets (`x86-64-v2`), gcc and clang, and the PYTHON interpreter. The target and compiler runs are child processes (both are chosen once).
 
 mod common;
 
@@ -39,6 +39,16 @@ fn check(device: &str) {
     let got = t(&a, &[8, 256]).dp4a(&t(&b, &[256]), 0).sum(-1).to_vec::<i32>().expect("realize the DP4A sums");
     let want: Vec<i32> = (0..8).map(|r| (0..256).fold(0i32, |s, k| s.wrapping_add(reference(a[r * 256 + k], b[k], 0)))).collect();
     assert_eq!(got, want, "DP4A sums on {device}");
+    // first operands whose bytes are at most 127 (an AND with a constant, as 4-bit quants are unpacked: AVX2's
+    // pmaddubsw form), at their extremes too: 127 · -128 twice a pair
+    for mask in [0x7f7f_7f7f, 0x0f0f_0f0f] {
+        let a: Vec<i32> = words(8 * 256, 6).iter().enumerate().map(|(i, &x)| if i % 5 == 0 { -1 } else { x }).collect();
+        let b: Vec<i32> = words(256, 7).iter().enumerate().map(|(i, &x)| if i % 3 == 0 { 0x8080_8080u32 as i32 } else { x }).collect();
+        let got = t(&a, &[8, 256]).bitwise_and(mask as i64).dp4a(&t(&b, &[256]), 0).sum(-1).to_vec::<i32>().expect("realize");
+        let want: Vec<i32> =
+            (0..8).map(|r| (0..256).fold(0i32, |s, k| s.wrapping_add(reference(a[r * 256 + k] & mask, b[k], 0)))).collect();
+        assert_eq!(got, want, "DP4A sums of bytes under {mask:#x} on {device}");
+    }
 }
 
 #[test]

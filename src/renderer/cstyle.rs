@@ -191,9 +191,10 @@ pub trait CStyle {
 /// GNU C for the CPU device: [`CStyle`]'s defaults, and DP4A on vectors as the host's instructions.
 pub struct C;
 impl CStyle for C {
-    /// DP4A on vectors: `vpdpbusd` where the host has VNNI, else (16 or 32 bytes) each word's bytes split into even
-    /// and odd 16-bit lanes, unsigned and sign-extended, summed by `pmaddwd` (exact: no saturating `pmaddubsw`); other
-    /// widths and targets a lane at a time.
+    /// DP4A on vectors: `vpdpbusd` where the host has VNNI, else on AVX2 `pmaddubsw` then `pmaddwd` by ones where the
+    /// first operand's bytes are known to be at most 127 ([`max_byte`]: exact, no pair saturates), else (16 or 32
+    /// bytes) each word's bytes split into even and odd 16-bit lanes, unsigned and sign-extended, summed by `pmaddwd`;
+    /// other widths and targets a lane at a time.
     fn dp4a_vector(&self, u: &UOp, a: &[&str], defs: &mut Vec<String>) -> String {
         let f = crate::renderer::CpuFeatures::host();
         let vnni = |w: usize| {
@@ -208,12 +209,24 @@ impl CStyle for C {
                 w / 8
             )
         };
+        // a's bytes all at most 127 (4- and 5-bit quants): pmaddubsw's pairs of u8 * i8 fit a short exactly, and
+        // pmaddwd by ones adds the pairs (llama.cpp's `mul_sum_us8_pairs_float`): two instructions for the six
+        let small = |w: usize| {
+            let (ct, st) = (format!("tg_char{}", w / 8), format!("tg_short{}", w / 16));
+            let ones = vec!["1"; w / 16].join(",");
+            format!(
+                " typedef char {ct} __attribute__((vector_size({}))); typedef short {st} __attribute__((vector_size({}))); return c + __builtin_ia32_pmaddwd{w}(__builtin_ia32_pmaddubsw{w}(({ct})a, ({ct})b), ({st}){{{ones}}}); ",
+                w / 8,
+                w / 8
+            )
+        };
         let (x86, bytes) = (cfg!(target_arch = "x86_64"), u.dtype.itemsize());
         // (a helper takes vectors only; expansion broadcasts DP4A's operands, so this is a guard)
         let body = match bytes {
             _ if u.src.iter().any(|s| s.dtype.count == 1) => return dp4a_lanes(self, u, a, defs),
             16 | 32 if x86 && f.vnni => vnni(bytes * 8),
             64 if x86 && f.vnni && f.avx512 => vnni(512),
+            16 | 32 if x86 && f.avx2 && host_has_avx2() && max_byte(&u.src[0]).is_some_and(|m| m <= 0x7f) => small(bytes * 8),
             32 if x86 && f.avx2 && host_has_avx2() => madd(256),
             16 if x86 => madd(128),
             _ => return dp4a_lanes(self, u, a, defs),
@@ -225,6 +238,24 @@ impl CStyle for C {
             format!("#ifndef TG_DP4A_{vt}\n#define TG_DP4A_{vt}\nstatic inline __attribute__((always_inline)) {vt} {name}({vt} a, {vt} b, {vt} c) {{{body}}}\n#endif\n"),
         );
         format!("{name}({}, {}, {})", a[0], a[1], a[2])
+    }
+}
+
+/// The largest any byte of the int32 words `u` can hold, where its ops say: an AND with a constant bounds each byte
+/// by the constant's, an OR by the larger of its operands' (the 4- and 5-bit quants `QuantMatrix::matmul_t` unpacks).
+fn max_byte(u: &UOp) -> Option<u8> {
+    match u.op {
+        Ops::CONST => match u.arg {
+            Arg::Const(ConstValue::Int(v)) => (v as u32).to_le_bytes().into_iter().max(),
+            _ => None,
+        },
+        Ops::VECTORIZE => u.src.iter().map(max_byte).try_fold(0, |m, b| b.map(|b| m.max(b))),
+        Ops::AND => match (max_byte(&u.src[0]), max_byte(&u.src[1])) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        },
+        Ops::OR => Some(max_byte(&u.src[0])?.max(max_byte(&u.src[1])?)),
+        _ => None,
     }
 }
 
