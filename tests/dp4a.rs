@@ -48,6 +48,13 @@ fn check(device: &str) {
         let want: Vec<i32> =
             (0..8).map(|r| (0..256).fold(0i32, |s, k| s.wrapping_add(reference(a[r * 256 + k] & mask, b[k], 0)))).collect();
         assert_eq!(got, want, "DP4A sums of bytes under {mask:#x} on {device}");
+        // both forms in one kernel (their helpers were once one name, and the first defined served both)
+        let both = t(&a, &[8, 256]).bitwise_and(mask as i64).dp4a(&t(&b, &[256]), t(&a, &[8, 256]).dp4a(&t(&b, &[256]), 0));
+        let got = both.sum(-1).to_vec::<i32>().expect("realize");
+        let want: Vec<i32> = (0..8)
+            .map(|r| (0..256).fold(0i32, |s, k| s.wrapping_add(reference(a[r * 256 + k] & mask, b[k], reference(a[r * 256 + k], b[k], 0)))))
+            .collect();
+        assert_eq!(got, want, "DP4A sums of bytes under {mask:#x} and of any bytes, in one kernel, on {device}");
     }
 }
 

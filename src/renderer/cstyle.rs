@@ -222,27 +222,29 @@ impl CStyle for C {
         };
         let (x86, bytes) = (cfg!(target_arch = "x86_64"), u.dtype.itemsize());
         // (a helper takes vectors only; expansion broadcasts DP4A's operands, so this is a guard)
-        let body = match bytes {
+        // (the helper's name says its form: a kernel may take both, one for small bytes and one for any)
+        let (form, body) = match bytes {
             _ if u.src.iter().any(|s| s.dtype.count == 1) => return dp4a_lanes(self, u, a, defs),
-            16 | 32 if x86 && f.vnni => vnni(bytes * 8),
-            64 if x86 && f.vnni && f.avx512 => vnni(512),
-            16 | 32 if x86 && f.avx2 && host_has_avx2() && max_byte(&u.src[0]).is_some_and(|m| m <= 0x7f) => small(bytes * 8),
-            32 if x86 && f.avx2 && host_has_avx2() => madd(256),
-            16 if x86 => madd(128),
+            16 | 32 if x86 && f.vnni => ("", vnni(bytes * 8)),
+            64 if x86 && f.vnni && f.avx512 => ("", vnni(512)),
+            16 | 32 if x86 && f.avx2 && host_has_avx2() && max_byte(&u.src[0]).is_some_and(|m| m <= 0x7f) => ("7", small(bytes * 8)),
+            32 if x86 && f.avx2 && host_has_avx2() => ("", madd(256)),
+            16 if x86 => ("", madd(128)),
             _ => return dp4a_lanes(self, u, a, defs),
         };
         let vt = self.vtype(u.dtype, defs);
-        let name = format!("tg_dp4a_{vt}");
+        let name = format!("tg_dp4a{form}_{vt}");
         define(
             defs,
-            format!("#ifndef TG_DP4A_{vt}\n#define TG_DP4A_{vt}\nstatic inline __attribute__((always_inline)) {vt} {name}({vt} a, {vt} b, {vt} c) {{{body}}}\n#endif\n"),
+            format!("#ifndef TG_DP4A{form}_{vt}\n#define TG_DP4A{form}_{vt}\nstatic inline __attribute__((always_inline)) {vt} {name}({vt} a, {vt} b, {vt} c) {{{body}}}\n#endif\n"),
         );
         format!("{name}({}, {}, {})", a[0], a[1], a[2])
     }
 }
 
 /// The largest any byte of the int32 words `u` can hold, where its ops say: an AND with a constant bounds each byte
-/// by the constant's, an OR by the larger of its operands' (the 4- and 5-bit quants `QuantMatrix::matmul_t` unpacks).
+/// by the constant's, an OR by the larger of its operands' with every lower bit set (the 4- to 6-bit quants
+/// `QuantMatrix::matmul_t` unpacks).
 fn max_byte(u: &UOp) -> Option<u8> {
     match u.op {
         Ops::CONST => match u.arg {
@@ -254,7 +256,7 @@ fn max_byte(u: &UOp) -> Option<u8> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         },
-        Ops::OR => Some(max_byte(&u.src[0])?.max(max_byte(&u.src[1])?)),
+        Ops::OR => Some(u8::MAX.checked_shr(max_byte(&u.src[0])?.max(max_byte(&u.src[1])?).leading_zeros()).unwrap_or(0)),
         _ => None,
     }
 }
