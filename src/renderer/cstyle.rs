@@ -209,8 +209,8 @@ impl CStyle for C {
                 w / 8
             )
         };
-        // a's bytes all at most 127 (4- and 5-bit quants): pmaddubsw's pairs of u8 * i8 fit a short exactly, and
-        // pmaddwd by ones adds the pairs (llama.cpp's `mul_sum_us8_pairs_float`): two instructions for the six
+        // a's bytes all at most 127 (4- to 6-bit quants): pmaddubsw's pairs of u8 * i8 fit a short exactly, and
+        // pmaddwd by ones adds the pairs (llama.cpp's `mul_sum_us8_pairs_float`): two instructions for eight
         let small = |w: usize| {
             let (ct, st) = (format!("tg_char{}", w / 8), format!("tg_short{}", w / 16));
             let ones = vec!["1"; w / 16].join(",");
