@@ -157,34 +157,38 @@ fn jit_replay_per_kernel(b: &Bench) -> Result<()> {
     b.time(name, Unit::UsEach(n as f64), 20, || jit.borrow_mut().call(std::slice::from_ref(&x)).map(drop))
 }
 
-/// A decode step's product: a float32 row times a 4096 x 4096 Q4_1 matrix (10.5 MB, past L2), as GB/s of the
-/// matrix's bytes: dequantized to float in the kernel (`gguf::dequantize`) and by integer dot products of the row
-/// quantized to int8 (`QuantMatrix`, its quantizing kernels included).
+/// A decode step's product: a float32 row times a 4096 x 4096 Q4_1 or Q8_0 matrix (10.5 or 17.8 MB, past L2), as
+/// GB/s of the matrix's bytes: dequantized to float in the kernel (`gguf::dequantize`) and by integer dot products
+/// of the row quantized to int8 (`QuantMatrix`, its quantizing kernels included).
 fn quant_matvec(b: &Bench) -> Result<()> {
     use tinygrad::nn::gguf::{dequantize, GgmlType, QuantMatrix, QuantRows};
-    let (n, ty) = (4096, GgmlType::Q4_1);
-    let nbytes = ty.nbytes(n * n).expect("whole blocks");
-    // blocks of d = 2^-7, m = -2^-4 (float16 bits), then 16 bytes of hashed nibbles
-    let bytes: Vec<u8> = (0..nbytes)
-        .map(|i| match i % 20 {
-            0 | 2 => 0,
-            1 => 0x20,
-            3 => 0xAC,
-            _ => ((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8,
-        })
-        .collect();
-    let raw = Tensor::from_slice(&bytes, [nbytes]);
-    raw.realize()?;
-    let x = data(&[1, n], 9)?;
-    if b.want("q4_1_matvec_dequant") {
-        let w = dequantize(&raw, ty, &[n, n]);
-        b.time("q4_1_matvec_dequant", Unit::Gbs(nbytes as f64), 10, || x.matmul(&w.transpose(0, 1)).realize().map(drop))?;
-    }
-    if b.want("q4_1_matvec_dp4a") {
-        let lanes = tinygrad::renderer::CpuFeatures::host().vector_bytes() / 4;
-        let mut w = QuantMatrix::new(&raw, ty, &[n, n], lanes).expect("Q4_1 repacks");
-        w.realize()?;
-        b.time("q4_1_matvec_dp4a", Unit::Gbs(nbytes as f64), 10, || w.matmul_t(&QuantRows::new(&x)).realize().map(drop))?;
+    for (ty, name) in [(GgmlType::Q4_1, "q4_1"), (GgmlType::Q8_0, "q8_0")] {
+        let n = 4096;
+        let (nbytes, size) = (ty.nbytes(n * n).expect("whole blocks"), ty.type_size());
+        // blocks of d = 2^-7 (and Q4_1's m = -2^-4; float16 bits), then hashed quants
+        let bytes: Vec<u8> = (0..nbytes)
+            .map(|i| match (i % size, ty) {
+                (0, _) | (2, GgmlType::Q4_1) => 0,
+                (1, _) => 0x20,
+                (3, GgmlType::Q4_1) => 0xAC,
+                _ => ((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8,
+            })
+            .collect();
+        let raw = Tensor::from_slice(&bytes, [nbytes]);
+        raw.realize()?;
+        let x = data(&[1, n], 9)?;
+        let figure = format!("{name}_matvec_dequant");
+        if b.want(&figure) {
+            let w = dequantize(&raw, ty, &[n, n]);
+            b.time(&figure, Unit::Gbs(nbytes as f64), 10, || x.matmul(&w.transpose(0, 1)).realize().map(drop))?;
+        }
+        let figure = format!("{name}_matvec_dp4a");
+        if b.want(&figure) {
+            let lanes = tinygrad::renderer::CpuFeatures::host().vector_bytes() / 4;
+            let mut w = QuantMatrix::new(&raw, ty, &[n, n], lanes).expect("repacks");
+            w.realize()?;
+            b.time(&figure, Unit::Gbs(nbytes as f64), 10, || w.matmul_t(&QuantRows::new(&x)).realize().map(drop))?;
+        }
     }
     Ok(())
 }

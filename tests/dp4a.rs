@@ -1,6 +1,7 @@
-//! DP4A (`Tensor::dp4a`: four byte products a word, the first operand's bytes unsigned, the second's signed) against
-//! a reference written here, on every path that renders it: the host's vector instructions (VNNI where it has them),
-//! AVX2's `pmaddwd` form and its `pmaddubsw` one for bytes under 128 (`CPU_TARGET=x86-64-v3`), the lane-by-lane C of
+//! DP4A (`Tensor::dp4a`: four byte products a word, the first operand's bytes unsigned, the second's signed) and
+//! DP4AS (`Tensor::dp4a_signed`: both signed, the second at least -127) against references written here, on every
+//! path that renders them: the host's vector instructions (VNNI where it has them), AVX2's `pmaddwd` form, its
+//! `pmaddubsw` one for bytes under 128 and its `psignb` one for DP4AS (`CPU_TARGET=x86-64-v3`), the lane-by-lane C of
 //! 16-byte targets (`x86-64-v2`), gcc and clang, and the PYTHON interpreter. The target and compiler runs are child processes (both are chosen once).
 
 mod common;
@@ -11,6 +12,12 @@ use tinygrad::Tensor;
 fn reference(a: i32, b: i32, c: i32) -> i32 {
     let (a, b) = (a.to_le_bytes(), b.to_le_bytes());
     (0..4).fold(c, |s, k| s.wrapping_add(a[k] as i32 * b[k] as i8 as i32))
+}
+
+/// `c + Σ_k i8(a_k) · max(i8(b_k), -127)`, wrapping: DP4AS's definition.
+fn reference_signed(a: i32, b: i32, c: i32) -> i32 {
+    let (a, b) = (a.to_le_bytes(), b.to_le_bytes());
+    (0..4).fold(c, |s, k| s.wrapping_add(a[k] as i8 as i32 * (b[k] as i8).max(-127) as i32))
 }
 
 /// `n` pseudo-random words (every byte value, both signs) from `seed`.
@@ -56,6 +63,20 @@ fn check(device: &str) {
             .collect();
         assert_eq!(got, want, "DP4A sums of bytes under {mask:#x} and of any bytes, in one kernel, on {device}");
     }
+    // DP4AS, elementwise and summed, with -128 bytes on both sides (-128 · -127 four times a word is its largest), and
+    // beside DP4A in one kernel
+    let (a, b) = (words(8 * 256, 8), words(256, 9));
+    let a: Vec<i32> = a.iter().enumerate().map(|(i, &x)| if i % 5 == 0 { 0x8080_8080u32 as i32 } else { x }).collect();
+    let b: Vec<i32> = b.iter().enumerate().map(|(i, &x)| if i % 3 == 0 { 0x8181_8180u32 as i32 } else { x }).collect();
+    let got = t(&a, &[8, 256]).dp4a_signed(&t(&b, &[256]), t(&a, &[8, 256])).to_vec::<i32>().expect("realize the DP4AS");
+    let want: Vec<i32> = (0..8 * 256).map(|i| reference_signed(a[i], b[i % 256], a[i])).collect();
+    assert_eq!(got, want, "elementwise DP4AS on {device}");
+    let both = t(&a, &[8, 256]).dp4a_signed(&t(&b, &[256]), t(&a, &[8, 256]).dp4a(&t(&b, &[256]), 0));
+    let got = both.sum(-1).to_vec::<i32>().expect("realize the DP4AS sums");
+    let want: Vec<i32> = (0..8)
+        .map(|r| (0..256).fold(0i32, |s, k| s.wrapping_add(reference_signed(a[r * 256 + k], b[k], reference(a[r * 256 + k], b[k], 0)))))
+        .collect();
+    assert_eq!(got, want, "DP4AS sums beside DP4A's in one kernel on {device}");
 }
 
 #[test]

@@ -14,7 +14,7 @@ fn input(shape: &[usize]) -> Tensor {
 
 fn check(name: &str, t: &Tensor) {
     // an AVX2 machine with FMA and two cores, whatever this one is
-    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8 };
+    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8, sequential_prefetch: false };
     let ren =
         Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 64, mulacc: true, cpu: Some(cpu), ..Renderer::cpu() };
     let sched = create_schedule(&[t.uop()], &ren);
@@ -64,21 +64,36 @@ fn matvec_prefetches_the_next_row_tile() {
     check("matvec_rows", &input(&[1, 512]).matmul(&input(&[256, 512]).transpose(0, 1)));
 }
 
-/// A `QuantMatrix` product (decode's integer path) reads its repacked weight as one stream, tile after tile: no
-/// software prefetch (the hardware prefetchers follow it; ours halved it), unlike the row tiles above.
+/// A `QuantMatrix` product (decode's integer path) reads its repacked weight as one stream, tile after tile: on Intel's
+/// cores no software prefetch (the hardware prefetchers follow it; prefetches a tile ahead halved it), on AMD's
+/// (`sequential_prefetch`) prefetches `SEQUENTIAL_AHEAD` bytes ahead in the reduction loop itself: each of the lines
+/// one loop step of the weight reads, that many bytes on.
 #[test]
-fn quant_matrix_product_streams_without_prefetches() {
+fn quant_matrix_product_prefetches_its_stream_only_where_that_pays() {
+    use tinygrad::codegen::SEQUENTIAL_AHEAD;
     use tinygrad::nn::gguf::{GgmlType, QuantMatrix, QuantRows};
     let (rows, cols) = (256, 512);
     let raw = Tensor::from_slice(&vec![0u8; GgmlType::Q8_0.nbytes(rows * cols).unwrap()], [GgmlType::Q8_0.nbytes(rows * cols).unwrap()]);
     let mut w = QuantMatrix::new(&raw, GgmlType::Q8_0, &[rows, cols], 8).expect("repacks");
     w.realize().unwrap();
-    let ren = Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 64, mulacc: true, ..Renderer::cpu() };
-    let out = w.matmul_t(&QuantRows::new(&input(&[1, cols])));
-    let sched = create_schedule(&[out.uop()], &ren);
-    let src: Vec<String> = sched.items.iter().map(|it| cstyle::render(&full_rewrite(&it.ast, &ren, None).unwrap())).collect();
-    let product = src.iter().find(|s| s.contains("dp4a")).expect("a DP4A kernel");
-    assert!(!product.contains("__builtin_prefetch"), "the QuantMatrix product prefetches:\n{product}");
+    for sequential_prefetch in [false, true] {
+        let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8, sequential_prefetch };
+        let ren =
+            Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 64, mulacc: true, cpu: Some(cpu), ..Renderer::cpu() };
+        let out = w.matmul_t(&QuantRows::new(&input(&[1, cols])));
+        let sched = create_schedule(&[out.uop()], &ren);
+        let src: Vec<String> = sched.items.iter().map(|it| cstyle::render(&full_rewrite(&it.ast, &ren, None).unwrap())).collect();
+        let product = src.iter().find(|s| s.contains("dp4a")).expect("a DP4A kernel");
+        let prefetches: Vec<&str> = product.lines().filter(|l| l.contains("__builtin_prefetch(&data1[")).collect();
+        if !sequential_prefetch {
+            assert!(prefetches.is_empty(), "the QuantMatrix product prefetches:\n{product}");
+            continue;
+        }
+        // (the weight's words: 8 int32 lanes x 8 words a block, 4 blocks a loop step: 1 KB, 16 lines)
+        assert_eq!(prefetches.len(), 16, "a prefetch per line of a loop step:\n{product}");
+        let ahead = format!("+{}", SEQUENTIAL_AHEAD / 4 + 248);
+        assert!(prefetches.iter().any(|l| l.contains(&ahead)), "the last line prefetched {ahead} words on:\n{product}");
+    }
 }
 
 /// A causal mask over softmax rows (attention's): the comparisons are vectors of lane masks and the selects pick

@@ -95,6 +95,7 @@ fn vector_op(op: Ops) -> bool {
             | Ops::NEG
             | Ops::MULACC
             | Ops::DP4A
+            | Ops::DP4AS
             | Ops::RECIPROCAL
             | Ops::MAX
             | Ops::SHL
@@ -410,7 +411,7 @@ fn vectorize(sink: &UOp, v: &UOp, half: bool) -> UOp {
             }
             op if vector_op(op) && vector_dtype(u.dtype) && u.src.iter().all(|s| s.dtype == u.dtype) => {
                 // C broadcasts a scalar operand of arithmetic; MAX's bit select and shifts need both as vectors
-                let both = matches!(op, Ops::MAX | Ops::DP4A | Ops::SHL | Ops::SHR | Ops::AND | Ops::OR | Ops::XOR);
+                let both = matches!(op, Ops::MAX | Ops::DP4A | Ops::DP4AS | Ops::SHL | Ops::SHR | Ops::AND | Ops::OR | Ops::XOR);
                 let src: Vec<UOp> = u.src.iter().map(|s| if both { broadcast(&vec[s]) } else { vec[s].clone() }).collect();
                 u.replace(op, u.dtype.vec(w as u16), src, u.arg.clone(), u.tag)
             }

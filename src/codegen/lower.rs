@@ -78,17 +78,24 @@ fn chain_wmma(acc: &UOp, val: &UOp) -> Option<UOp> {
     Some(leaves.into_iter().fold(acc.clone(), |c, w| w.with_src([w.src[0].clone(), w.src[1].clone(), c])))
 }
 
+/// How far ahead [`add_prefetches`] prefetches a sequential stream, in bytes (a Q8_0 matrix-vector product's
+/// kernel on an AMD EPYC of the Zen 3 kind, 2 cores: 8.0 GB/s without, 13.4 at 1, 2 and 4 KB ahead; bench/
+/// prefetch_probe.c).
+pub const SEQUENTIAL_AHEAD: usize = 1024;
+
 /// `sink` with a software prefetch (a CUSTOM `__builtin_prefetch`) in each reduction loop for every global (of 64 KB up)
 /// buffer it reads at an address that moves with the THREAD axis: of that address one THREAD iteration on, once per
 /// 64-byte line that loads differing only by a constant offset touch. A matrix-vector product's row tiles are streams
 /// too many and too far apart for the hardware prefetchers, so each tile's rows otherwise come from DRAM on demand
 /// (bench/prefetch_probe.c: 4.6 -> 10.6-12.9 GB/s a core; unchanged from L2). Not where the one reduction loop walks
 /// exactly one THREAD iteration's span (a weight repacked tile by tile, `QuantMatrix`): that is one sequential stream,
-/// which the hardware prefetchers follow and prefetches of ours halved (Gemma 3's output projection 10 -> 6.7 ms).
+/// which the hardware prefetchers follow and prefetches one THREAD iteration on halved on Intel's cores (Gemma 3's
+/// output projection 10 -> 6.7 ms without them); with `sequential` (AMD's Zen: [`CpuFeatures::sequential_prefetch`])
+/// that stream is prefetched [`SEQUENTIAL_AHEAD`] bytes ahead in its own loop instead.
 /// In: a lowered kernel (accumulators, ENDs); out: the same with CUSTOM statements among its reduction ENDs'
 /// sources. Prefetches never fault, so an address one tile past a buffer's end is harmless. tinygrad has no
 /// counterpart.
-pub fn add_prefetches(sink: &UOp) -> UOp {
+pub fn add_prefetches(sink: &UOp, sequential: bool) -> UOp {
     use crate::uop::AxisType;
     const MIN_BYTES: i64 = 1 << 16;
     let large = |b: &UOp| b.op == Ops::DEFINE_GLOBAL && b.dtype.size.max(0) * b.dtype.base().itemsize() as i64 >= MIN_BYTES;
@@ -104,7 +111,7 @@ pub fn add_prefetches(sink: &UOp) -> UOp {
             continue;
         }
         // (buffer, base, offset) of each index: one per line the constant offsets reach
-        let mut rows: Vec<(UOp, UOp, i64)> = Vec::new();
+        let mut rows: Vec<(UOp, UOp, i64, FxHashMap<UOp, UOp>)> = Vec::new();
         for l in
             body.iter().filter(|u| u.op == Ops::LOAD && u.src[0].op == Ops::INDEX && large(&u.src[0].src[0]) && u.src[0].src.len() == 2)
         {
@@ -129,24 +136,30 @@ pub fn add_prefetches(sink: &UOp) -> UOp {
                 continue;
             }
             // (a loop that walks exactly the THREAD iteration's span, as a weight repacked tile by tile, reads the
-            // buffer as one sequential stream: the hardware prefetchers follow it, and prefetches of our own halve it)
-            if matches!(loops[..], [(Some(s), n)] if s * n == tile) {
-                continue;
-            }
+            // buffer as one sequential stream: prefetched `SEQUENTIAL_AHEAD` bytes ahead where `sequential`, else left
+            // to the hardware prefetchers)
+            let ahead = match loops[..] {
+                [(Some(s), n)] if s * n == tile && !sequential => continue,
+                [(Some(s), n)] if s * n == tile => {
+                    let r = end.src.iter().find(|r| r.op == Ops::RANGE && deps.contains(r)).expect("the loop");
+                    [(r.clone(), r + (SEQUENTIAL_AHEAD as i64 + s * item - 1) / (s * item))].into_iter().collect()
+                }
+                _ => next.clone(),
+            };
             let (base, off) = match (idx.op, idx.src.get(1).and_then(UOp::const_value)) {
                 (Ops::ADD, Some(c)) => (idx.src[0].clone(), c.as_f64() as i64),
                 _ => (idx.clone(), 0),
             };
             let line = |o: i64| (o * item) >> 6;
-            if !rows.iter().any(|(b, base2, o)| *b == l.src[0].src[0] && *base2 == base && line(*o) == line(off)) {
-                rows.push((l.src[0].src[0].clone(), base, off));
+            if !rows.iter().any(|(b, base2, o, _)| *b == l.src[0].src[0] && *base2 == base && line(*o) == line(off)) {
+                rows.push((l.src[0].src[0].clone(), base, off, ahead));
             }
         }
         if rows.is_empty() {
             continue;
         }
-        let prefetches = rows.into_iter().map(|(buf, base, off)| {
-            let at = (&base.substitute(&next) + off).simplify();
+        let prefetches = rows.into_iter().map(|(buf, base, off, ahead)| {
+            let at = (&base.substitute(&ahead) + off).simplify();
             let index = UOp::new(Ops::INDEX, buf.dtype, [buf, at], Arg::None);
             UOp::new(Ops::CUSTOM, dtypes::VOID, [index], Arg::Str("__builtin_prefetch(&{0});".into()))
         });

@@ -11,6 +11,7 @@ mod gpudims;
 mod group;
 mod linearize;
 mod lower;
+pub use lower::SEQUENTIAL_AHEAD;
 pub mod opt;
 mod simplify;
 
@@ -66,7 +67,11 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
     let sink = expand::expand(&sink, if ren.vector_bytes == 0 { 0 } else { ren.vector_bytes.max(16) }, ren.mulacc, half);
     spec::verify(&sink, &spec::KERNEL_SPEC, "expand");
     let sink = lower::lower_reduces(&sink, ren.mulacc);
-    let sink = if ren.language == crate::renderer::Language::C { lower::add_prefetches(&sink) } else { sink };
+    let sink = if ren.language == crate::renderer::Language::C {
+        lower::add_prefetches(&sink, ren.cpu.is_some_and(|c| c.sequential_prefetch))
+    } else {
+        sink
+    };
     spec::verify(&sink, &spec::PROGRAM_SPEC, "lower reduces");
     let uops = linearize::linearize(&sink);
     spec::verify_list(&uops, &spec::PROGRAM_SPEC, "linearize");

@@ -10,6 +10,7 @@
 
 use crate::dtype::{dtypes, DType};
 use crate::error::{Error, Result};
+use crate::renderer::CpuFeatures;
 use crate::{engine, Tensor};
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -393,7 +394,8 @@ pub fn dequantize(raw: &Tensor, ty: GgmlType, shape: &[usize]) -> Tensor {
 /// and Q5_K's 32-value sub-blocks as Q4_1/Q5_1 blocks of scale `d·sc` and offset `-dmin·mn`) as float16. A word is
 /// four unsigned byte quants: 4-bit ones packed (word `w` holds quants `4w..4w+4` in its low nibbles and `16+4w..` in
 /// its high ones), 5-bit ones as 4-bit words of their low bits and a fifth word of their high bits ([`fifth_bits`]),
-/// 6-bit ones a byte each (as Q8_0's), Q8_0's signed bytes offset by 128. Q6_K's 32-value blocks are two sub-blocks
+/// 6-bit ones a byte each (as Q8_0's), Q8_0's signed bytes as they are for [`Tensor::dp4a_signed`] where the host
+/// lacks VNNI (`d` alone, no offset), else offset by 128. Q6_K's 32-value blocks are two sub-blocks
 /// of 16 with int8 scales: it keeps three float16 a block, the super-block's `d` and the two scales (all exact), and
 /// its quants' offset of 32 is taken off in integers. A kernel then reads each tile as one stream and takes a vector
 /// of rows' dot products per instruction. The bytes read per block are the file's for 4- and 8-bit types (Q4_K's 18 a
@@ -405,7 +407,8 @@ pub struct QuantMatrix {
     /// `[rows / lanes, cols / 32, w, lanes]` int32: `w` words a block, 4 for 4-bit types, 5 for 5-bit ones, 8 for
     /// 6- and 8-bit ones.
     words: Tensor,
-    /// `[rows / lanes, cols / 32, 2, lanes]` float16: `d`, then `m` (Q6_K: `[.., 3, lanes]`, `d` and the two scales).
+    /// `[rows / lanes, cols / 32, 2, lanes]` float16: `d`, then `m` (Q6_K: `[.., 3, lanes]`, `d` and the two scales;
+    /// signed Q8_0: `[.., 1, lanes]`, `d`).
     dm: Tensor,
 }
 
@@ -434,6 +437,9 @@ impl QuantMatrix {
         let (words, dm) = match ty {
             Q4_0 => (words(2, 4), dm(half(0), f16(half(0).cast(dtypes::FLOAT32).mul(-8.0)))),
             Q4_1 => (words(4, 4), dm(half(0), half(2))),
+            // (signed bytes where DP4AS is the faster product: AVX2 without VNNI, whose DP4A of bytes over 127 takes
+            // eight instructions)
+            Q8_0 if !CpuFeatures::host().vnni => (words(2, 8), half(0).reshape([rows * nb, 1])),
             Q8_0 => (words(2, 8).bitwise_xor((0x8080_8080u32 as i32) as i64), dm(half(0), f16(half(0).cast(dtypes::FLOAT32).mul(-128.0)))),
             Q5_0 => (five(words(6, 4), 2), dm(half(0), f16(half(0).cast(dtypes::FLOAT32).mul(-16.0)))),
             Q5_1 => (five(words(8, 4), 4), dm(half(0), half(2))),
@@ -541,7 +547,13 @@ impl QuantMatrix {
             let s = t.shape();
             t.shrink(&[(0, s[0]), (0, s[1]), (0, nb), (i, i + 1), (0, s[4])]).reshape([s[0], s[1], nb, s[4]])
         };
-        let dots = |a: usize, b: usize| (a + 1..b).fold(word(&q, a).dp4a(&word(&xw, a), 0), |acc, i| word(&q, i).dp4a(&word(&xw, i), acc));
+        // (Q8_0's signed bytes, `dm` just `d`, by DP4AS: no offset)
+        let signed = self.ty == GgmlType::Q8_0 && self.dm.shape()[2] == 1;
+        let dot = |i: usize, acc: Tensor| match signed {
+            true => word(&q, i).dp4a_signed(&word(&xw, i), acc),
+            false => word(&q, i).dp4a(&word(&xw, i), acc),
+        };
+        let dots = |a: usize, b: usize| (a..b).fold(Tensor::full((), 0i32), |acc, i| dot(i, acc));
         if self.ty == GgmlType::Q6_K {
             // each 16-value sub-block's quants less 32, in integers, times its scale: sc_a·(Σqx - 32Σx) + sc_b·(..)
             let sub = |h: usize| {
@@ -550,7 +562,11 @@ impl QuantMatrix {
             };
             return (&(&sub(0) + &sub(1)) * &(&part(0) * &dx)).sum(2).reshape([n, tiles * lanes]);
         }
-        (&dots(0, 8).cast(dtypes::FLOAT32) * &(&part(0) * &dx) + &part(1) * &sx).sum(2).reshape([n, tiles * lanes])
+        let scaled = dots(0, 8).cast(dtypes::FLOAT32) * &(&part(0) * &dx);
+        match signed {
+            true => scaled.sum(2).reshape([n, tiles * lanes]),
+            false => (&scaled + &part(1) * &sx).sum(2).reshape([n, tiles * lanes]),
+        }
     }
 }
 

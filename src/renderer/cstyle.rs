@@ -144,10 +144,16 @@ pub trait CStyle {
         format!("{f}({}, {}, {})", arg(0), arg(1), arg(2))
     }
     /// DP4A `a[2] + Σ_k u8(byte k of a[0]) · i8(byte k of a[1])` on int32 scalars (CUDA `__dp4a`'s sum with `a[0]`'s
-    /// bytes unsigned): bytes masked or sign-extended by shifts, C every dialect compiles.
-    fn dp4a(&self, a: &[&str]) -> String {
-        let terms: String =
-            (0..4).map(|k| format!("+((({}>>{})&255)*(((int)((unsigned){}<<{}))>>24))", a[0], 8 * k, a[1], 24 - 8 * k)).collect();
+    /// bytes unsigned; `signed`, DP4AS: `a[0]`'s signed, `a[1]`'s at least -127): bytes masked or sign-extended by
+    /// shifts, C every dialect compiles.
+    fn dp4a(&self, a: &[&str], signed: bool) -> String {
+        let byte = |x: &str, k: usize| format!("(((int)((unsigned){x}<<{}))>>24)", 24 - 8 * k);
+        let terms: String = (0..4)
+            .map(|k| match signed {
+                true => format!("+({}*({1}<-127?-127:{1}))", byte(a[0], k), byte(a[1], k)),
+                false => format!("+((({}>>{})&255)*{})", a[0], 8 * k, byte(a[1], k)),
+            })
+            .collect();
         format!("({}{terms})", a[2])
     }
     /// DP4A `u` of vectors, over operands `a` (scalars broadcast): [`CStyle::dp4a`] a lane.
@@ -193,46 +199,54 @@ pub struct C;
 impl CStyle for C {
     /// DP4A on vectors: `vpdpbusd` where the host has VNNI, else on AVX2 `pmaddubsw` then `pmaddwd` by ones where the
     /// first operand's bytes are known to be at most 127 ([`max_byte`]: exact, no pair saturates), else (16 or 32
-    /// bytes) each word's bytes split into even and odd 16-bit lanes, unsigned and sign-extended, summed by `pmaddwd`;
-    /// other widths and targets a lane at a time.
+    /// bytes) each word's bytes split into even and odd 16-bit lanes, unsigned and sign-extended, summed by `pmaddwd`.
+    /// DP4AS on AVX2: the first operand's signs moved onto the second by `psignb`, then as the small-byte DP4A (or
+    /// `vpdpbusd`). Other widths and targets a lane at a time.
     fn dp4a_vector(&self, u: &UOp, a: &[&str], defs: &mut Vec<String>) -> String {
         let f = crate::renderer::CpuFeatures::host();
-        let vnni = |w: usize| {
+        let (x86, bytes) = (cfg!(target_arch = "x86_64"), u.dtype.itemsize());
+        let avx2 = x86 && f.avx2 && host_has_avx2();
+        let vt = self.vtype(u.dtype, defs);
+        let (w, ct, st) = (bytes * 8, format!("tg_char{bytes}"), format!("tg_short{}", bytes / 2));
+        let types =
+            format!(" typedef char {ct} __attribute__((vector_size({bytes}))); typedef short {st} __attribute__((vector_size({bytes})));");
+        let vnni = |x: &str, y: &str| {
             let (clang, gcc) = (format!("__builtin_ia32_vpdpbusd{w}"), format!("__builtin_ia32_vpdpbusd_v{}si", w / 32));
-            format!("\n#if defined(__clang__)\n  return {clang}(c, a, b);\n#else\n  return {gcc}(c, a, b);\n#endif\n")
+            format!("\n#if defined(__clang__)\n  return {clang}(c, {x}, {y});\n#else\n  return {gcc}(c, {x}, {y});\n#endif\n")
         };
-        let madd = |w: usize| {
-            let st = format!("tg_short{}", w / 16);
+        let madd = || {
             let (mask, sh) = ("0x00ff00ff", format!("__builtin_ia32_pmaddwd{w}"));
             format!(
-                " typedef short {st} __attribute__((vector_size({}))); return c + {sh}(({st})(a & {mask}), ((({st})(b << 8)) >> 8)) + {sh}(({st})((a >> 8) & {mask}), (({st})b) >> 8); ",
-                w / 8
+                "{types} return c + {sh}(({st})(a & {mask}), ((({st})(b << 8)) >> 8)) + {sh}(({st})((a >> 8) & {mask}), (({st})b) >> 8); "
             )
         };
         // a's bytes all at most 127 (4- to 6-bit quants): pmaddubsw's pairs of u8 * i8 fit a short exactly, and
         // pmaddwd by ones adds the pairs (llama.cpp's `mul_sum_us8_pairs_float`): two instructions for eight
-        let small = |w: usize| {
-            let (ct, st) = (format!("tg_char{}", w / 8), format!("tg_short{}", w / 16));
+        let small = |x: &str, y: &str| {
             let ones = vec!["1"; w / 16].join(",");
-            format!(
-                " typedef char {ct} __attribute__((vector_size({}))); typedef short {st} __attribute__((vector_size({}))); return c + __builtin_ia32_pmaddwd{w}(__builtin_ia32_pmaddubsw{w}(({ct})a, ({ct})b), ({st}){{{ones}}}); ",
-                w / 8,
-                w / 8
-            )
+            format!("{types} return c + __builtin_ia32_pmaddwd{w}(__builtin_ia32_pmaddubsw{w}({x}, {y}), ({st}){{{ones}}}); ")
         };
-        let (x86, bytes) = (cfg!(target_arch = "x86_64"), u.dtype.itemsize());
+        // DP4AS: a's signs moved onto b (at least -127, so negating it is exact), times |a| (at most 128) as unsigned
+        // bytes: llama.cpp's `mul_sum_i8_pairs`; no pair of pmaddubsw's saturates
+        let signs = |dot: &dyn Fn(&str, &str) -> String, cast: &str| {
+            let (x, y) = (format!("({cast})__builtin_ia32_psignb{w}(x, x)"), format!("({cast})__builtin_ia32_psignb{w}(y, x)"));
+            format!("{types} {ct} x = ({ct})a, y = ({ct})b; y -= ({ct})(y == -128);{}", dot(&x, &y))
+        };
+        let (ca, cb) = (format!("({ct})a"), format!("({ct})b"));
         // (a helper takes vectors only; expansion broadcasts DP4A's operands, so this is a guard)
-        // (the helper's name says its form: a kernel may take both, one for small bytes and one for any)
-        let (form, body) = match bytes {
+        // (the helper's name says its form: a kernel may take several)
+        let (form, body) = match (u.op, bytes) {
             _ if u.src.iter().any(|s| s.dtype.count == 1) => return dp4a_lanes(self, u, a, defs),
-            16 | 32 if x86 && f.vnni => ("", vnni(bytes * 8)),
-            64 if x86 && f.vnni && f.avx512 => ("", vnni(512)),
-            16 | 32 if x86 && f.avx2 && host_has_avx2() && max_byte(&u.src[0]).is_some_and(|m| m <= 0x7f) => ("7", small(bytes * 8)),
-            32 if x86 && f.avx2 && host_has_avx2() => ("", madd(256)),
-            16 if x86 => ("", madd(128)),
+            (Ops::DP4AS, 16 | 32) if avx2 && f.vnni => ("s", signs(&vnni, &vt)),
+            (Ops::DP4AS, 16 | 32) if avx2 => ("s", signs(&small, &ct)),
+            (Ops::DP4AS, _) => return dp4a_lanes(self, u, a, defs),
+            (_, 16 | 32) if x86 && f.vnni => ("", vnni("a", "b")),
+            (_, 64) if x86 && f.vnni && f.avx512 => ("", vnni("a", "b")),
+            (_, 16 | 32) if avx2 && max_byte(&u.src[0]).is_some_and(|m| m <= 0x7f) => ("7", small(&ca, &cb)),
+            (_, 32) if avx2 => ("", madd()),
+            (_, 16) if x86 => ("", madd()),
             _ => return dp4a_lanes(self, u, a, defs),
         };
-        let vt = self.vtype(u.dtype, defs);
         let name = format!("tg_dp4a{form}_{vt}");
         define(
             defs,
@@ -266,7 +280,7 @@ fn dp4a_lanes(d: &(impl CStyle + ?Sized), u: &UOp, a: &[&str], defs: &mut Vec<St
     let lanes: Vec<String> = (0..u.dtype.count as i64)
         .map(|k| {
             let g: Vec<String> = u.src.iter().zip(a).map(|(s, x)| if s.dtype.count == 1 { x.to_string() } else { d.gep(x, k) }).collect();
-            d.dp4a(&[&g[0], &g[1], &g[2]])
+            d.dp4a(&[&g[0], &g[1], &g[2]], u.op == Ops::DP4AS)
         })
         .collect();
     let vt = d.vtype(u.dtype, defs);
@@ -326,7 +340,7 @@ pub fn render_with(k: &LinearKernel, d: &(impl CStyle + ?Sized)) -> String {
     // MAX prints its operands twice, DP4A four times, a vector MULACC its scalar operands once a lane: count them as used twice so
     // they get a name
     let twice = |u: &UOp, s: &UOp| {
-        matches!(u.op, Ops::MAX | Ops::DP4A)
+        matches!(u.op, Ops::MAX | Ops::DP4A | Ops::DP4AS)
             || matches!(u.arg, Arg::Ints(_)) && u.op == Ops::GEP
             || (u.op == Ops::MULACC && u.dtype.count > s.dtype.count)
             || division_guard(u).is_some()
@@ -555,7 +569,7 @@ impl<D: CStyle + ?Sized> Writer<'_, D> {
             }
             Ops::WHERE if u.src[0].dtype.count > 1 => d.select_vector(u.dtype, a, &mut self.defs),
             Ops::MULACC if u.dtype.count > 1 => d.mulacc_vector(u, a, &mut self.defs),
-            Ops::DP4A if u.dtype.count > 1 => d.dp4a_vector(u, a, &mut self.defs),
+            Ops::DP4A | Ops::DP4AS if u.dtype.count > 1 => d.dp4a_vector(u, a, &mut self.defs),
             Ops::MAX if u.dtype.count > 1 => d.select_vector(u.dtype, &[&format!("({}<{})", a[0], a[1]), a[1], a[0]], &mut self.defs),
             // (C computes narrow ints as `int`: the result wraps back to its type, as a `char` store would)
             _ if u.dtype.count == 1 && u.dtype.is_int() && u.dtype.itemsize() < 4 => {
@@ -812,7 +826,7 @@ fn alu_unguarded(u: &UOp, dt: DType, a: &[&str], d: &(impl CStyle + ?Sized)) -> 
         Ops::SHR => format!("({}>>{})", a[0], a[1]),
         Ops::WHERE => format!("({}?{}:{})", a[0], a[1], a[2]),
         Ops::MULACC => d.mulacc(dt, a),
-        Ops::DP4A => d.dp4a(a),
+        Ops::DP4A | Ops::DP4AS => d.dp4a(a, u.op == Ops::DP4AS),
         Ops::NEG => format!("(-{})", a[0]),
         Ops::RECIPROCAL => format!("({}/{})", literal(ConstValue::Float(1.0), dt, d), a[0]),
         Ops::SQRT => d.math("sqrt", dt, a[0]),

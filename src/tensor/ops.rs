@@ -236,14 +236,27 @@ impl Tensor {
     /// # Panics
     /// If `self`, `b` or `acc` is not int32, or the shapes do not broadcast.
     pub fn dp4a(&self, b: &Tensor, acc: impl IntoOperand) -> Tensor {
+        self.dot_bytes(Ops::DP4A, b, acc)
+    }
+    /// [`Tensor::dp4a`] with `self`'s bytes signed too, and `b`'s bytes read as at least -127 (symmetric int8, as
+    /// quantized activations are): `acc + Σ_k i8(byte k of self) · max(i8(byte k of b), -127)` (CUDA's signed
+    /// `__dp4a`; AVX2 takes it as llama.cpp's `mul_sum_i8_pairs`, `vpsignb` then `vpmaddubsw`, exact under that
+    /// bound). Q8_0 weights times int8 activations. No gradient.
+    ///
+    /// # Panics
+    /// If `self`, `b` or `acc` is not int32, or the shapes do not broadcast.
+    pub fn dp4a_signed(&self, b: &Tensor, acc: impl IntoOperand) -> Tensor {
+        self.dot_bytes(Ops::DP4AS, b, acc)
+    }
+    fn dot_bytes(&self, op: Ops, b: &Tensor, acc: impl IntoOperand) -> Tensor {
         let acc = acc.into_operand();
         let acc = if acc.dtype().is_weak() { acc.cast(dtypes::INT32) } else { acc };
         let dts = [self.dtype(), b.dtype(), acc.dtype()];
-        assert!(dts.iter().all(|&d| d == dtypes::INT32), "dp4a: needs int32 words, got {} . {} + {}", dts[0], dts[1], dts[2]);
+        assert!(dts.iter().all(|&d| d == dtypes::INT32), "{op}: needs int32 words, got {} . {} + {}", dts[0], dts[1], dts[2]);
         let (a, b) = self.broadcasted(b, "dp4a");
         let (a, acc) = a.broadcasted(&acc, "dp4a");
         let b = b.expand(a.shape());
-        Tensor::from_uop(a.uop().alu(Ops::DP4A, &[&b.uop(), &acc.uop()]))
+        Tensor::from_uop(a.uop().alu(op, &[&b.uop(), &acc.uop()]))
     }
     /// `-self` (logical not for bools).
     pub fn neg(&self) -> Tensor {

@@ -119,11 +119,17 @@ pub fn exec_alu(op: Ops, dtype: DType, src: &[ConstValue]) -> ConstValue {
         }
         (MULACC, [a, b, c]) if floats || dtype.is_float() => Float(a.as_f64().mul_add(b.as_f64(), c.as_f64())),
         (MULACC, [a, b, c]) => return exec_alu(ADD, dtype, &[exec_alu(MUL, dtype, &[*a, *b]), *c]),
-        // (CUDA's `__dp4a`, x86's `vpdpbusd`: the four bytes of `a` unsigned times those of `b` signed, plus `c`)
-        (DP4A, [a, b, c]) => {
+        // (CUDA's `__dp4a`, x86's `vpdpbusd`: the four bytes of `a` unsigned times those of `b` signed, plus `c`;
+        // DP4AS: `a`'s signed, `b`'s signed and at least -127, as AVX2's `vpsignb` needs)
+        (DP4A | DP4AS, [a, b, c]) => {
             let (a, b) = (a.as_i128() as u32, b.as_i128() as u32);
-            let byte = |x: u32, k: u32| (x >> (8 * k)) & 0xff;
-            Int((0..4).map(|k| byte(a, k) as i128 * byte(b, k) as u8 as i8 as i128).sum::<i128>() + c.as_i128())
+            let byte = |x: u32, k: u32| ((x >> (8 * k)) & 0xff) as u8;
+            let signed = op == DP4AS;
+            let term = |k: u32| match signed {
+                true => byte(a, k) as i8 as i128 * (byte(b, k) as i8).max(-127) as i128,
+                false => byte(a, k) as i128 * byte(b, k) as i8 as i128,
+            };
+            Int((0..4).map(term).sum::<i128>() + c.as_i128())
         }
         _ => panic!("exec_alu: {op} with {} operands", src.len()),
     };
@@ -277,6 +283,10 @@ mod tests {
         // (bytes 1, 255, 16, 0 of a times 2, -1, 3, 127 of b, plus 10; and a wrap past int32)
         check(DP4A, INT32, &[Int(0x0010_ff01), Int(0x7f03_ff02), Int(10)], Int(2 - 255 + 48 + 10));
         check(DP4A, INT32, &[Int(0xff), Int(0x7f), Int(i32::MAX as i128)], Int(i32::MIN as i128 + 255 * 127 - 1));
+        check(DP4AS, INT32, &[Int(0x0010_ff01), Int(0x7f03_ff02), Int(10)], Int(2 + 1 + 48 + 10));
+        // (DP4AS: 1, -1, 16, 0 times 2, -1, 3, 127; -128 times -127 four times; b's -128 reads as -127)
+        check(DP4AS, INT32, &[Int(0x8080_8080), Int(0x8181_8181u32 as i128), Int(0)], Int(4 * 128 * 127));
+        check(DP4AS, INT32, &[Int(0x0000_00ff), Int(0x0000_0080), Int(5)], Int(127 + 5));
         check(ADD, INT32, &[Invalid, Int(1)], Invalid);
     }
 }

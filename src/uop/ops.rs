@@ -40,8 +40,9 @@ ops! {
     CONTIGUOUS, CONTIGUOUS_BACKWARD, DETACH, COPY, ASSIGN, BUFFER_VIEW, BUFFERIZE, MSELECT, MSTACK, MULTI,
     RESHAPE, PERMUTE, EXPAND, PAD, SHRINK, FLIP,
     REDUCE_AXIS, REDUCE, ALLREDUCE,
-    // math no tinygrad op has (last, so the order that canonical operand orders follow is tinygrad's)
-    DP4A,
+    // math no tinygrad op has (last, so the order that canonical operand orders follow is tinygrad's): DP4A's bytes
+    // unsigned times signed, DP4AS's signed times signed
+    DP4A, DP4AS,
     // tensor graph only, no tinygrad op: a value whose inputs' gradients are given (see `Tensor::custom_gradient`)
     CUSTOM_GRADIENT,
 }
@@ -99,7 +100,7 @@ impl GroupOp {
     pub const UNARY: OpSet = OpSet::of(&[EXP2, LOG2, SIN, SQRT, RECIPROCAL, NEG, TRUNC]);
     pub const BINARY: OpSet =
         OpSet::of(&[ADD, MUL, CDIV, MAX, CMOD, CMPLT, CMPNE, CMPEQ, XOR, SHL, SHR, OR, AND, THREEFRY, SUB, FDIV, POW, FLOORDIV, FLOORMOD]);
-    pub const TERNARY: OpSet = OpSet::of(&[WHERE, MULACC, DP4A]);
+    pub const TERNARY: OpSet = OpSet::of(&[WHERE, MULACC, DP4A, DP4AS]);
     pub const ALU: OpSet = Self::UNARY.union(Self::BINARY).union(Self::TERNARY);
     pub const ELEMENTWISE: OpSet = Self::ALU.union(OpSet::of(&[CAST, BITCAST]));
     pub const IRREDUCIBLE: OpSet = OpSet::of(&[CONST, DEFINE_VAR, SPECIAL, RANGE]);

@@ -105,7 +105,7 @@ fn shared() -> PatternMatcher {
         UPat::ops(OpSet::of(&[SHL, SHR])).src([var("a"), var("b")]).named("x") => |x, a, b| check(fits(a.dtype, x.dtype) && b.dtype.is_int()),
         UPat::ops(INT_DIVISION).named("x") => |x| reject_if(!x.dtype.is_int()),
         UPat::ops(FLOAT_ONLY).named("x") => |x| reject_if(!x.dtype.is_float()),
-        UPat::ops(DP4A).named("x") => |x| reject_if(x.dtype.scalar() != dtypes::INT32 || x.src.iter().any(|s| s.dtype.scalar() != dtypes::INT32)),
+        UPat::ops(OpSet::of(&[DP4A, DP4AS])).named("x") => |x| reject_if(x.dtype.scalar() != dtypes::INT32 || x.src.iter().any(|s| s.dtype.scalar() != dtypes::INT32)),
         UPat::ops(GroupOp::ALU).named("x") => |x| {
             check(x.src.len() == arity(x.op) && !x.dtype.is_ptr() && x.src.iter().all(|s| fits(s.dtype, x.dtype)))
         },
