@@ -78,10 +78,11 @@ fn chain_wmma(acc: &UOp, val: &UOp) -> Option<UOp> {
     Some(leaves.into_iter().fold(acc.clone(), |c, w| w.with_src([w.src[0].clone(), w.src[1].clone(), c])))
 }
 
-/// How far ahead [`add_prefetches`] prefetches a sequential stream, in bytes (the rendered C of a 4096 x 4096 Q8_0
-/// matrix-vector product, `r_512_8_32_4`, compiled alone and run on the 2 cores of an AVX2 AMD EPYC with its
-/// buffers on huge pages: 10.7-11.6 GB/s without, 17.4-19.7 at 1 and 2 KB ahead, best of 15).
-pub const SEQUENTIAL_AHEAD: usize = 1024;
+/// How far ahead [`add_prefetches`] prefetches a sequential stream, in bytes (the rendered C of Gemma 3's Q8_0 output
+/// projection, `r_32768_8_5_4`, 262,144 x 640, compiled alone and run on the 2 cores of an AVX2 AMD EPYC with its
+/// buffers on huge pages, best of 6: 16.1-16.6 ms without, 14.4-14.6 at 1 KB ahead, 10.6 at 2 KB, 10.1-12.0 at 4 KB,
+/// 11.4-11.6 at 8 KB; 7.8 ms of it is arithmetic, measured from L2).
+pub const SEQUENTIAL_AHEAD: usize = 2048;
 
 /// `sink` with a software prefetch (a CUSTOM `__builtin_prefetch`) in each reduction loop for every global (of 64 KB up)
 /// buffer it reads at an address that moves with the THREAD axis: of that address one THREAD iteration on, once per

@@ -230,7 +230,11 @@ impl CStyle for C {
         // bytes: llama.cpp's `mul_sum_i8_pairs`; no pair of pmaddubsw's saturates
         let signs = |dot: &dyn Fn(&str, &str) -> String, cast: &str| {
             let (x, y) = (format!("({cast})__builtin_ia32_psignb{w}(x, x)"), format!("({cast})__builtin_ia32_psignb{w}(y, x)"));
-            format!("{types} {ct} x = ({ct})a, y = ({ct})b; y -= ({ct})(y == -128);{}", dot(&x, &y))
+            // (b's -128 read as -127: one vpmaxsb, clang's elementwise builtin or gcc's)
+            let max = format!("__builtin_ia32_pmaxsb{w}(y, ({ct}){{}} - 127)");
+            let clamp =
+                format!("\n#if defined(__clang__)\n  y = __builtin_elementwise_max(y, ({ct}){{}} - 127);\n#else\n  y = {max};\n#endif\n");
+            format!("{types} {ct} x = ({ct})a, y = ({ct})b;{clamp}{}", dot(&x, &y))
         };
         let (ca, cb) = (format!("({ct})a"), format!("({ct})b"));
         // (a helper takes vectors only; expansion broadcasts DP4A's operands, so this is a guard)

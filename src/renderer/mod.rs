@@ -278,8 +278,8 @@ pub struct CpuFeatures {
     pub stream_rows: usize,
     /// Whether a kernel's one sequential stream (a weight repacked tile by tile) is prefetched by the kernel itself
     /// (`codegen::lower::add_prefetches`): on AMD's cores, where prefetches 1 KB ahead took Gemma 3's decode step
-    /// from 34.5-35.4 to 30.3-32.5 ms (an AVX2 EPYC, 2 cores; its Q8_0 output projection is 40% of the step); not on
-    /// Intel's, where prefetching it a tile ahead halved it (not measured there 1 KB ahead).
+    /// from 34.5-35.4 to 30.3-32.5 ms and 2 KB ahead to 24.9-28.0 (an AVX2 EPYC, 2 cores; its Q8_0 output projection
+    /// was 40% of the step); not on Intel's, where prefetching it a tile ahead halved it (not measured there since).
     pub sequential_prefetch: bool,
 }
 
