@@ -84,6 +84,12 @@ fn chain_wmma(acc: &UOp, val: &UOp) -> Option<UOp> {
 /// 11.4-11.6 at 8 KB; 7.8 ms of it is arithmetic, measured from L2).
 pub const SEQUENTIAL_AHEAD: usize = 2048;
 
+/// The fewest bytes a loop step must read of a sequential stream for [`add_prefetches`] to prefetch it: a stream read
+/// a line or two a step (a sum's, a `QuantMatrix`'s scales) is one the hardware follows, and a prefetch a line costs
+/// (`sum_16M` 18-24 -> 17-21 GB/s; Gemma 3's output projection alone 14.2-14.7 -> 13.2-13.7 ms without its scales'
+/// prefetches); the interleaved loads of a `QuantMatrix`'s words, 512 bytes a step and up, are not.
+pub const SEQUENTIAL_MIN_STEP: usize = 512;
+
 /// `sink` with a software prefetch (a CUSTOM `__builtin_prefetch`) in each reduction loop for every global (of 64 KB up)
 /// buffer it reads at an address that moves with the THREAD axis: of that address one THREAD iteration on, once per
 /// 64-byte line that loads differing only by a constant offset touch. A matrix-vector product's row tiles are streams
@@ -92,7 +98,8 @@ pub const SEQUENTIAL_AHEAD: usize = 2048;
 /// exactly one THREAD iteration's span (a weight repacked tile by tile, `QuantMatrix`): that is one sequential stream,
 /// which the hardware prefetchers follow and prefetches one THREAD iteration on halved on Intel's cores (Gemma 3's
 /// output projection 10 -> 6.7 ms without them); with `sequential` (AMD's Zen: [`CpuFeatures::sequential_prefetch`])
-/// that stream is prefetched [`SEQUENTIAL_AHEAD`] bytes ahead in its own loop instead.
+/// that stream is prefetched [`SEQUENTIAL_AHEAD`] bytes ahead in its own loop instead, where a loop step reads at least
+/// [`SEQUENTIAL_MIN_STEP`] bytes of it.
 /// In: a lowered kernel (accumulators, ENDs); out: the same with CUSTOM statements among its reduction ENDs'
 /// sources. Prefetches never fault, so an address one tile past a buffer's end is harmless. tinygrad has no
 /// counterpart.
@@ -137,10 +144,10 @@ pub fn add_prefetches(sink: &UOp, sequential: bool) -> UOp {
                 continue;
             }
             // (a loop that walks exactly the THREAD iteration's span, as a weight repacked tile by tile, reads the
-            // buffer as one sequential stream: prefetched `SEQUENTIAL_AHEAD` bytes ahead where `sequential`, else left
-            // to the hardware prefetchers)
+            // buffer as one sequential stream: prefetched `SEQUENTIAL_AHEAD` bytes ahead where `sequential` and a step
+            // reads `SEQUENTIAL_MIN_STEP` bytes of it, else left to the hardware prefetchers)
             let ahead = match loops[..] {
-                [(Some(s), n)] if s * n == tile && !sequential => continue,
+                [(Some(s), n)] if s * n == tile && (!sequential || s * item < SEQUENTIAL_MIN_STEP as i64) => continue,
                 [(Some(s), n)] if s * n == tile => {
                     let r = end.src.iter().find(|r| r.op == Ops::RANGE && deps.contains(r)).expect("the loop");
                     [(r.clone(), r + (SEQUENTIAL_AHEAD as i64 + s * item - 1) / (s * item))].into_iter().collect()
