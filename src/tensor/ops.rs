@@ -251,10 +251,11 @@ impl Tensor {
     fn dot_bytes(&self, op: Ops, b: &Tensor, acc: impl IntoOperand) -> Tensor {
         let acc = acc.into_operand();
         let acc = if acc.dtype().is_weak() { acc.cast(dtypes::INT32) } else { acc };
+        let name = if op == Ops::DP4AS { "dp4a_signed" } else { "dp4a" };
         let dts = [self.dtype(), b.dtype(), acc.dtype()];
-        assert!(dts.iter().all(|&d| d == dtypes::INT32), "{op}: needs int32 words, got {} . {} + {}", dts[0], dts[1], dts[2]);
-        let (a, b) = self.broadcasted(b, "dp4a");
-        let (a, acc) = a.broadcasted(&acc, "dp4a");
+        assert!(dts.iter().all(|&d| d == dtypes::INT32), "{name}: needs int32 words, got {} . {} + {}", dts[0], dts[1], dts[2]);
+        let (a, b) = self.broadcasted(b, name);
+        let (a, acc) = a.broadcasted(&acc, name);
         let b = b.expand(a.shape());
         Tensor::from_uop(a.uop().alu(op, &[&b.uop(), &acc.uop()]))
     }
