@@ -103,3 +103,26 @@ fn masked_softmax_selects_whole_vectors() {
     let (j, i) = (Tensor::arange(0.0, 64.0, 1.0).reshape([1, 64]), Tensor::arange(0.0, 16.0, 1.0).reshape([16, 1]));
     check("masked_softmax", &j.le(&i).where_(input(&[16, 64]), f32::NEG_INFINITY).softmax(-1));
 }
+
+/// A max pool's backward counts each window's maxima: pixels compared with their window's maximum (loaded once per
+/// pair of lanes) and the comparison cast to float. Both are whole vectors (lane masks, selected to 1.0 or 0.0), never
+/// a lane at a time; the counts are right.
+#[test]
+fn window_maxima_compare_and_cast_as_vectors() {
+    let x: Vec<f32> = (0..4 * 16).map(|i| ((i * 7) % 5) as f32).collect();
+    let x = Tensor::from_slice(&x, [4, 16]).realize().unwrap().clone();
+    let m = x.reshape([4, 8, 2]).max(2).realize().unwrap().clone();
+    let up = m.reshape([4, 8, 1]).expand([4, 8, 2]).reshape([4, 16]);
+    let counts = x.eq(&up).cast(tinygrad::dtypes::FLOAT32).sum(1);
+    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8, sequential_prefetch: false };
+    let ren =
+        Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 64, mulacc: true, cpu: Some(cpu), ..Renderer::cpu() };
+    let sched = create_schedule(&[counts.uop()], &ren);
+    let src: String = sched.items.iter().map(|it| cstyle::render(&full_rewrite(&it.ast, &ren, None).unwrap())).collect();
+    assert!(src.contains("==") && !src.contains("(float)("), "comparisons or casts lane by lane:\n{src}");
+    // each row: values (7i mod 5), pairs' maxima counted once each, ties (equal pairs) twice; hand-derived per row
+    let want: Vec<f32> = (0..4)
+        .map(|r| (0..8).map(|p| if (7 * (16 * r + 2 * p)) % 5 == (7 * (16 * r + 2 * p + 1)) % 5 { 2.0 } else { 1.0 }).sum())
+        .collect();
+    assert_eq!(counts.to_vec::<f32>().unwrap(), want);
+}

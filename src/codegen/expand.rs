@@ -70,6 +70,11 @@ fn whole(x: &UOp) -> bool {
     x.op != Ops::VECTORIZE || x.src.iter().all(|s| *s == x.src[0])
 }
 
+/// Whether vectorized node `x` is a vector of loaded lanes (gathered one by one).
+fn loaded(x: &UOp) -> bool {
+    x.op == Ops::VECTORIZE && x.src.iter().all(|s| s.op == Ops::LOAD)
+}
+
 /// Whether vectorized node `x` is a vector of lane masks (a comparison's, or masks' AND, OR or XOR), not bools built
 /// lane by lane.
 fn is_mask(x: &UOp) -> bool {
@@ -368,6 +373,12 @@ fn vectorize(sink: &UOp, v: &UOp, half: bool) -> UOp {
                     }
                 }
             }
+            // a cast of lane masks to 4-byte lanes selects 1 or 0 by their bits (lane by lane it was an extract, a
+            // compare and a conversion each: a max pool's backward, which counts the window's maxima, ran at 1 GB/s)
+            Ops::CAST if mask_lanes(u.dtype) && is_mask(&vec[&u.src[0]]) => {
+                let (one, zero) = (broadcast(&u.const_like(1i64)), broadcast(&u.const_like(0i64)));
+                UOp::new(Ops::WHERE, u.dtype.vec(w as u16), [vec[&u.src[0]].clone(), one, zero], Arg::None)
+            }
             // (a CAST may widen or narrow: bytes to floats, as dequantization does; halves to and from float32)
             Ops::CAST | Ops::BITCAST
                 if vector_dtype(u.dtype)
@@ -388,9 +399,12 @@ fn vectorize(sink: &UOp, v: &UOp, half: bool) -> UOp {
             // a comparison of 4-byte vectors is a vector of lane masks (C's and OpenCL's vector `<`: all bits set where
             // true), which a select and the masks' AND, OR and XOR take whole; other users take its lanes. (Not of
             // lanes gathered one by one, as a padded concatenation's: per lane, the C compiler folds each unrolled
-            // copy's known conditions, 3.5x faster in a quantized activation's packing kernel)
+            // copy's known conditions, 3.5x faster in a quantized activation's packing kernel; loaded lanes fold to
+            // nothing, so a vector of loads is compared whole: a max pool's window maxima, one per pair of lanes)
             Ops::CMPLT | Ops::CMPNE | Ops::CMPEQ
-                if mask_lanes(u.src[0].dtype) && u.src[0].dtype == u.src[1].dtype && u.src.iter().all(|s| whole(&vec[s])) =>
+                if mask_lanes(u.src[0].dtype)
+                    && u.src[0].dtype == u.src[1].dtype
+                    && u.src.iter().all(|s| whole(&vec[s]) || loaded(&vec[s])) =>
             {
                 UOp::new(u.op, u.dtype.vec(w as u16), [broadcast(&vec[&u.src[0]]), broadcast(&vec[&u.src[1]])], Arg::None)
             }
