@@ -11,13 +11,13 @@ typedef float float8 __attribute__((vector_size(32), aligned(4)));
 #define TG_FMA_float8
 static inline __attribute__((always_inline)) float8 tg_fma_float8(float8 a, float8 b, float8 c) { return __builtin_ia32_vfmaddps256(a, b, c); }
 #endif
-void r_2_8_16_6_64(void** bufs, const int* vals, int core_start, int core_end) {
+void r_8_2_16_6_64(void** bufs, const int* vals, int core_start, int core_end) {
   (void)vals; (void)core_start; (void)core_end;
   float* restrict data0 = (float*)bufs[0];
   const float* restrict data1 = (float*)bufs[1];
   const float* restrict data2 = (float*)bufs[2];
-  for (long ridx1 = core_start; ridx1 < core_end; ridx1++) {
-    for (long ridx0 = 0; ridx0 < 8; ridx0++) {
+  for (long ridx0 = core_start; ridx0 < core_end; ridx0++) {
+    for (long ridx1 = 0; ridx1 < 2; ridx1++) {
       float8 acc0;
       float8 acc1;
       float8 acc2;

@@ -190,7 +190,7 @@ impl Analysis {
         let loaded = self.outs.iter().find(|r| self.reduces && unit_load(r) && ok(r));
         // (more than a quarter of the lanes wasted: padding to whole vectors pays up to 3/8)
         let wasteful =
-            |r: &UOp| 4 * (range_size(r).next_multiple_of(self.lanes) - range_size(r)) > range_size(r).next_multiple_of(self.lanes);
+            |r: &UOp| 8 * (range_size(r).next_multiple_of(self.lanes) - range_size(r)) > range_size(r).next_multiple_of(self.lanes);
         match (unit_store, self.outs.iter().find(|r| self.reduces && unit_load(r) && ok(r) && whole(r))) {
             (Some(s), Some(w)) if wasteful(s) => Some(w),
             (s, _) => s.or(loaded),
@@ -397,22 +397,34 @@ fn order_tile_loops(k: &mut Kernel, a: &Analysis, (row, n, vecs): (&UOp, usize, 
 /// with the vectors ignores: rows that re-load every vector (a matrix-vector product's next tile of rows,
 /// `QuantMatrix`) share only broadcasts, and each row is another stream from memory.
 fn row_axis<'a>(a: &'a Analysis, skip: Option<&UOp>) -> Option<&'a UOp> {
+    row_axes(a, skip).into_iter().next()
+}
+
+/// The candidates for [`row_axis`], best first.
+fn row_axes<'a>(a: &'a Analysis, skip: Option<&UOp>) -> Vec<&'a UOp> {
     let cheap = |r: &UOp| a.loads.iter().filter(|l| along(l, r) != Some(0)).all(|l| l.dtype.is_float());
     let near = |r: &UOp| a.loads.iter().filter(|l| along(l, r) != Some(0)).all(|l| along(l, r).is_some_and(|s| s.abs() <= 2));
     let reuses_vectors = |r: &UOp| skip.is_none_or(|v| a.loads.iter().any(|l| along(l, v) != Some(0) && ignores(l, r)));
     // (the vector axis by id: padding it made a new range)
     let other = |r: &&UOp| skip.is_none_or(|s| s.axis().0 != r.axis().0);
-    a.outs.iter().filter(other).filter(|r| a.reuse(r) && reuses_vectors(r)).max_by_key(|r| (cheap(r), near(r), range_size(r)))
+    let mut axes: Vec<&UOp> = a.outs.iter().filter(other).filter(|r| a.reuse(r) && reuses_vectors(r)).collect();
+    axes.sort_by_key(|r| std::cmp::Reverse((cheap(r), near(r), range_size(r))));
+    axes
 }
 
 /// UPCAST into the rows of a register tile along [`row_axis`], as many rows of `vregs` registers as fit `budget`; an axis
 /// no tile height divides (a prime) is padded to 8 rows where that fits and wastes at most an eighth (509 rows as 64
 /// tiles of 8: 16 accumulators, not 8), else to 4.
 fn rows(k: &mut Kernel, a: &Analysis, skip: Option<&UOp>, vregs: usize, budget: usize) -> usize {
-    let Some(row) = row_axis(a, skip) else { return 1 };
+    let axes = row_axes(a, skip);
+    let Some(&row) = axes.first() else { return 1 };
     let m = range_size(row);
-    match [16, 14, 12, 10, 8, 7, 6, 5, 4, 3, 2].into_iter().find(|&x| m.is_multiple_of(x) && x * vregs <= budget) {
-        Some(rows) => {
+    let fit = |r: &UOp| [16, 14, 12, 10, 8, 7, 6, 5, 4, 3, 2].into_iter().find(|&x| range_size(r).is_multiple_of(x) && x * vregs <= budget);
+    // (where no tile height divides the best axis and it is short, the next one a height divides: a convolution weight
+    // gradient's 5 window columns beside 4 registers of output channels, 2 input channels instead)
+    let next = || axes[1..].iter().find_map(|r| Some((*r, fit(r)?)));
+    match fit(row).map(|x| (row, x)).or_else(|| if m < 8 { next() } else { None }) {
+        Some((row, rows)) => {
             try_apply(k, OptOps::Upcast, row.axis().0, rows);
             rows
         }
@@ -464,7 +476,7 @@ fn threads(k: &mut Kernel, a: &Analysis, vaxis: Option<&UOp>) {
     }
     let rngs = k.rngs();
     let mut dims = k.upcastable_dims();
-    if let Some(v) = vaxis.filter(|v| a.reduces && k.lanes() > 1 && panels(a, v)) {
+    if let Some(v) = vaxis.filter(|v| a.reduces && k.lanes() > 1 && panels(a, v) && !fits_l2(a, v)) {
         dims.sort_by_key(|&i| rngs[i].axis().0 != v.axis().0);
     }
     let pick = dims.iter().copied().find(|&i| {
@@ -476,6 +488,23 @@ fn threads(k: &mut Kernel, a: &Analysis, vaxis: Option<&UOp>) {
     if let Some(i) = pick {
         let _ = k.apply_opt(Opt::new(OptOps::Thread, i, range_size(&rngs[i])));
     }
+}
+
+/// Bytes of a core's cache the vector operand may take and still be read by every core whole ([`threads`]).
+const SHARED_OPERAND_BYTES: u128 = 256 << 10;
+
+/// Whether the loads moving along vector axis `v` span at most [`SHARED_OPERAND_BYTES`] in all: a convolution's
+/// filter (100-150 KB in beautiful_mnist), which each core then reads whole while the cores split the images, each
+/// image's pixels staying in cache across the filter's panels (threaded by panels, every core read every image:
+/// conv4's forward 50 -> 47 ms on one Zen core), unlike a matmul's second operand, split by panels across the cores.
+fn fits_l2(a: &Analysis, v: &UOp) -> bool {
+    let axes: Vec<&UOp> = a.outs.iter().chain(&a.reds).collect();
+    let span = |l: &UOp| axes.iter().map(|r| along(l, r).map(|s| s.unsigned_abs() * (range_size(r) as u128 - 1))).sum::<Option<u128>>();
+    // (a load in no fixed steps, as a matmul operand packed in panels, has no span: it does not fit)
+    let vecs = a.loads.iter().filter(|l| along(l, v) != Some(0));
+    vecs.map(|l| span(l).map(|n| (n + 1) * l.dtype.base().itemsize() as u128))
+        .sum::<Option<u128>>()
+        .is_some_and(|b| b <= SHARED_OPERAND_BYTES)
 }
 
 /// Whether the loads along vector axis `v` are column panels: some row axis reuses them, or none walks them in longer
