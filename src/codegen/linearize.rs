@@ -78,14 +78,8 @@ fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
     }
     loop {
         let om = open_mask(&open);
-        // 1. anything that fits in the open loops (RANGEs open only explicitly): what uses values already loaded
-        //    first, then vector loads, then scalar ones, so each scalar (a register tile's broadcast) is loaded just
-        //    before its multiply-adds; gcc allocates registers in this order, and with every broadcast loaded up front
-        //    spilled an accumulator of a 5x2-register tile (a convolution at half clang's speed)
-        let fits = |u: &&UOp| u.op != Ops::RANGE && u.op != Ops::END && need(u) & !om == 0;
-        let pick = ready.iter().position(|u| fits(u) && u.op != Ops::LOAD);
-        let pick = pick.or_else(|| ready.iter().position(|u| fits(u) && u.dtype.count > 1)).or_else(|| ready.iter().position(fits));
-        if let Some(i) = pick {
+        // 1. anything that fits in the open loops (RANGEs open only explicitly)
+        if let Some(i) = ready.iter().position(|u| u.op != Ops::RANGE && u.op != Ops::END && need(u) & !om == 0) {
             emit(ready[i], &mut out, &mut ready);
             continue;
         }

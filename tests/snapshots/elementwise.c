@@ -21,10 +21,10 @@ void E_64_6_16(void** bufs, const int* vals, int core_start, int core_end) {
       float8 val3 = *((float8*)(&data1[alu1]));
       float8 val4 = *((float8*)(&data2[alu1]));
       float8 alu5 = (val3+val4);
-      *((float8*)(&data0[alu1])) = ((float8)(((int8)(alu0<alu5)&(int8)alu5)|(~(int8)(alu0<alu5)&(int8)alu0)));
       float8 val6 = *((float8*)(&data1[alu2]));
       float8 val7 = *((float8*)(&data2[alu2]));
       float8 alu8 = (val6+val7);
+      *((float8*)(&data0[alu1])) = ((float8)(((int8)(alu0<alu5)&(int8)alu5)|(~(int8)(alu0<alu5)&(int8)alu0)));
       *((float8*)(&data0[alu2])) = ((float8)(((int8)(alu0<alu8)&(int8)alu8)|(~(int8)(alu0<alu8)&(int8)alu0)));
     }
   }

@@ -17,8 +17,8 @@ void E_64_6_16(void** bufs, const int* vals, int core_start, int core_end) {
       long alu0 = ((ridx0*96)+(ridx1*16));
       long alu1 = (alu0+8);
       half8 val2 = *((half8*)(&data1[alu0]));
-      *((half8*)(&data0[alu0])) = __builtin_convertvector((__builtin_convertvector(val2, float8)*3.0f), half8);
       half8 val3 = *((half8*)(&data1[alu1]));
+      *((half8*)(&data0[alu0])) = __builtin_convertvector((__builtin_convertvector(val2, float8)*3.0f), half8);
       *((half8*)(&data0[alu1])) = __builtin_convertvector((__builtin_convertvector(val3, float8)*3.0f), half8);
     }
   }

@@ -37,15 +37,15 @@ void r_4_3_8_4_24(void** bufs, const int* vals, int core_start, int core_end) {
       long alu8 = (alu4+57);
       for (long ridx2 = 0; ridx2 < 24; ridx2++) {
         long alu9 = ((ridx0*96)+ridx2);
-        float8 val10 = *((float8*)(&data2[(alu1+(ridx2*19))]));
-        float val11 = data1[alu9];
-        acc0 = tg_fma_float8(((float8){val11, val11, val11, val11, val11, val11, val11, val11}), val10, acc0);
-        float val12 = (alu0?data1[(alu9+24)]:0.0f);
-        acc1 = tg_fma_float8(((float8){val12, val12, val12, val12, val12, val12, val12, val12}), val10, acc1);
-        float val13 = (alu0?data1[(alu9+48)]:0.0f);
-        acc2 = tg_fma_float8(((float8){val13, val13, val13, val13, val13, val13, val13, val13}), val10, acc2);
-        float val14 = (alu0?data1[(alu9+72)]:0.0f);
-        acc3 = tg_fma_float8(((float8){val14, val14, val14, val14, val14, val14, val14, val14}), val10, acc3);
+        float val10 = data1[alu9];
+        float val11 = (alu0?data1[(alu9+24)]:0.0f);
+        float val12 = (alu0?data1[(alu9+48)]:0.0f);
+        float val13 = (alu0?data1[(alu9+72)]:0.0f);
+        float8 val14 = *((float8*)(&data2[(alu1+(ridx2*19))]));
+        acc0 = tg_fma_float8(((float8){val10, val10, val10, val10, val10, val10, val10, val10}), val14, acc0);
+        acc1 = tg_fma_float8(((float8){val11, val11, val11, val11, val11, val11, val11, val11}), val14, acc1);
+        acc2 = tg_fma_float8(((float8){val12, val12, val12, val12, val12, val12, val12, val12}), val14, acc2);
+        acc3 = tg_fma_float8(((float8){val13, val13, val13, val13, val13, val13, val13, val13}), val14, acc3);
       }
       data0[(alu4+0)] = acc0[0];
       data0[(alu4+1)] = acc0[1];

@@ -32,36 +32,36 @@ void r_64_4_32_16(void** bufs, const int* vals, int core_start, int core_end) {
     for (long ridx4 = 0; ridx4 < 32; ridx4++) {
       long alu2 = (ridx4*16);
       long alu3 = (alu2+(ridx0*2048));
-      __builtin_prefetch(&data2[(alu3+2056)]);
-      __builtin_prefetch(&data2[(alu3+2568)]);
-      __builtin_prefetch(&data2[(alu3+3080)]);
-      __builtin_prefetch(&data2[(alu3+3592)]);
       float8 val4 = *((float8*)(&data1[alu2]));
       float8 val5 = *((float8*)(&data1[(alu2+8)]));
       float8 val6 = *((float8*)(&data2[alu3]));
       float8 val7 = *((float8*)(&data2[(alu3+8)]));
-      acc0 = tg_fma_float8(val5, val7, tg_fma_float8(val4, val6, acc0));
       float8 val8 = *((float8*)(&data2[(alu3+520)]));
       float8 val9 = *((float8*)(&data2[(alu3+512)]));
-      acc1 = tg_fma_float8(val5, val8, tg_fma_float8(val4, val9, acc1));
       float8 val10 = *((float8*)(&data2[(alu3+1032)]));
       float8 val11 = *((float8*)(&data2[(alu3+1024)]));
-      acc2 = tg_fma_float8(val5, val10, tg_fma_float8(val4, val11, acc2));
       float8 val12 = *((float8*)(&data2[(alu3+1544)]));
       float8 val13 = *((float8*)(&data2[(alu3+1536)]));
+      __builtin_prefetch(&data2[(alu3+2056)]);
+      __builtin_prefetch(&data2[(alu3+2568)]);
+      __builtin_prefetch(&data2[(alu3+3080)]);
+      __builtin_prefetch(&data2[(alu3+3592)]);
+      acc0 = tg_fma_float8(val5, val7, tg_fma_float8(val4, val6, acc0));
+      acc1 = tg_fma_float8(val5, val8, tg_fma_float8(val4, val9, acc1));
+      acc2 = tg_fma_float8(val5, val10, tg_fma_float8(val4, val11, acc2));
       acc3 = tg_fma_float8(val5, val12, tg_fma_float8(val4, val13, acc3));
     }
     float4 alu14 = (((float4){acc0[0], acc0[1], acc0[2], acc0[3]})+((float4){acc0[4], acc0[5], acc0[6], acc0[7]}));
-    float2 alu15 = (((float2){alu14[0], alu14[1]})+((float2){alu14[2], alu14[3]}));
-    data0[alu0] = (alu15[0]+alu15[1]);
-    float4 alu16 = (((float4){acc1[0], acc1[1], acc1[2], acc1[3]})+((float4){acc1[4], acc1[5], acc1[6], acc1[7]}));
-    float2 alu17 = (((float2){alu16[0], alu16[1]})+((float2){alu16[2], alu16[3]}));
-    data0[(alu0+1)] = (alu17[0]+alu17[1]);
-    float4 alu18 = (((float4){acc2[0], acc2[1], acc2[2], acc2[3]})+((float4){acc2[4], acc2[5], acc2[6], acc2[7]}));
-    float2 alu19 = (((float2){alu18[0], alu18[1]})+((float2){alu18[2], alu18[3]}));
-    data0[(alu0+2)] = (alu19[0]+alu19[1]);
-    float4 alu20 = (((float4){acc3[0], acc3[1], acc3[2], acc3[3]})+((float4){acc3[4], acc3[5], acc3[6], acc3[7]}));
-    float2 alu21 = (((float2){alu20[0], alu20[1]})+((float2){alu20[2], alu20[3]}));
+    float4 alu15 = (((float4){acc1[0], acc1[1], acc1[2], acc1[3]})+((float4){acc1[4], acc1[5], acc1[6], acc1[7]}));
+    float4 alu16 = (((float4){acc2[0], acc2[1], acc2[2], acc2[3]})+((float4){acc2[4], acc2[5], acc2[6], acc2[7]}));
+    float4 alu17 = (((float4){acc3[0], acc3[1], acc3[2], acc3[3]})+((float4){acc3[4], acc3[5], acc3[6], acc3[7]}));
+    float2 alu18 = (((float2){alu14[0], alu14[1]})+((float2){alu14[2], alu14[3]}));
+    float2 alu19 = (((float2){alu15[0], alu15[1]})+((float2){alu15[2], alu15[3]}));
+    float2 alu20 = (((float2){alu16[0], alu16[1]})+((float2){alu16[2], alu16[3]}));
+    float2 alu21 = (((float2){alu17[0], alu17[1]})+((float2){alu17[2], alu17[3]}));
+    data0[alu0] = (alu18[0]+alu18[1]);
+    data0[(alu0+1)] = (alu19[0]+alu19[1]);
+    data0[(alu0+2)] = (alu20[0]+alu20[1]);
     data0[(alu0+3)] = (alu21[0]+alu21[1]);
   }
 }
