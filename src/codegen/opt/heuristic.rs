@@ -476,7 +476,7 @@ fn threads(k: &mut Kernel, a: &Analysis, vaxis: Option<&UOp>) {
     }
     let rngs = k.rngs();
     let mut dims = k.upcastable_dims();
-    if let Some(v) = vaxis.filter(|v| a.reduces && k.lanes() > 1 && panels(a, v) && !fits_l2(a, v)) {
+    if let Some(v) = vaxis.filter(|v| a.reduces && k.lanes() > 1 && panels(a, v) && !shared_operand(a, v)) {
         dims.sort_by_key(|&i| rngs[i].axis().0 != v.axis().0);
     }
     let pick = dims.iter().copied().find(|&i| {
@@ -497,7 +497,7 @@ const SHARED_OPERAND_BYTES: u128 = 256 << 10;
 /// filter (100-150 KB in beautiful_mnist), which each core then reads whole while the cores split the images, each
 /// image's pixels staying in cache across the filter's panels (threaded by panels, every core read every image:
 /// conv4's forward 50 -> 47 ms on one Zen core), unlike a matmul's second operand, split by panels across the cores.
-fn fits_l2(a: &Analysis, v: &UOp) -> bool {
+fn shared_operand(a: &Analysis, v: &UOp) -> bool {
     let axes: Vec<&UOp> = a.outs.iter().chain(&a.reds).collect();
     let span = |l: &UOp| axes.iter().map(|r| along(l, r).map(|s| s.unsigned_abs() * (range_size(r) as u128 - 1))).sum::<Option<u128>>();
     // (a load in no fixed steps, as a matmul operand packed in panels, has no span: it does not fit)
