@@ -30,4 +30,4 @@ pub use dtype::{dtypes, DType};
 pub use error::{Error, Result};
 pub use tensor::Tensor;
 pub use tensor::TinyJit;
-pub use uop::{Ops, UOp};
+pub use uop::{Ops, Sint, UOp};

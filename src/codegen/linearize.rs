@@ -65,12 +65,13 @@ fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
         }
     };
     let open_mask = |open: &Vec<&UOp>| open.iter().fold(0, |m, r| m | bit(r));
-    // output loops (those no END closes) open first, outermost first, after their (constant) bounds
+    // output loops (those no END closes) open first, outermost first, after their bounds (constants, or
+    // expressions over variables)
     for &r in ranges.iter().filter(|r| bit(r) & closed_somewhere == 0) {
-        for s in r.src.iter() {
-            assert!(s.op == Ops::CONST, "linearize: output loop bound is not a constant");
-            if ready.contains(&s) {
-                emit(s, &mut out, &mut ready);
+        for s in r.src[0].toposort() {
+            assert!(s.op != Ops::RANGE, "linearize: output loop bound depends on a loop");
+            if !out.contains(&s) {
+                emit(&topo[at[&s]], &mut out, &mut ready);
             }
         }
         emit(r, &mut out, &mut ready);

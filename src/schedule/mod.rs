@@ -8,7 +8,7 @@ mod rangeify;
 mod target;
 
 use crate::renderer::Renderer;
-use crate::uop::{spec, Arg, BufferInfo, GroupOp, OpSet, Ops, UOp};
+use crate::uop::{spec, Arg, BufferInfo, GroupOp, OpSet, Ops, Sint, UOp};
 use parking_lot::Mutex;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::{Arc, LazyLock};
@@ -44,6 +44,15 @@ pub fn buffer_view(buf: &UOp, shape: &[usize]) -> UOp {
         return buf.clone();
     }
     UOp::new(Ops::RESHAPE, buf.dtype, [buf.clone()], Arg::Ints(shape.iter().map(|&d| d as i64).collect()))
+}
+
+/// A view of `buf` (a BUFFER node) in the shape of tensor node `root`: where that is symbolic, its front (the
+/// buffer holds the variables' maxima).
+fn view_of(buf: &UOp, root: &UOp) -> UOp {
+    match root.is_symbolic() {
+        true => UOp::new(Ops::RESHAPE, buf.dtype, [buf.clone()], Arg::Sints(root.sym_shape().expect("a tensor").into())),
+        false => buffer_view(buf, root.shape().expect("a tensor")),
+    }
 }
 
 /// The BUFFER under a contiguous view (a BUFFER, or a RESHAPE of one), if `u` is such a view.
@@ -89,14 +98,15 @@ fn info_size(buf: &UOp) -> usize {
 }
 
 /// `roots` with every BUFFER replaced by a placeholder numbered by first appearance (same dtype, size and device) and
-/// every BIND by its variable (and each CUSTOM_GRADIENT by its value); the BUFFERs in that order; the variables' values, sorted by name.
+/// every BIND by its variable (and each CUSTOM_GRADIENT by its value); the BUFFERs in that order; the variables' values, sorted by name;
+/// whether any dim is symbolic.
 ///
 /// # Panics
 /// If a variable is bound to two values.
-fn normalize(roots: &[UOp]) -> (UOp, Vec<UOp>, VarVals) {
+fn normalize(roots: &[UOp]) -> (UOp, Vec<UOp>, VarVals, bool) {
     let sink = UOp::sink(roots.to_vec());
     let mut map: FxHashMap<UOp, UOp> = FxHashMap::default();
-    let (mut inputs, mut vals) = (Vec::new(), Vec::new());
+    let (mut inputs, mut vals, mut symbolic) = (Vec::new(), Vec::new(), false);
     for u in sink.toposort() {
         let new = match &u.arg {
             Arg::Buffer(b) => {
@@ -110,6 +120,11 @@ fn normalize(roots: &[UOp]) -> (UOp, Vec<UOp>, VarVals) {
                 vals.push((name.clone(), u.src[1].const_int().expect("the spec checks BIND's value") as i64));
                 u.src[0].clone()
             }
+            Arg::Sints(dims) => {
+                symbolic = true;
+                let src: Vec<UOp> = u.src.iter().map(|s| map[s].clone()).collect();
+                u.replace(u.op, u.dtype, src, Arg::Sints(unbind_dims(dims, &mut vals)), u.tag)
+            }
             _ => u.with_src(u.src.iter().map(|s| map[s].clone()).collect::<Vec<_>>()),
         };
         map.insert(u, new);
@@ -119,7 +134,7 @@ fn normalize(roots: &[UOp]) -> (UOp, Vec<UOp>, VarVals) {
     if let Some(w) = vals.windows(2).find(|w| w[0].0 == w[1].0) {
         panic!("schedule: variable {} is bound to {} and to {}", w[0].0, w[0].1, w[1].1);
     }
-    (map[&sink].clone(), inputs, vals)
+    (map[&sink].clone(), inputs, vals, symbolic)
 }
 
 /// `roots` with each CUSTOM_GRADIENT replaced by its value: what is computed, once gradients are built.
@@ -136,11 +151,55 @@ pub fn strip_custom_gradients(roots: &[UOp]) -> Vec<UOp> {
     roots.iter().map(|r| new[r].clone()).collect()
 }
 
-/// `roots` with each BIND replaced by its variable.
+/// Whether the kernels of `roots` can loop to its symbolic dims and be exact at the bound values: rangeify tells a
+/// broadcast dim by its being 1, so an EXPAND may not repeat a symbolic dim (one tensor code broadcast because its
+/// bound value is 1). Other mixes of symbolic and concrete dims index exactly at the bound values.
+fn sym_indexable(roots: &[UOp]) -> bool {
+    let topo = UOp::sink(roots.to_vec()).toposort();
+    topo.iter().filter(|u| u.op == Ops::EXPAND && u.is_symbolic()).all(|u| {
+        let (src, dst) = (u.src[0].sym_shape().expect("a tensor"), u.sym_shape().expect("a tensor"));
+        src.iter().zip(dst).all(|(s, d)| *s == d || s.int().is_some())
+    })
+}
+
+/// `roots` with every symbolic dim at its bound value.
+fn concretize(roots: &[UOp]) -> Vec<UOp> {
+    let mut new: FxHashMap<UOp, UOp> = FxHashMap::default();
+    for u in UOp::sink(roots.to_vec()).toposort() {
+        let src: Vec<UOp> = u.src.iter().map(|s| new[s].clone()).collect();
+        let n = match &u.arg {
+            Arg::Sints(dims) => u.replace(u.op, u.dtype, src, Arg::Ints(dims.iter().map(|d| d.value() as i64).collect()), u.tag),
+            _ => u.with_src(src),
+        };
+        new.insert(u, n);
+    }
+    roots.iter().map(|r| new[r].clone()).collect()
+}
+
+/// Symbolic dims with each BIND replaced by its variable, the values appended to `vals`.
+fn unbind_dims(dims: &[Sint], vals: &mut VarVals) -> Arc<[Sint]> {
+    let mut one = |u: &UOp| {
+        let binds: FxHashMap<UOp, UOp> =
+            u.toposort().into_iter().filter(|b| b.op == Ops::BIND).map(|b| (b.clone(), b.src[0].clone())).collect();
+        vals.extend(binds.keys().map(|b| (Arc::from(b.var_name()), b.src[1].const_int().expect("BIND of a constant") as i64)));
+        Sint::Sym(u.substitute(&binds))
+    };
+    dims.iter().map(|d| if let Sint::Sym(u) = d { one(u) } else { d.clone() }).collect()
+}
+
+/// `roots` with each BIND replaced by its variable (in symbolic dims too).
 fn unbind(roots: &[UOp]) -> Vec<UOp> {
-    let binds: FxHashMap<UOp, UOp> =
-        UOp::sink(roots.to_vec()).toposort().into_iter().filter(|u| u.op == Ops::BIND).map(|b| (b.clone(), b.src[0].clone())).collect();
-    roots.iter().map(|r| r.substitute(&binds)).collect()
+    let mut new: FxHashMap<UOp, UOp> = FxHashMap::default();
+    for u in UOp::sink(roots.to_vec()).toposort() {
+        let src: Vec<UOp> = u.src.iter().map(|s| new[s].clone()).collect();
+        let n = match &u.arg {
+            _ if u.op == Ops::BIND => u.src[0].clone(),
+            Arg::Sints(dims) => u.replace(u.op, u.dtype, src, Arg::Sints(unbind_dims(dims, &mut Vec::new())), u.tag),
+            _ => u.with_src(src),
+        };
+        new.insert(u, n);
+    }
+    roots.iter().map(|r| new[r].clone()).collect()
 }
 
 thread_local! {
@@ -159,7 +218,15 @@ pub fn create_schedule(roots: &[UOp], ren: &Renderer) -> Schedule {
     let device = ren.device;
     SCHEDULES.with(|n| n.set(n.get() + 1));
     spec::verify(&UOp::sink(roots.to_vec()), &spec::TENSOR_SPEC, "schedule input");
-    let (key, inputs, var_vals) = normalize(roots);
+    let (mut key, mut inputs, mut var_vals, symbolic) = normalize(roots);
+    let concrete;
+    let roots = if symbolic && !sym_indexable(roots) {
+        concrete = concretize(roots);
+        (key, inputs, var_vals, _) = normalize(&concrete);
+        &concrete[..]
+    } else {
+        roots
+    };
     let key = (key, device, ren.vector_bytes, ren.has_local, crate::helpers::SPLIT_REDUCEOP.value());
     let hit = CACHE.lock().get(&key).cloned();
     if let Some(t) = hit {
@@ -184,14 +251,13 @@ pub fn create_schedule(roots: &[UOp], ren: &Renderer) -> Schedule {
                 bufs: std::iter::once(outs.last().expect("pushed").clone()).chain(reads).collect(),
             });
         }
-        let outputs =
-            roots.iter().zip(&t.outputs).map(|(r, k)| k.map_or_else(|| r.clone(), |k| buffer_view(&outs[k], r.shape().unwrap()))).collect();
+        let outputs = roots.iter().zip(&t.outputs).map(|(r, k)| k.map_or_else(|| r.clone(), |k| view_of(&outs[k], r))).collect();
         return Schedule { items, outputs, var_vals };
     }
     let unbound = if var_vals.is_empty() { roots.to_vec() } else { unbind(roots) };
     let unbound = strip_custom_gradients(&unbound);
     let mut sched = schedule_uncached(&unbound, ren);
-    sched.var_vals = var_vals;
+    sched.var_vals = var_vals.clone();
     let index: FxHashMap<&UOp, Src> = inputs.iter().enumerate().map(|(i, b)| (b, Src::Input(i))).collect();
     let mut index: FxHashMap<UOp, Src> = index.into_iter().map(|(b, s)| (b.clone(), s)).collect();
     let mut kernels = Vec::with_capacity(sched.items.len());
@@ -206,7 +272,7 @@ pub fn create_schedule(roots: &[UOp], ren: &Renderer) -> Schedule {
         };
         kernels.push((it.ast.clone(), it.bufs.iter().map(|b| index[b]).collect(), out));
     }
-    let outputs = sched
+    let outputs: Vec<Option<usize>> = sched
         .outputs
         .iter()
         .zip(&unbound)
@@ -216,6 +282,14 @@ pub fn create_schedule(roots: &[UOp], ren: &Renderer) -> Schedule {
             (o != r).then(|| sched.items.iter().rposition(|it| &it.bufs[0] == b)).flatten()
         })
         .collect();
+    if !var_vals.is_empty() {
+        // the roots' views in their bound shapes (the schedule's are at the variables' maxima)
+        sched.outputs = roots
+            .iter()
+            .zip(&outputs)
+            .map(|(r, k)| k.map_or_else(|| r.clone(), |k| view_of(&sched.items[k].bufs[0], r)))
+            .collect::<Vec<_>>();
+    }
     let mut cache = CACHE.lock();
     if cache.len() > 4096 {
         cache.clear();

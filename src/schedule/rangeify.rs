@@ -3,16 +3,24 @@
 //! for its reduced axes; buffers become LOADs at a flat index. Follows tinygrad `schedule/rangeify.py`.
 
 use crate::dtype::{dtypes, AddrSpace};
-use crate::uop::{Arg, AxisType, GroupOp, Ops, UOp};
+use crate::uop::{margs, reshape_groups, Arg, AxisType, GroupOp, Ops, Sint, UOp};
 use rustc_hash::FxHashMap;
 
 /// Contiguous (row-major) strides of `shape`.
-pub fn strides(shape: &[usize]) -> Vec<i64> {
-    let mut st = vec![1i64; shape.len()];
+fn strides(shape: &[Sint]) -> Vec<Sint> {
+    let mut st = vec![Sint::Int(1); shape.len()];
     for i in (0..shape.len().saturating_sub(1)).rev() {
-        st[i] = st[i + 1] * shape[i + 1] as i64;
+        st[i] = &st[i + 1] * &shape[i + 1];
     }
     st
+}
+
+/// `i * d`.
+fn times(i: &UOp, d: &Sint) -> UOp {
+    match d {
+        Sint::Int(n) => i * *n as i64,
+        Sint::Sym(u) => i * u,
+    }
 }
 
 fn idx_const(v: i64) -> UOp {
@@ -20,37 +28,23 @@ fn idx_const(v: i64) -> UOp {
 }
 
 /// `sum(idx[k] * strides[k])`.
-fn flat(idx: &[UOp], shape: &[usize]) -> UOp {
-    idx.iter().zip(strides(shape)).zip(shape).filter(|(_, &s)| s != 1).fold(idx_const(0), |acc, ((i, st), _)| &acc + &(i * st))
+fn flat(idx: &[UOp], shape: &[Sint]) -> UOp {
+    idx.iter()
+        .zip(strides(shape))
+        .zip(shape)
+        .filter(|(_, s)| **s != Sint::Int(1))
+        .fold(idx_const(0), |acc, ((i, st), _)| &acc + &times(i, &st))
 }
 
-/// A reshape from `src` to `dst` as independent groups of dims (`dst[a]` holds what `src[b]` does, with equal
-/// products), so an index is flattened and split only within the dims a reshape actually merges or splits (one
-/// flat index over every dim leaves div/mod chains the simplifier can't undo).
-fn reshape_groups(dst: &[usize], src: &[usize]) -> Vec<(std::ops::Range<usize>, std::ops::Range<usize>)> {
-    let (nd, ns) = (dst.len(), src.len());
-    let (mut a, mut b, mut groups) = (0, 0, Vec::new());
-    while a < nd || b < ns {
-        let (a0, b0, mut pa, mut pb) = (a, b, 1usize, 1usize);
-        loop {
-            let need_a = a < nd && (a == a0 || pa < pb || b == ns);
-            let need_b = b < ns && (b == b0 || pb < pa || a == nd);
-            if need_a && (pa <= pb || !need_b) {
-                pa *= dst[a];
-                a += 1;
-            } else if need_b {
-                pb *= src[b];
-                b += 1;
-            } else {
-                break;
-            }
-            if pa == pb && (a > a0 || a == nd) && (b > b0 || b == ns) {
-                break;
-            }
-        }
-        groups.push((a0..a, b0..b));
+/// [`reshape_groups`] of symbolic shapes: grouped by value, each group's products checked symbolically (a symbol
+/// whose value equals another dim's could group wrongly), else one group.
+fn sym_groups(dst: &[Sint], src: &[Sint]) -> Vec<(std::ops::Range<usize>, std::ops::Range<usize>)> {
+    let val = |s: &[Sint]| s.iter().map(Sint::value).collect::<Vec<_>>();
+    let groups = reshape_groups(&val(dst), &val(src));
+    if groups.iter().all(|(a, b)| Sint::product(&dst[a.clone()]) == Sint::product(&src[b.clone()])) {
+        return groups;
     }
-    groups
+    vec![(0..dst.len(), 0..src.len())]
 }
 
 fn and(a: Option<UOp>, b: UOp) -> Option<UOp> {
@@ -85,7 +79,7 @@ impl Ctx<'_> {
         UOp::new(Ops::DEFINE_GLOBAL, buf.dtype.ptr(size, AddrSpace::Global), [], Arg::Int(slot as i64))
     }
 
-    fn load(&mut self, buf: &UOp, shape: &[usize], idx: &[UOp], valid: &Option<UOp>) -> UOp {
+    fn load(&mut self, buf: &UOp, shape: &[Sint], idx: &[UOp], valid: &Option<UOp>) -> UOp {
         let g = self.global(buf);
         let mut src = vec![g.clone(), flat(idx, shape)];
         src.extend(valid.clone());
@@ -134,10 +128,10 @@ impl Ctx<'_> {
     fn plan(&mut self, u: &UOp, idx: &[UOp], valid: &Option<UOp>) -> Result<UOp, Plan> {
         if let Some(buf) = self.bufs.get(u) {
             let buf = buf.clone();
-            return Ok(self.load(&buf, u.shape().unwrap(), idx, valid));
+            return Ok(self.load(&buf, &u.sym_shape().unwrap(), idx, valid));
         }
-        let shape = u.shape().expect("tensor node");
-        let src_shape = || u.src[0].shape().unwrap().to_vec();
+        let shape = &u.sym_shape().expect("tensor node")[..];
+        let src_shape = || u.src[0].sym_shape().unwrap();
         let ints = || match &u.arg {
             Arg::Ints(v) => v.clone(),
             a => panic!("{}: bad arg {a:?}", u.op),
@@ -155,13 +149,16 @@ impl Ctx<'_> {
             Ops::RESHAPE => {
                 let ss = src_shape();
                 let mut j = Vec::with_capacity(ss.len());
-                for (a, b) in reshape_groups(shape, &ss) {
+                for (a, b) in sym_groups(shape, &ss) {
                     if a.len() == 1 && b.len() == 1 {
                         j.push(idx[a.start].clone());
                         continue;
                     }
                     let (f, gs) = (flat(&idx[a.clone()], &shape[a]), &ss[b]);
-                    j.extend(gs.iter().zip(strides(gs)).map(|(&s, st)| if s == 1 { idx_const(0) } else { (&f / st) % (s as i64) }));
+                    j.extend(gs.iter().zip(strides(gs)).map(|(s, st)| match s {
+                        Sint::Int(1) => idx_const(0),
+                        _ => (&f / &st.uop()) % &s.uop(),
+                    }));
                 }
                 same(j)
             }
@@ -175,17 +172,17 @@ impl Ctx<'_> {
                 same(
                     idx.iter()
                         .zip(ss.iter().zip(shape))
-                        .map(|(i, (&s, &o))| if s == 1 && o != 1 { idx_const(0) } else { i.clone() })
+                        .map(|(i, (s, o))| if *s == Sint::Int(1) && *o != Sint::Int(1) { idx_const(0) } else { i.clone() })
                         .collect(),
                 )
             }
-            Ops::SHRINK => same(idx.iter().zip(ints().chunks(2)).map(|(i, c)| i + c[0]).collect()),
+            Ops::SHRINK => same(idx.iter().zip(margs(u).chunks(2)).map(|(i, c)| i + &c[0].uop()).collect()),
             Ops::FLIP => {
                 let ss = src_shape();
                 same(
                     idx.iter()
                         .zip(ints().iter().zip(&ss))
-                        .map(|(i, (&f, &s))| if f != 0 { (s as i64 - 1) - i } else { i.clone() })
+                        .map(|(i, (&f, s))| if f != 0 { &(&s.uop() - 1) - i } else { i.clone() })
                         .collect(),
                 )
             }
@@ -194,10 +191,10 @@ impl Ctx<'_> {
                 let mut cond: Option<UOp> = None;
                 let mut j = Vec::with_capacity(idx.len());
                 for (k, i) in idx.iter().enumerate() {
-                    let (b, s) = (pads[2 * k], ss[k] as i64);
+                    let (b, s) = (pads[2 * k], ss[k].uop());
                     if pads[2 * k] != 0 || pads[2 * k + 1] != 0 {
                         cond = and(cond, i.cmplt(b).logical_not());
-                        cond = and(cond, i.cmplt(b + s));
+                        cond = and(cond, i.cmplt(&s + b));
                     }
                     j.push(i - b);
                 }
@@ -212,8 +209,8 @@ impl Ctx<'_> {
                     .iter()
                     .enumerate()
                     .map(|(k, i)| {
-                        if axes.contains(&k) && ss[k] != 1 {
-                            let r = UOp::range(idx_const(ss[k] as i64), self.next_axis, AxisType::Reduce);
+                        if axes.contains(&k) && ss[k] != Sint::Int(1) {
+                            let r = UOp::range(ss[k].uop(), self.next_axis, AxisType::Reduce);
                             self.next_axis += 1;
                             ranges.push(r.clone());
                             r
@@ -253,15 +250,15 @@ enum Finish {
 /// The kernel computing tensor node `root` into `out` (DEFINE_GLOBAL 0), loading realized nodes from `bufs`;
 /// returns the AST and the input BUFFERs by slot (from 1). An ASSIGN computes its value into its target.
 pub fn build_kernel(root: &UOp, out: &UOp, bufs: &FxHashMap<UOp, UOp>) -> (UOp, Vec<UOp>) {
-    let shape = root.shape().unwrap().to_vec();
+    let shape = root.sym_shape().unwrap();
     let mut ctx = Ctx { bufs, out, inputs: Vec::new(), next_axis: 0, memo: FxHashMap::default() };
     let idx: Vec<UOp> = shape
         .iter()
-        .map(|&s| {
-            if s == 1 {
+        .map(|s| {
+            if *s == Sint::Int(1) {
                 return idx_const(0);
             }
-            let r = UOp::range(idx_const(s as i64), ctx.next_axis, AxisType::Loop);
+            let r = UOp::range(s.uop(), ctx.next_axis, AxisType::Loop);
             ctx.next_axis += 1;
             r
         })
@@ -272,27 +269,9 @@ pub fn build_kernel(root: &UOp, out: &UOp, bufs: &FxHashMap<UOp, UOp>) -> (UOp, 
         _ => root,
     };
     let value = ctx.value(src, idx.clone(), None);
-    let numel: usize = shape.iter().product();
+    let numel: usize = shape.iter().map(Sint::value).product();
     let g = UOp::new(Ops::DEFINE_GLOBAL, root.dtype.ptr(numel as i64, AddrSpace::Global), [], Arg::Int(0));
     let index = UOp::new(Ops::INDEX, g.dtype, [g, flat(&idx, &shape)], Arg::None);
     let store = UOp::new(Ops::STORE, dtypes::VOID, [index, value], Arg::None);
     (UOp::sink(vec![store]), ctx.inputs)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::reshape_groups;
-
-    #[test]
-    fn reshape_groups_split_only_what_changes() {
-        let g = |d: &[usize], s: &[usize]| reshape_groups(d, s).into_iter().map(|(a, b)| (a.len(), b.len())).collect::<Vec<_>>();
-        // (64, 32, 125) -> (64, 32, 5, 25): only the last dim splits
-        assert_eq!(g(&[64, 32, 5, 25], &[64, 32, 125]), [(1, 1), (1, 1), (2, 1)]);
-        // (2, 3) <-> (3, 2) share no boundary
-        assert_eq!(g(&[2, 3], &[3, 2]), [(2, 2)]);
-        // size-1 dims on either side
-        assert_eq!(g(&[6, 1], &[6]), [(1, 1), (1, 0)]);
-        assert_eq!(g(&[6], &[1, 6]), [(1, 2)]);
-        assert_eq!(g(&[4, 1, 32], &[4, 32]), [(1, 1), (2, 1)]);
-    }
 }

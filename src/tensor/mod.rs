@@ -449,7 +449,10 @@ impl Tensor {
             return self.to(self.device().split(',').next().expect("a device")).to_bytes();
         }
         self.realize()?;
-        engine::copyout(&self.uop())
+        let mut bytes = engine::copyout(&self.uop())?;
+        // (a symbolic tensor's buffer is allocated for the variables' maxima; its elements are the front)
+        bytes.truncate(self.numel() * self.dtype().itemsize());
+        Ok(bytes)
     }
     /// A 0-d tensor holding `v`.
     pub fn scalar<T: Element>(v: T) -> Tensor {

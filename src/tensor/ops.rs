@@ -3,7 +3,7 @@
 
 use super::Tensor;
 use crate::dtype::{dtypes, least_upper_dtype, strong_dtype, sum_acc_dtype, ConstValue, DType};
-use crate::uop::{Arg, Ops, UOp};
+use crate::uop::{reshape_groups, Arg, Ops, Sint, UOp};
 
 /// Dims that may be negative (`-1`: infer in `reshape`, keep in `expand`): ints, arrays, slices and `Vec`s.
 pub trait IntoDims {
@@ -82,6 +82,42 @@ impl IntoOperand for f32 {
     }
 }
 
+/// The symbolic args of movement op `op` with concrete `arg` on a source of symbolic shape `src`, where a symbolic
+/// dim passes through: EXPAND and SHRINK keep a dim they leave whole; RESHAPE keeps a dim that stays alone in its
+/// group ([`reshape_groups`]), moves one beside new 1s, and multiplies out one merged with others. `None` when
+/// no symbol survives. Any choice is exact at the bound values (the schedule falls back to them where rangeify
+/// could not tell a broadcast, `schedule::sym_indexable`); whether it holds at other values is the caller's to keep.
+fn infer_sym_args(op: Ops, src: &[Sint], arg: &[i64]) -> Option<Vec<Sint>> {
+    let int = |x: i64| Sint::Int(x as usize);
+    let out: Vec<Sint> = match op {
+        Ops::EXPAND => src.iter().zip(arg).map(|(s, &a)| if s.value() as i64 == a { s.clone() } else { int(a) }).collect(),
+        Ops::SHRINK => src
+            .iter()
+            .zip(arg.chunks(2))
+            .flat_map(|(s, c)| if c[0] == 0 && c[1] == s.value() as i64 { [Sint::Int(0), s.clone()] } else { [int(c[0]), int(c[1])] })
+            .collect(),
+        Ops::RESHAPE => {
+            let (dst, vals): (Vec<usize>, Vec<usize>) = (arg.iter().map(|&d| d as usize).collect(), src.iter().map(Sint::value).collect());
+            let mut out: Vec<Sint> = dst.iter().map(|&d| Sint::Int(d)).collect();
+            for (a, b) in reshape_groups(&dst, &vals) {
+                let syms: Vec<&Sint> = src[b.clone()].iter().filter(|d| d.int().is_none()).collect();
+                if syms.is_empty() {
+                    continue;
+                }
+                // the one dim (or the one not 1) takes the group's product; a symbol at 1 takes the first of 1s
+                match (&a.clone().filter(|&i| dst[i] != 1).collect::<Vec<_>>()[..], &syms[..]) {
+                    (&[i], _) => out[i] = Sint::product(&src[b]),
+                    ([], [s]) if !a.is_empty() => out[a.start] = (*s).clone(),
+                    _ => {}
+                }
+            }
+            out
+        }
+        _ => return None,
+    };
+    out.iter().any(|d| d.int().is_none()).then_some(out)
+}
+
 /// The broadcast of two shapes (numpy rules), or `None`.
 fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let n = a.len().max(b.len());
@@ -120,7 +156,19 @@ impl Tensor {
             let s = t.shape();
             t.reshape([vec![1; shape.len() - s.len()], s].concat()).expand(shape.clone())
         };
-        (fit(self), fit(&y))
+        if !self.uop().is_symbolic() && !y.uop().is_symbolic() {
+            return (fit(self), fit(&y));
+        }
+        // a dim either side has symbolic is that symbol on both
+        let pad = |t: &Tensor| [vec![Sint::Int(1); shape.len() - t.ndim()], t.sym_shape()].concat();
+        let (px, py) = (pad(self), pad(&y));
+        let target: Vec<Sint> = (0..shape.len())
+            .map(|i| {
+                [&px[i], &py[i]].into_iter().find(|d| d.value() == shape[i] && d.int().is_none()).cloned().unwrap_or(Sint::Int(shape[i]))
+            })
+            .collect();
+        let fit = |t: &Tensor, p: Vec<Sint>| t.cast(dt).reshape_sym(&p).expand_sym(&target);
+        (fit(self, px), fit(&y, py))
     }
     fn binop(&self, op: Ops, y: impl IntoOperand, name: &str) -> Tensor {
         let (a, b) = self.broadcasted(y, name);
@@ -332,9 +380,58 @@ impl Tensor {
         Tensor::from_uop(u.cast(dtype))
     }
 
+    /// Movement op `op` with concrete args. On a symbolic tensor, dims that carry a symbolic dim through unchanged
+    /// (or merge it with others) keep it ([`infer_sym_args`]); the values are always the bound ones.
     fn mop(&self, op: Ops, arg: Vec<i64>) -> Tensor {
         let u = self.uop();
-        Tensor::from_uop(UOp::new(op, u.dtype, [u], Arg::Ints(arg.into())))
+        let arg = match u.is_symbolic() {
+            true => {
+                infer_sym_args(op, &u.sym_shape().expect("a tensor"), &arg).map_or_else(|| Arg::Ints(arg.into()), |a| Arg::Sints(a.into()))
+            }
+            false => Arg::Ints(arg.into()),
+        };
+        Tensor::from_uop(UOp::new(op, u.dtype, [u], arg))
+    }
+    /// Movement op `op` with args that may be symbolic.
+    fn mop_sym(&self, op: Ops, arg: Vec<Sint>) -> Tensor {
+        if arg.iter().all(|d| d.int().is_some()) {
+            return self.mop(op, arg.iter().map(|d| d.value() as i64).collect());
+        }
+        let u = self.uop();
+        Tensor::from_uop(UOp::new(op, u.dtype, [u], Arg::Sints(arg.into())))
+    }
+    /// The dims, symbolic ones as expressions over their bound variables (tinygrad `shape` with `sint`s).
+    pub fn sym_shape(&self) -> Vec<Sint> {
+        self.uop().sym_shape().expect("tensor has a shape")
+    }
+    /// The same elements in `shape`, whose dims may be symbolic (tinygrad `reshape` with `Variable`s bound to
+    /// values): a graph built on them schedules with the variables, so it runs for any of their values.
+    ///
+    /// # Panics
+    /// If the element counts (at the bound values) differ.
+    pub fn reshape_sym(&self, shape: &[Sint]) -> Tensor {
+        let (old, numel) = (self.sym_shape(), self.numel());
+        let n: usize = shape.iter().map(Sint::value).product();
+        assert_eq!(n, numel, "reshape: shape {old:?} ({numel} elements) can't become {shape:?} ({n} elements)");
+        if old == shape {
+            return self.clone();
+        }
+        self.mop_sym(Ops::RESHAPE, shape.to_vec())
+    }
+    /// Size-1 dims repeated to `shape`, whose dims may be symbolic (as [`Tensor::reshape_sym`]).
+    ///
+    /// # Panics
+    /// If the ranks differ or a dim that is not 1 would change value.
+    pub fn expand_sym(&self, shape: &[Sint]) -> Tensor {
+        let old = self.sym_shape();
+        assert!(
+            old.len() == shape.len() && old.iter().zip(shape).all(|(o, n)| o.value() == 1 || o.value() == n.value()),
+            "expand: shape {old:?} can't expand to {shape:?}"
+        );
+        if old == shape {
+            return self.clone();
+        }
+        self.mop_sym(Ops::EXPAND, shape.to_vec())
     }
     /// The same elements in `shape`; one dim may be `-1` (inferred).
     ///

@@ -19,6 +19,7 @@ pub use intern::{interned_count, multi_made};
 pub use ops::{GroupOp, OpSet, Ops};
 pub use opt::{Opt, OptOps};
 pub use rewrite::{graph_rewrite, graph_rewrite_top_down};
+pub use shape::{margs, reshape_groups, Sint};
 pub use upat::{cvar, var, Bindings, IntoRewrite, PatternMatcher, Rule, UPat};
 
 use crate::dtype::{dtypes, least_upper_dtype, ConstValue, DType};
@@ -41,6 +42,8 @@ pub enum Arg {
     Range(i64, AxisType),
     /// A list of integers: shapes, permutations, axes.
     Ints(Arc<[i64]>),
+    /// A movement op's dims where some are symbolic (RESHAPE, EXPAND: one per dim; SHRINK: begin and end per dim).
+    Sints(Arc<[Sint]>),
     /// A DEFINE_VAR: a named integer in `[min, max]`.
     Var { name: Arc<str>, min: i128, max: i128 },
     /// A name: DEVICE, SPECIAL, CUSTOM format strings.
@@ -172,7 +175,7 @@ pub struct UOpInner {
     pub tag: Option<u32>,
     hash: u64,
     minmax: OnceLock<(ConstValue, ConstValue)>,
-    shape: OnceLock<Option<Box<[usize]>>>,
+    shape: OnceLock<Option<shape::Shape>>,
     /// The context-free matchers this node is a fixed point of, a bit per matcher id below 64, so rewrites skip
     /// it (one node meets several matchers in turn: symbolic, then reduce collapse, then symbolic again).
     fixed: std::sync::atomic::AtomicU64,

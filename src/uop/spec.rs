@@ -71,6 +71,12 @@ fn ints(x: &UOp) -> &[i64] {
     }
 }
 
+/// Whether `x` or its first source has symbolic dims: their values are the bound ones in a tensor graph but the
+/// variables' maxima in a schedule, so only ranks are checked.
+fn symbolic(x: &UOp, a: &UOp) -> bool {
+    x.is_symbolic() || a.is_symbolic()
+}
+
 /// The number of sources each ALU op takes.
 fn arity(op: Ops) -> usize {
     if GroupOp::UNARY.contains(op) {
@@ -121,6 +127,11 @@ fn tensor() -> PatternMatcher {
         UPat::ops(BUFFER).named("x") => |x| check(x.src.is_empty() && !x.dtype.is_ptr() && matches!(x.arg, Arg::Buffer(_))),
         // arange's index: a RANGE without sources, its size as arg
         UPat::ops(RANGE).named("x") => |x| check(x.src.is_empty() && x.dtype.is_int() && matches!(x.arg, Arg::Int(n) if n >= 0)),
+        UPat::ops(OpSet::of(&[RESHAPE, EXPAND, SHRINK])).src([var("a")]).named("x") => |x, a| {
+            let n = crate::uop::margs(x).len();
+            let rank = a.shape().map_or(0, <[usize]>::len) * if x.op == SHRINK { 2 } else { 1 };
+            symbolic(x, a).then(|| check(a.dtype == x.dtype && (x.op == RESHAPE || n == rank))).flatten()
+        },
         UPat::ops(RESHAPE).src([var("a")]).named("x") => |x, a| {
             check(a.dtype == x.dtype && ints(x).iter().all(|&d| d >= 0) && a.shape().is_some_and(|s| s.iter().product::<usize>() as i64 == ints(x).iter().product::<i64>()))
         },
@@ -153,7 +164,8 @@ fn tensor() -> PatternMatcher {
         // broadcasting is explicit: an elementwise op's sources have one shape
         UPat::ops(GroupOp::ELEMENTWISE).named("x") => |x| {
             let vals = if x.op == WHERE { &x.src[1..] } else { &x.src[..] };
-            reject_if(x.src.iter().any(|s| s.shape() != x.src[0].shape()) || vals.iter().any(|s| s.shape() != x.shape()))
+            let sym = x.src.iter().any(|s| s.is_symbolic());
+            reject_if(x.src.iter().any(|s| s.shape().map(<[usize]>::len) != x.src[0].shape().map(<[usize]>::len)) || (!sym && (x.src.iter().any(|s| s.shape() != x.src[0].shape()) || vals.iter().any(|s| s.shape() != x.shape()))))
         },
     }
 }

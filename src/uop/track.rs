@@ -171,6 +171,7 @@ fn arg_text(arg: &Arg) -> String {
         Arg::Int(i) => i.to_string(),
         Arg::Range(id, t) => format!("{id} {t:?}"),
         Arg::Ints(v) => format!("{v:?}"),
+        Arg::Sints(v) => format!("{v:?}"),
         Arg::Var { name, min, max } => format!("{name}[{min}, {max}]"),
         Arg::Str(s) => s.to_string(),
         Arg::Op(op) => format!("{op:?}"),
