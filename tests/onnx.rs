@@ -352,6 +352,47 @@ fn inputs_are_checked_against_their_declared_types() {
     assert!(e.contains("input \"z\": expected float32 [batch, ?], given float32 [1, 3]: batch is 2 in an earlier input"), "{e}");
 }
 
+/// A model whose input has a named dim (`batch`): under SYMBOLIC_DIMS=1 its TinyJit binds a variable, so after the
+/// capture (second run) and a run at another size confirming it, every batch size up to the bucket replays the
+/// same kernels, scheduling only the input's copy into a buffer sized for the bucket.
+#[test]
+fn named_dims_replay_one_capture_for_every_size() {
+    let _symbolic = tinygrad::helpers::Context::new(&[(&tinygrad::helpers::SYMBOLIC_DIMS, 1)]);
+    let d = dir("symbolic");
+    let w: Vec<f32> = (0..12).map(|i| i as f32 * 0.25 - 1.0).collect();
+    let b = [0.5f32, -0.25, 1.0];
+    let nodes = vec![
+        node("MatMul", &["x", "w"], &["xw"], vec![]),
+        node("Add", &["xw", "b"], &["h"], vec![]),
+        node("Relu", &["h"], &["r"], vec![]),
+        node("Softmax", &["r"], &["y"], vec![int_attr("axis", -1)]),
+    ];
+    let inits = vec![floats("w", &[4, 3], &w, true), floats("b", &[3], &b, false)];
+    let mut graph = GraphProto { node: nodes, initializer: inits, output: vec![value("y")], ..Default::default() };
+    graph.input = vec![typed("x", &[Err("batch"), Ok(4)])];
+    let opset = OperatorSetIdProto { domain: Some(String::new()), version: Some(17) };
+    let m = ModelProto { ir_version: Some(8), opset_import: vec![opset], graph: Some(graph), ..Default::default() };
+    std::fs::write(d.join("m.onnx"), m.encode_to_vec()).unwrap();
+    let runner = OnnxRunner::load(d.join("m.onnx")).unwrap();
+    let f = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
+    for (call, n) in [3usize, 5, 7, 2, 9, 16, 1, 4].into_iter().enumerate() {
+        let x: Vec<f32> = (0..4 * n).map(|i| ((i * 5 + call) % 9) as f32 * 0.5 - 2.0).collect();
+        let r: Vec<f64> = affine(&f(&x), &f(&w), &f(&b), n, 4, 3).into_iter().map(|v| v.max(0.0)).collect();
+        let want: Vec<f64> = r
+            .chunks(3)
+            .flat_map(|row| row.iter().map(|v| v.exp() / row.iter().map(|u| u.exp()).sum::<f64>()).collect::<Vec<_>>())
+            .collect();
+        let before = tinygrad::schedule::schedule_count();
+        let y = runner.run(&[("x", Tensor::from_slice(&x, [n, 4]))]).unwrap().remove(0).1;
+        let scheduled = tinygrad::schedule::schedule_count() - before;
+        assert_eq!(y.shape(), [n, 3], "batch {n}");
+        close(&y.to_vec::<f32>().unwrap(), &want, &format!("batch {n}"));
+        if call >= 3 {
+            assert_eq!(scheduled, 1, "batch {n} (run {call}) scheduled {scheduled} times: only its input's copy may");
+        }
+    }
+}
+
 #[test]
 fn light_resnet50_matches_onnx_shipped_output() {
     // onnx's light ResNet-50 (opset 9, weights as ConstantOfShape nodes, computed once at load) on arange(n)/n

@@ -2,7 +2,8 @@
 //! to the variable. Each result is checked against the same graph built with concrete shapes.
 
 use tinygrad::helpers::Context;
-use tinygrad::{Sint, Tensor};
+use tinygrad::schedule::schedule_count;
+use tinygrad::{Sint, Tensor, TinyJit};
 
 /// Deterministic values in `[-1, 1)`.
 fn data(n: usize, seed: usize) -> Vec<f32> {
@@ -50,4 +51,48 @@ fn matmul_contracting_a_symbolic_dim() {
 #[test]
 fn softmax_along_a_symbolic_dim() {
     symbolic_equals_concrete("softmax", |a, _| a.softmax(-1).sum(1));
+}
+
+/// A TinyJit over inputs with a symbolic dim (views of buffers sized for its max): the run at a second value
+/// confirms the capture, and every later value replays it without scheduling, each result equal to the concrete
+/// graph's.
+#[test]
+fn tinyjit_replays_one_capture_for_every_size() {
+    let _dev = Context::new(&[]).dev("CPU");
+    let f = |x: &[Tensor]| Ok(vec![(x[0].matmul(&x[1]).relu() + &x[0].sum(1).reshape([3, 1])).softmax(-1)]);
+    let mut jit = TinyJit::new(f);
+    let (big_a, big_b) = (Tensor::from_slice(&data(30, 1), [3, 10]), Tensor::from_slice(&data(50, 2), [10, 5]));
+    Tensor::realize_all(&[&big_a, &big_b]).unwrap();
+    for (call, i) in [3usize, 5, 7, 2, 9, 10, 1, 4].into_iter().enumerate() {
+        let vi = Sint::bound("n", 1, 10, i);
+        let a = big_a.shrink_sym(&[(0.into(), 3.into()), (0.into(), vi.clone())]);
+        let b = big_b.shrink_sym(&[(0.into(), vi), (0.into(), 5.into())]);
+        let before = schedule_count();
+        let got = jit.call(&[a, b]).unwrap().remove(0);
+        let scheduled = schedule_count() - before;
+        let (ca, cb) = (big_a.shrink(&[(0, 3), (0, i)]), big_b.shrink(&[(0, i), (0, 5)]));
+        let want = f(&[ca, cb]).unwrap().remove(0).to_vec::<f32>().unwrap();
+        assert_eq!(got.shape(), [3, 5], "call {call}");
+        close(&got.to_vec::<f32>().unwrap(), &want, &format!("jit at n={i}"));
+        if call >= 3 {
+            assert_eq!(scheduled, 2, "call {call} (n={i}) scheduled {scheduled} times: only the inputs' copies may schedule");
+        }
+    }
+}
+
+/// A function that reads a symbolic dim's value as a number builds other kernels at other values: the run at a
+/// second value finds that, and each later value runs the function (no replay with the first value's number).
+#[test]
+fn tinyjit_runs_a_function_that_bakes_in_a_size() {
+    let _dev = Context::new(&[]).dev("CPU");
+    let f = |x: &[Tensor]| Ok(vec![&x[0] * x[0].shape()[1] as f32]);
+    let mut jit = TinyJit::new(f);
+    let big = Tensor::from_slice(&data(30, 3), [3, 10]);
+    big.realize().unwrap();
+    for i in [3usize, 5, 7, 2, 9] {
+        let a = big.shrink_sym(&[(0.into(), 3.into()), (0.into(), Sint::bound("m", 1, 10, i))]);
+        let got = jit.call(&[a]).unwrap().remove(0).to_vec::<f32>().unwrap();
+        let want = f(&[big.shrink(&[(0, 3), (0, i)])]).unwrap().remove(0).to_vec::<f32>().unwrap();
+        close(&got, &want, &format!("m={i}"));
+    }
 }

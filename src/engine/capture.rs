@@ -59,6 +59,39 @@ impl Kernels {
         let dev = |b: &UOp| crate::runtime::canonicalize_device(&info(b).device);
         self.items.iter().filter(|ei| ei.is_copy()).map(|ei| (dev(&ei.bufs[1]), dev(&ei.bufs[0]))).collect()
     }
+    /// Whether these kernels are `other`'s run again: the same programs and copies in order, on buffers in the same
+    /// roles (the same input by position among `inputs` / `other_inputs`, the same buffer the function holds, or
+    /// the n-th buffer the run made), whatever the variables' values. What tells a TinyJit that a capture made at
+    /// one value of a symbolic dim serves every value.
+    pub fn same_as(&self, inputs: &[UOp], other: &Kernels, other_inputs: &[UOp]) -> bool {
+        let roles = |k: &Kernels, inputs: &[UOp]| {
+            let mut made: Vec<&UOp> = Vec::new();
+            let mut out = Vec::new();
+            for b in k.items.iter().flat_map(|ei| &ei.bufs) {
+                out.push(match inputs.iter().position(|x| x == b) {
+                    Some(i) => (0, i, None),
+                    None if k.created.contains(b) => (
+                        1,
+                        made.iter().position(|x| *x == b).unwrap_or_else(|| {
+                            made.push(b);
+                            made.len() - 1
+                        }),
+                        None,
+                    ),
+                    None => (2, 0, Some(b.clone())),
+                });
+            }
+            out
+        };
+        let same_work = |a: &ExecItem, b: &ExecItem| match (a.runner(), b.runner()) {
+            (Some(x), Some(y)) => Arc::ptr_eq(x, y),
+            (None, None) => a.is_copy() == b.is_copy(),
+            _ => false,
+        };
+        self.items.len() == other.items.len()
+            && self.items.iter().zip(&other.items).all(|(a, b)| same_work(a, b))
+            && roles(self, inputs) == roles(other, other_inputs)
+    }
     /// Whether `buf` is an output the captured function created (not one it was given).
     pub fn created(&self, buf: &UOp) -> bool {
         self.created.contains(buf)

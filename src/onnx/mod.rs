@@ -45,7 +45,52 @@ pub struct OnnxRunner {
 const MAX_JITS: usize = 8;
 
 /// What a run's TinyJit is chosen by, per input: name, shape, dtype, device.
-type InputSpec = (String, Vec<usize>, DType, String);
+type InputSpec = (String, Vec<SigDim>, DType, String);
+
+/// A dim of a run's signature: a size, or a named dim bound to a variable up to this bucket (one TinyJit serves each
+/// size up to it).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum SigDim {
+    Size(usize),
+    Upto(usize),
+}
+
+/// The variables' maximum for a named dim of size `n`: a power of two, at least 16 (buffers are sized for it).
+fn bucket(n: usize) -> usize {
+    n.next_power_of_two().max(16)
+}
+
+/// `name` as a variable name (an identifier).
+fn var_name(name: &str) -> String {
+    let id: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    format!("d_{id}")
+}
+
+/// `t` in a buffer of `full` dims (zeros past its elements), read back through a symbolic shrink to `dims`: the
+/// input a symbolic signature's TinyJit replays for each size. Copied on the host.
+fn padded(t: &Tensor, full: &[usize], dims: &[crate::uop::Sint]) -> Result<Tensor> {
+    let (shape, item) = (t.shape(), t.dtype().itemsize());
+    let bytes = t.to_bytes()?;
+    let mut out = vec![0u8; full.iter().product::<usize>() * item];
+    let row = shape.last().copied().unwrap_or(1) * item;
+    let outer: usize = shape.iter().rev().skip(1).product();
+    if row > 0 {
+        let mut at = vec![0usize; shape.len().saturating_sub(1)];
+        for r in 0..outer {
+            let dst = at.iter().zip(full).fold(0, |acc, (&i, &f)| acc * f + i) * full.last().copied().unwrap_or(1) * item;
+            out[dst..dst + row].copy_from_slice(&bytes[r * row..(r + 1) * row]);
+            for k in (0..at.len()).rev() {
+                at[k] += 1;
+                if at[k] < shape[k] {
+                    break;
+                }
+                at[k] = 0;
+            }
+        }
+    }
+    let big = Tensor::from_bytes(&out, t.dtype(), full.to_vec()).to(&t.device());
+    Ok(big.shrink_sym(&dims.iter().map(|d| (0.into(), d.clone())).collect::<Vec<_>>()))
+}
 
 /// A value in a graph: a tensor, a sequence of tensors (`SequenceConstruct`, `SplitToSequence`), or an optional
 /// holding nothing (an optional holding a value is that value).
@@ -313,8 +358,49 @@ impl OnnxRunner {
         if crate::helpers::JIT.value() == 0 || self.graph().node.iter().any(|n| RANDOM_OPS.contains(&n.op_type())) {
             return Ok(None);
         }
-        let sig: Vec<InputSpec> = given.iter().map(|(n, t)| (n.to_string(), t.shape(), t.dtype(), t.device())).collect();
+        // named dims bind variables (one TinyJit for every size up to a bucket), unless that signature's capture
+        // turned out to hold sizes (then each size gets its own, as without)
+        let specs = self.inputs();
+        let named = |n: &str, k: usize| match specs.iter().find(|s| s.name == n).and_then(|s| s.dims.as_ref()?.get(k).cloned()) {
+            Some(Dim::Symbolic(d)) if !d.is_empty() => Some(d),
+            _ => None,
+        };
+        let sig_of = |sym: bool| -> Vec<InputSpec> {
+            let dims = |n: &str, t: &Tensor| -> Vec<SigDim> {
+                t.shape()
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &d)| if sym && named(n, k).is_some() { SigDim::Upto(bucket(d)) } else { SigDim::Size(d) })
+                    .collect()
+            };
+            given.iter().map(|(n, t)| (n.to_string(), dims(n, t), t.dtype(), t.device())).collect()
+        };
         let mut jits = self.jits.lock().unwrap_or_else(|e| e.into_inner());
+        let sym_sig = sig_of(true);
+        let symbolic = crate::helpers::SYMBOLIC_DIMS.value() != 0
+            && sym_sig != sig_of(false)
+            && !matches!(jits.get(&sym_sig), Some(Some(j)) if j.general() == Some(false));
+        let sig = if symbolic { sym_sig } else { sig_of(false) };
+        let given: Vec<(&str, Tensor)> = match symbolic {
+            false => given,
+            true => given
+                .into_iter()
+                .map(|(n, t)| {
+                    let shape = t.shape();
+                    if (0..shape.len()).all(|k| named(n, k).is_none()) {
+                        return Ok((n, t));
+                    }
+                    let dims: Vec<crate::uop::Sint> = (0..shape.len())
+                        .map(|k| match named(n, k) {
+                            Some(d) => crate::uop::Sint::bound(&var_name(&d), 1, bucket(shape[k]), shape[k]),
+                            None => shape[k].into(),
+                        })
+                        .collect();
+                    let full: Vec<usize> = dims.iter().zip(&shape).map(|(d, &s)| if d.int().is_some() { s } else { bucket(s) }).collect();
+                    Ok((n, padded(&t, &full, &dims)?))
+                })
+                .collect::<Result<_>>()?,
+        };
         // (each capture holds its kernels' buffers: past MAX_JITS input signatures, the old ones are dropped)
         if jits.len() >= MAX_JITS && !jits.contains_key(&sig) {
             jits.clear();

@@ -46,13 +46,18 @@ pub fn buffer_view(buf: &UOp, shape: &[usize]) -> UOp {
     UOp::new(Ops::RESHAPE, buf.dtype, [buf.clone()], Arg::Ints(shape.iter().map(|&d| d as i64).collect()))
 }
 
-/// A view of `buf` (a BUFFER node) in the shape of tensor node `root`: where that is symbolic, its front (the
-/// buffer holds the variables' maxima).
-fn view_of(buf: &UOp, root: &UOp) -> UOp {
-    match root.is_symbolic() {
-        true => UOp::new(Ops::RESHAPE, buf.dtype, [buf.clone()], Arg::Sints(root.sym_shape().expect("a tensor").into())),
-        false => buffer_view(buf, root.shape().expect("a tensor")),
+/// A view of `buf` (a BUFFER node) in `shape`: where that is symbolic, its front (the buffer holds the variables'
+/// maxima).
+pub fn buffer_view_sym(buf: &UOp, shape: &[Sint]) -> UOp {
+    match shape.iter().all(|d| d.int().is_some()) {
+        true => buffer_view(buf, &shape.iter().map(Sint::value).collect::<Vec<_>>()),
+        false => UOp::new(Ops::RESHAPE, buf.dtype, [buf.clone()], Arg::Sints(shape.into())),
     }
+}
+
+/// A view of `buf` in the shape of tensor node `root`.
+fn view_of(buf: &UOp, root: &UOp) -> UOp {
+    buffer_view_sym(buf, &root.sym_shape().expect("a tensor"))
 }
 
 /// The BUFFER under a contiguous view (a BUFFER, or a RESHAPE of one), if `u` is such a view.

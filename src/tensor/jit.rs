@@ -8,7 +8,9 @@
 //! writes its outputs to new buffers (an earlier call's outputs stay valid), pending assigns to any buffer the
 //! kernels touch run first, non-tensor arguments select their own capture ([`TinyJit::call_with`]), nested
 //! TinyJits are captured by the outer one, bound variables among the inputs ([`Tensor::bind_var`]) take their new
-//! values at each replay (a KV-cache decoder's position: one capture serves every token), random draws take the
+//! values at each replay (a KV-cache decoder's position: one capture serves every token), so do those in inputs'
+//! symbolic dims ([`Tensor::shrink_sym`] of a buffer sized for the maximum: one capture serves every batch size,
+//! once a run at a second value made the same kernels on the same buffers; else other values run the function), random draws take the
 //! RNG's next counters at each replay (written into the counter buffers the captured kernels read), and reading
 //! tensor data while capturing (values that would be baked in) is an error.
 
@@ -17,14 +19,15 @@ use crate::dtype::DType;
 use crate::engine::{self, Kernels};
 use crate::error::{Error, Result};
 use crate::helpers::JIT;
-use crate::schedule::{buffer_view, contiguous_buffer};
-use crate::uop::{Ops, UOp};
+use crate::schedule::{buffer_view_sym, contiguous_buffer};
+use crate::uop::{Ops, Sint, UOp};
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
-/// What an input must match at replay: shape, dtype, device.
+/// What an input must match at replay: shape (symbolic dims unbound), dtype, device.
 #[derive(PartialEq, Debug, Clone)]
 struct Spec {
-    shape: Vec<usize>,
+    shape: Vec<Sint>,
     dtype: DType,
     device: String,
 }
@@ -36,9 +39,14 @@ struct Captured {
     specs: Vec<Spec>,
     /// For each input, the first input with the same buffer.
     aliases: Vec<usize>,
-    outputs: Vec<(UOp, Vec<usize>)>,
+    /// Each output's buffer and shape (symbolic dims unbound).
+    outputs: Vec<(UOp, Vec<Sint>)>,
     /// The variables (DEFINE_VAR) the inputs bound, in order: a replay must bind the same ones.
     vars: Vec<UOp>,
+    /// Their values at capture.
+    vals: Vec<(Arc<str>, i64)>,
+    /// Whether a run at other values of variables in symbolic dims made the same kernels (`None`: not seen yet).
+    general: Option<bool>,
     /// The random draws made while capturing: each replay gives them the next counters.
     draws: Vec<super::random::Draw>,
 }
@@ -63,6 +71,11 @@ impl JitState {
     /// Calls so far (the next is the first: 0, the capture: 1, a replay: 2 or more).
     pub fn calls(&self) -> usize {
         self.calls
+    }
+    /// Whether the capture serves every value of the inputs' symbolic dims: `None` until a run at a second value
+    /// (or without a capture), `Some(false)` where that run made other kernels (those values run the function).
+    pub fn general(&self) -> Option<bool> {
+        self.captured.as_ref().and_then(|c| c.general)
     }
 }
 
@@ -134,10 +147,38 @@ fn run_f(f: &mut dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>>, inputs: &[Tensor])
     Ok(out)
 }
 
-/// The value of each bound variable among `inputs` (tensors made by [`Tensor::bind_var`]), by name.
-fn input_vars(inputs: &[Tensor]) -> Vec<(std::sync::Arc<str>, i64)> {
-    let binds = inputs.iter().map(Tensor::uop).filter(|u| u.op == Ops::BIND);
-    binds.map(|b| (b.var_name().into(), b.src[1].const_int().expect("BIND of a constant") as i64)).collect()
+/// The BINDs of `inputs`: tensors made by [`Tensor::bind_var`], then those in symbolic dims, each variable once.
+fn input_binds(inputs: &[Tensor]) -> Vec<UOp> {
+    let mut binds: Vec<UOp> = inputs.iter().map(Tensor::uop).filter(|u| u.op == Ops::BIND).collect();
+    for d in inputs.iter().filter(|t| t.uop().op != Ops::BIND).flat_map(Tensor::sym_shape) {
+        if let Sint::Sym(u) = d {
+            for b in u.toposort().into_iter().filter(|b| b.op == Ops::BIND) {
+                if !binds.iter().any(|x| x.var_name() == b.var_name()) {
+                    binds.push(b);
+                }
+            }
+        }
+    }
+    binds
+}
+
+/// `dims` with each BIND replaced by its variable (`vals`: None), or each variable bound to its value in `vals`.
+fn rebind(dims: Vec<Sint>, vals: Option<&[(Arc<str>, i64)]>) -> Vec<Sint> {
+    let one = |u: &UOp| {
+        let map: FxHashMap<UOp, UOp> = u
+            .toposort()
+            .into_iter()
+            .filter_map(|x| match (x.op, vals) {
+                (Ops::BIND, None) => Some((x.clone(), x.src[0].clone())),
+                (Ops::DEFINE_VAR, Some(v)) => {
+                    v.iter().find(|(n, _)| **n == *x.var_name()).map(|(_, val)| (x.clone(), x.bind(*val as i128)))
+                }
+                _ => None,
+            })
+            .collect();
+        Sint::from_uop(&u.substitute(&map))
+    };
+    dims.into_iter().map(|d| if let Sint::Sym(u) = &d { one(u) } else { d }).collect()
 }
 
 fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>>) -> Result<Vec<Tensor>> {
@@ -147,10 +188,13 @@ fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Re
     }
     // bound variables among the inputs are not buffers: each replay passes their new values to the kernels
     let inputs: Vec<Tensor> = all.iter().filter(|t| t.uop().op != Ops::BIND).cloned().collect();
-    let vars = input_vars(all);
-    let var_specs: Vec<UOp> = all.iter().map(Tensor::uop).filter(|u| u.op == Ops::BIND).map(|b| b.src[0].clone()).collect();
     let bufs = inputs.iter().map(buffer_of).collect::<Result<Vec<_>>>()?;
-    let specs: Vec<Spec> = inputs.iter().map(|t| Spec { shape: t.shape(), dtype: t.dtype(), device: t.device() }).collect();
+    let binds = input_binds(all);
+    let vars: Vec<(Arc<str>, i64)> =
+        binds.iter().map(|b| (b.var_name().into(), b.src[1].const_int().expect("BIND of a constant") as i64)).collect();
+    let var_specs: Vec<UOp> = binds.iter().map(|b| b.src[0].clone()).collect();
+    let specs: Vec<Spec> =
+        inputs.iter().map(|t| Spec { shape: rebind(t.sym_shape(), None), dtype: t.dtype(), device: t.device() }).collect();
     let aliases: Vec<usize> = bufs.iter().map(|b| bufs.iter().position(|x| x == b).unwrap()).collect();
     let Some(cap) = &state.captured else {
         let outer = super::random::start_recording();
@@ -160,8 +204,9 @@ fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Re
         if kernels.is_empty() {
             return Err(Error::Jit("the function ran no kernel while capturing: there is nothing to replay".into()));
         }
-        let outputs = out.iter().map(|t| Ok((buffer_of(t)?, t.shape()))).collect::<Result<Vec<_>>>()?;
-        state.captured = Some(Captured { kernels, inputs: bufs, specs, aliases, outputs, vars: var_specs, draws });
+        let outputs = out.iter().map(|t| Ok((buffer_of(t)?, rebind(t.sym_shape(), None)))).collect::<Result<Vec<_>>>()?;
+        let general = specs.iter().all(|s| s.shape.iter().all(|d| d.int().is_some())).then_some(true);
+        state.captured = Some(Captured { kernels, inputs: bufs, specs, aliases, outputs, vars: var_specs, vals: vars, draws, general });
         return Ok(out);
     };
     // the same variables (name and bounds: the kernels were simplified with those bounds) in the same places
@@ -189,6 +234,18 @@ fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Re
             say(then)
         )));
     }
+    // other values of variables in symbolic dims: the first such run is captured too, and if it made the same
+    // kernels on the same buffers the capture serves them all; if not, such values run the function
+    if vars != cap.vals && cap.general != Some(true) {
+        if cap.general == Some(false) {
+            return run_f(f, all);
+        }
+        let (out, kernels) = engine::capture(|| run_f(f, all));
+        let out = out?;
+        let cap = state.captured.as_mut().expect("captured");
+        cap.general = Some(kernels.same_as(&bufs, &cap.kernels, &cap.inputs));
+        return Ok(out);
+    }
     // pending assigns to buffers the kernels read (tensors the function captured) run first
     super::realize_pending(cap.kernels.buffers())?;
     let mut swap: FxHashMap<&UOp, UOp> = cap.inputs.iter().zip(&bufs).map(|(c, b)| (c, b.clone())).collect();
@@ -202,5 +259,9 @@ fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Re
         super::random::redraw(d)?;
     }
     cap.kernels.replay(&swap, &vars)?;
-    Ok(cap.outputs.iter().map(|(b, shape)| Tensor::from_uop(buffer_view(swap.get(b).unwrap_or(b), shape))).collect())
+    Ok(cap
+        .outputs
+        .iter()
+        .map(|(b, shape)| Tensor::from_uop(buffer_view_sym(swap.get(b).unwrap_or(b), &rebind(shape.clone(), Some(&vars)))))
+        .collect())
 }

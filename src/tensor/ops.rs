@@ -524,6 +524,23 @@ impl Tensor {
         }
         self.mop(Ops::SHRINK, bounds.iter().flat_map(|&(s, e)| [s as i64, e as i64]).collect())
     }
+    /// The elements in `[begin, end)` along each dim, with bounds that may be symbolic (tinygrad `shrink` with bound
+    /// `Variable`s): `x.shrink_sym(&[(0.into(), n)])` of a buffer sized for `n`'s max is the input a TinyJit replays
+    /// for every value of `n`.
+    ///
+    /// # Panics
+    /// If `bounds` has the wrong length or a bound (at the bound values) is outside its dim.
+    pub fn shrink_sym(&self, bounds: &[(Sint, Sint)]) -> Tensor {
+        let shape = self.sym_shape();
+        assert!(
+            bounds.len() == shape.len() && bounds.iter().zip(&shape).all(|((b, e), d)| b.value() <= e.value() && e.value() <= d.value()),
+            "shrink: bounds {bounds:?} don't fit shape {shape:?}"
+        );
+        if bounds.iter().zip(&shape).all(|((b, e), d)| *b == Sint::Int(0) && e == d) {
+            return self.clone();
+        }
+        self.mop_sym(Ops::SHRINK, bounds.iter().flat_map(|(b, e)| [b.clone(), e.clone()]).collect())
+    }
     /// The elements of `axes` in reverse order.
     pub fn flip(&self, axes: impl IntoAxes) -> Tensor {
         let axes = axes.into_axes(self.ndim());
