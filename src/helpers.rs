@@ -239,7 +239,8 @@ pub static VIZ: ContextVar = ContextVar::new("VIZ", 0);
 /// 1 records the profiler's timeline (compiles, launches, copies, schedules, allocations; on with VIZ). Default 0.
 pub static PROFILE: ContextVar = ContextVar::new("PROFILE", 0);
 /// 1 makes the ONNX runner bind inputs' named dims (`batch`, `sequence`) as variables: one TinyJit capture replays
-/// every size up to a bucket. Default 0: symbolic kernels get no opts yet, so each size is its own (faster) capture.
+/// every size up to a bucket. Default 0: no opt splits a symbolic axis (kernels can't tile or thread along the batch),
+/// so each size is its own capture.
 pub static SYMBOLIC_DIMS: ContextVar = ContextVar::new("SYMBOLIC_DIMS", 0);
 /// 1 splits a large reduction into two kernels. Default 1.
 pub static SPLIT_REDUCEOP: ContextVar = ContextVar::new("SPLIT_REDUCEOP", 1);

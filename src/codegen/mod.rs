@@ -38,8 +38,6 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
     let opts = match opts {
         Some(o) => o.to_vec(),
         None if NOOPT.value() != 0 => vec![],
-        // (a symbolic axis can't be split; tinygrad optimizes the others, this leaves the kernel as it is)
-        None if topo.iter().any(|u| u.op == Ops::RANGE && u.src[0].const_int().is_none()) => vec![],
         None => opt::heuristic::hand_coded_optimizations(&k),
     };
     for o in opts {

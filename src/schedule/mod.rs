@@ -225,7 +225,8 @@ pub fn create_schedule(roots: &[UOp], ren: &Renderer) -> Schedule {
     spec::verify(&UOp::sink(roots.to_vec()), &spec::TENSOR_SPEC, "schedule input");
     let (mut key, mut inputs, mut var_vals, symbolic) = normalize(roots);
     let concrete;
-    let roots = if symbolic && !sym_indexable(roots) {
+    // (a GPU launch grid is sized before the kernel runs: symbolic axes there wait for launch-time sizes)
+    let roots = if symbolic && (ren.has_local || !sym_indexable(roots)) {
         concrete = concretize(roots);
         (key, inputs, var_vals, _) = normalize(&concrete);
         &concrete[..]

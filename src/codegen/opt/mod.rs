@@ -56,9 +56,9 @@ impl Clone for RngsMemo {
     }
 }
 
-/// The size of a RANGE; a symbolic bound reads as its max (an estimate: no opt applies to a kernel with one).
+/// The size of a RANGE; a symbolic bound (a variable's) reads as 1, so no opt splits its axis.
 pub fn range_size(r: &UOp) -> usize {
-    r.src[0].const_int().unwrap_or_else(|| r.src[0].vmax().as_i128()) as usize
+    r.src[0].const_int().map_or(1, |n| n as usize)
 }
 
 /// How far `index` moves when `r` steps by one: `Some(stride)` when that is a constant. Sums and constant
