@@ -103,8 +103,8 @@ fn info_size(buf: &UOp) -> usize {
 }
 
 /// `roots` with every BUFFER replaced by a placeholder numbered by first appearance (same dtype, size and device) and
-/// every BIND by its variable (and each CUSTOM_GRADIENT by its value); the BUFFERs in that order; the variables' values, sorted by name;
-/// whether any dim is symbolic.
+/// every BIND by its variable (and each CUSTOM_GRADIENT by its value); the BUFFERs in that order; the variables'
+/// values, sorted by name; whether any dim is symbolic.
 ///
 /// # Panics
 /// If a variable is bound to two values.

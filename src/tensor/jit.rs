@@ -9,10 +9,10 @@
 //! kernels touch run first, non-tensor arguments select their own capture ([`TinyJit::call_with`]), nested
 //! TinyJits are captured by the outer one, bound variables among the inputs ([`Tensor::bind_var`]) take their new
 //! values at each replay (a KV-cache decoder's position: one capture serves every token), so do those in inputs'
-//! symbolic dims ([`Tensor::shrink_sym`] of a buffer sized for the maximum: one capture serves every batch size,
-//! once a run at a second value made the same kernels on the same buffers; else other values run the function), random draws take the
-//! RNG's next counters at each replay (written into the counter buffers the captured kernels read), and reading
-//! tensor data while capturing (values that would be baked in) is an error.
+//! symbolic dims ([`Tensor::shrink_sym`] of a buffer sized for the maximum: one capture serves every batch size
+//! once a run at a second value made the same kernels on the same buffers; else other values run the function),
+//! random draws take the RNG's next counters at each replay (written into the counter buffers the captured kernels
+//! read), and reading tensor data while capturing (values that would be baked in) is an error.
 
 use super::Tensor;
 use crate::dtype::DType;
