@@ -6,7 +6,6 @@ use super::{exec_alu, Arg, GroupOp, Ops, UOp};
 use crate::dtype::{dtypes, ConstValue};
 use rustc_hash::FxHashMap;
 use std::fmt;
-use std::sync::Arc;
 
 /// A tensor dim: a number, or a symbolic `weakint` expression over variables (tinygrad `sint`). Built through
 /// [`Sint::from_uop`], so a symbolic dim is never a constant in disguise.
@@ -68,14 +67,7 @@ impl Sint {
     pub fn value(&self) -> usize {
         match self {
             Sint::Int(n) => *n,
-            Sint::Sym(u) => usize::try_from(eval(u, &[])).expect("a dim is not negative"),
-        }
-    }
-    /// Its value with the variables named in `vals` at those values (others as [`Sint::value`]).
-    pub fn value_at(&self, vals: &[(Arc<str>, i64)]) -> usize {
-        match self {
-            Sint::Int(n) => *n,
-            Sint::Sym(u) => usize::try_from(eval(u, vals)).expect("a dim is not negative"),
+            Sint::Sym(u) => usize::try_from(eval(u)).expect("a dim is not negative"),
         }
     }
     /// `self op other`, folded.
@@ -112,24 +104,13 @@ impl std::ops::Sub for &Sint {
         self.alu(Ops::ADD, &Sint::from_uop(&-&o.uop()))
     }
 }
-impl std::ops::Div for &Sint {
-    type Output = Sint;
-    /// Floor division.
-    fn div(self, o: &Sint) -> Sint {
-        self.alu(Ops::FLOORDIV, o)
-    }
-}
-
-/// The value of integer expression `u`: constants, BINDs' values, variables at `vals` or else their max.
-fn eval(u: &UOp, vals: &[(Arc<str>, i64)]) -> i128 {
+/// The value of integer expression `u`: constants, BINDs' values, unbound variables at their max.
+fn eval(u: &UOp) -> i128 {
     let mut memo: FxHashMap<UOp, ConstValue> = FxHashMap::default();
     for n in u.toposort() {
         let v = match (&n.arg, n.op) {
-            (Arg::Var { name, max, .. }, _) => ConstValue::Int(vals.iter().find(|(v, _)| v == name).map_or(*max, |(_, x)| *x as i128)),
-            (_, Ops::BIND) => match vals.iter().find(|(v, _)| **v == *n.var_name()) {
-                Some((_, x)) => ConstValue::Int(*x as i128),
-                None => n.src[1].const_value().expect("BIND of a constant"),
-            },
+            (Arg::Var { max, .. }, _) => ConstValue::Int(*max),
+            (_, Ops::BIND) => n.src[1].const_value().expect("BIND of a constant"),
             (Arg::Const(c), _) => *c,
             _ if GroupOp::ALU.contains(n.op) => exec_alu(n.op, n.dtype, &n.src.iter().map(|s| memo[s]).collect::<Vec<_>>()),
             _ => panic!("a dim expression can't hold {}", n.op),
@@ -238,10 +219,16 @@ fn compute_dims(u: &UOp) -> Option<Box<[usize]>> {
             Arg::Int(n) => Box::new([n as usize]),
             _ => return None,
         },
-        Ops::RESHAPE | Ops::EXPAND => margs(u).iter().map(Sint::value).collect(),
+        Ops::RESHAPE | Ops::EXPAND => match &u.arg {
+            Arg::Ints(v) => v.iter().map(|&x| x as usize).collect(),
+            _ => margs(u).iter().map(Sint::value).collect(),
+        },
         Ops::PERMUTE => ints(u).iter().map(|&p| src(0).unwrap()[p as usize]).collect(),
         Ops::PAD => src(0)?.iter().enumerate().map(|(i, s)| s + (ints(u)[2 * i] + ints(u)[2 * i + 1]) as usize).collect(),
-        Ops::SHRINK => margs(u).chunks(2).map(|c| c[1].value() - c[0].value()).collect(),
+        Ops::SHRINK => match &u.arg {
+            Arg::Ints(v) => v.chunks(2).map(|c| (c[1] - c[0]) as usize).collect(),
+            _ => margs(u).chunks(2).map(|c| c[1].value() - c[0].value()).collect(),
+        },
         Ops::REDUCE_AXIS => match &u.arg {
             Arg::ReduceAxis(_, axes) => src(0)?.iter().enumerate().map(|(i, &s)| if axes.contains(&i) { 1 } else { s }).collect(),
             _ => return None,
