@@ -476,6 +476,39 @@ fn minilm_embeddings_equal_onnxruntimes() {
 }
 
 #[test]
+fn minilm_replays_one_symbolic_capture_for_every_size() {
+    // MiniLM's graph computes its Reshape targets, ranges and position slice from Shape outputs: on the host, as
+    // expressions over the bound batch and sequence, so one capture replays every size up to the bucket
+    let Some(file) = suite_path("minilm.json", "the MiniLM reference") else { return };
+    let reference: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let runner = OnnxRunner::load(reference["model"].as_str().unwrap()).unwrap();
+    for (call, (b, s)) in [(2usize, 5usize), (3, 7), (2, 9), (1, 4), (4, 12), (3, 3)].into_iter().enumerate() {
+        let ids: Vec<i64> = (0..b * s).map(|i| ((i * 37 + call * 11) % 1000 + 100) as i64).collect();
+        // (the rows alternate between all tokens and all but the last)
+        let mask: Vec<i64> = (0..b * s).map(|i| (i % s + (i / s) % 2 < s) as i64).collect();
+        let inputs = || {
+            [("input_ids", &ids), ("attention_mask", &mask), ("token_type_ids", &vec![0; b * s])]
+                .map(|(n, v)| (n, Tensor::from_slice(v, [b, s])))
+        };
+        let before = tinygrad::schedule::schedule_count();
+        let got = {
+            let _symbolic = tinygrad::helpers::Context::new(&[(&tinygrad::helpers::SYMBOLIC_DIMS, 1)]);
+            runner.run(&inputs()).unwrap().remove(0).1
+        };
+        let scheduled = tinygrad::schedule::schedule_count() - before;
+        assert_eq!(got.shape(), [b, s, 384]);
+        let want = {
+            let _plain = tinygrad::helpers::Context::new(&[(&tinygrad::helpers::JIT, 0)]);
+            runner.run(&inputs()).unwrap().remove(0).1.to_vec::<f32>().unwrap()
+        };
+        close(&got.to_vec::<f32>().unwrap(), &want.iter().map(|&v| v as f64).collect::<Vec<_>>(), &format!("{b}x{s}"));
+        if call >= 3 {
+            assert_eq!(scheduled, 3, "{b}x{s} (run {call}) scheduled {scheduled} times: only its inputs' copies may");
+        }
+    }
+}
+
+#[test]
 fn model_local_functions_run_with_the_calls_attributes() {
     use tinygrad::onnx::proto::FunctionProto;
     // local.AddScale(x, y; scale) = (x + y) * scale, its Constant taking `scale` from the call (default 10)

@@ -34,6 +34,8 @@ pub struct OnnxRunner {
     opsets: FxHashMap<String, i64>,
     /// The main graph's nodes computed at load (they read only initializers and constants): skipped by `run`.
     folded: Vec<bool>,
+    /// The small int initializers (and constants computed at load), on the host: shape arithmetic reads them.
+    host: FxHashMap<String, ops::shapes::HostInts>,
     /// Weights copied once into the layout a handler's kernels read best (see [`ops::Node::prepacked`]), by name.
     prepacked: Mutex<FxHashMap<String, Tensor>>,
     /// A TinyJit per set of input names, shapes, dtypes and devices; `None` where the graph cannot be replayed (it
@@ -218,8 +220,16 @@ impl OnnxRunner {
             .map(|t| Ok((t.name().to_string(), tensor_in_file(t, dir, &path, Some(&bytes))?)))
             .collect::<Result<_>>()?;
         let opsets = model.opset_import.iter().map(|o| (o.domain().to_string(), o.version())).collect();
-        let mut runner =
-            OnnxRunner { path, model, weights, opsets, folded: Vec::new(), prepacked: Mutex::default(), jits: Mutex::default() };
+        let mut runner = OnnxRunner {
+            path,
+            model,
+            weights,
+            opsets,
+            host: FxHashMap::default(),
+            folded: Vec::new(),
+            prepacked: Mutex::default(),
+            jits: Mutex::default(),
+        };
         runner.fold_constants()?;
         Ok(runner)
     }
@@ -229,10 +239,8 @@ impl OnnxRunner {
     /// initializers are; `run` skips them. A node that fails here is left for `run` to report.
     fn fold_constants(&mut self) -> Result<()> {
         let graph = self.graph();
-        let mut scope = Scope {
-            values: self.weights.iter().map(|(k, v)| (k.clone(), Value::Tensor(v.clone()))).collect(),
-            types: FxHashMap::default(),
-        };
+        let mut scope =
+            Scope { values: self.weights.iter().map(|(k, v)| (k.clone(), Value::Tensor(v.clone()))).collect(), ..Default::default() };
         let inits = graph.initializer.iter().map(|t| (t.name().to_string(), t.data_type()));
         scope.types = inits.filter_map(|(n, t)| Some((n, narrow::is_narrow(t)?))).collect();
         let mut folded = vec![false; graph.node.len()];
@@ -247,7 +255,7 @@ impl OnnxRunner {
             let narrow: Vec<Option<DataType>> = node.input.iter().map(|n| scope.types.get(n).copied()).collect();
             // (a node that fails, or panics on shapes that don't fit, is left for `run` to report)
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run_node(node, &args, &narrow, &scope)));
-            let Ok(Ok(outs)) = ran else { continue };
+            let Ok(Ok((outs, _))) = ran else { continue };
             // (only tensors become weights: a node making a sequence runs each time)
             let Some(outs) = outs.into_iter().map(|v| v.tensor().cloned()).collect::<Option<Vec<Tensor>>>() else { continue };
             if let Some(t) = ops::narrow_output(node, &narrow) {
@@ -261,6 +269,7 @@ impl OnnxRunner {
         Tensor::realize_all(&made.iter().map(|(_, t)| t).collect::<Vec<_>>())?;
         self.weights.extend(made);
         self.folded = folded;
+        self.host = self.weights.iter().filter_map(|(k, t)| Some((k.clone(), ops::shapes::HostInts::of(t)?))).collect();
         Ok(())
     }
 
@@ -447,7 +456,8 @@ impl OnnxRunner {
         let graph = self.graph();
         let mut scope = Scope {
             values: self.weights.iter().map(|(k, v)| (k.clone(), Value::Tensor(v.clone()))).collect(),
-            types: FxHashMap::default(),
+            host: self.host.clone(),
+            ..Default::default()
         };
         // (the ONNX type of each value held in a wider dtype: see `narrow`)
         let declared = graph.input.iter().map(|v| (v.name(), elem_type(v)));
@@ -494,10 +504,11 @@ impl OnnxRunner {
                 })
                 .collect::<std::result::Result<Vec<_>, String>>()?;
             let narrow: Vec<Option<DataType>> = node.input.iter().map(|i| scope.types.get(i.as_str()).copied()).collect();
-            let outs = self.run_node(node, &args, &narrow, scope)?;
+            let (outs, host) = self.run_node(node, &args, &narrow, scope)?;
             if let Some(t) = ops::narrow_output(node, &narrow) {
                 scope.types.extend(node.output.iter().map(|o| (o.clone(), t)));
             }
+            scope.host.extend(node.output.iter().cloned().zip(host.into_iter().flatten()));
             scope.values.extend(node.output.iter().cloned().zip(outs));
         }
         Ok(())
@@ -528,7 +539,7 @@ impl OnnxRunner {
         args: &[Option<Value>],
         narrow: &[Option<DataType>],
         scope: &Scope,
-    ) -> std::result::Result<Vec<Value>, String> {
+    ) -> std::result::Result<(Vec<Value>, Option<Vec<ops::shapes::HostInts>>), String> {
         let domain = match node.domain() {
             "" | "ai.onnx" => "",
             d => d,
@@ -536,14 +547,15 @@ impl OnnxRunner {
         let opset = self.opsets.get(domain).copied().unwrap_or(0);
         let subgraph = |g: &proto::GraphProto, inputs: &[Value]| self.run_subgraph(g, scope, inputs);
         let prepack = |i: usize, given: &Tensor, layout: &dyn Fn(&Tensor) -> Tensor| self.prepack(node, i, given, layout);
-        let n = ops::Node { proto: node, opset, path: &self.path, narrow, subgraph: &subgraph, prepack: &prepack };
+        let host: Vec<_> = node.input.iter().map(|i| scope.host.get(i).cloned()).collect();
+        let n = ops::Node { proto: node, opset, path: &self.path, narrow, host: &host, subgraph: &subgraph, prepack: &prepack };
         let context = |e: String| format!("node {:?} ({}): {e}", node.name(), node.op_type());
         if let Some(handler) = ops::value_handler(domain, node.op_type()) {
-            return handler(&n, args).map_err(context);
+            return Ok((handler(&n, args).map_err(context)?, None));
         }
         let Some(handler) = ops::handler(domain, node.op_type()) else {
             if let Some(f) = self.model.functions.iter().find(|f| f.name() == node.op_type() && f.domain() == node.domain()) {
-                return self.run_function(f, node, args).map_err(context);
+                return Ok((self.run_function(f, node, args).map_err(context)?, None));
             }
             return Err(format!(
                 "op {} (domain {:?}, opset {opset}) of node {:?} is not supported",
@@ -563,7 +575,10 @@ impl OnnxRunner {
             })
             .collect::<std::result::Result<Vec<_>, String>>()
             .map_err(context)?;
-        Ok(handler(&n, &tensors).map_err(context)?.into_iter().map(Value::Tensor).collect())
+        if let Some(h) = (domain.is_empty()).then(|| ops::shapes::eval(&n, &tensors, &host)).flatten() {
+            return Ok((h.iter().map(|h| Value::Tensor(h.tensor())).collect(), Some(h)));
+        }
+        Ok((handler(&n, &tensors).map_err(context)?.into_iter().map(Value::Tensor).collect(), None))
     }
 }
 
@@ -613,6 +628,8 @@ impl OnnxRunner {
 struct Scope {
     values: FxHashMap<String, Value>,
     types: FxHashMap<String, DataType>,
+    /// The int values the host knows (see [`ops::shapes`]).
+    host: FxHashMap<String, ops::shapes::HostInts>,
 }
 
 /// The project's dtype for ONNX data type `t`, if it has one.

@@ -16,6 +16,7 @@ mod reduce;
 pub use conv::{Conv2dOpts, InterpolateMode, Pool2dOpts};
 pub use functional::{Reduction, SdpaOpts};
 pub use jit::{JitState, TinyJit};
+pub(crate) use movement::from_end;
 pub use movement::Index;
 pub use ops::{IntoAxes, IntoDims, IntoOperand};
 pub use random::RandOpts;

@@ -7,7 +7,7 @@ use super::{IntoDims, IntoOperand, Tensor};
 use crate::dtype::{dtypes, ConstValue, DType};
 use crate::error::Result;
 use crate::helpers::ceildiv;
-use crate::uop::{Ops, UOp};
+use crate::uop::{Ops, Sint, UOp};
 use rustc_hash::FxHashSet;
 
 /// One item of a subscript for [`Tensor::getitem`] / [`Tensor::setitem`] (a Python index).
@@ -108,10 +108,35 @@ fn zero_of(t: &Tensor) -> Tensor {
 }
 
 /// `idx == arange(n)` with the arange along dim `dim` of `idx` (tinygrad `_one_hot_along_dim`).
-fn one_hot_along(idx: &Tensor, n: usize, dim: i64) -> Tensor {
+fn one_hot_along(idx: &Tensor, n: &Sint, dim: i64) -> Tensor {
     assert!(idx.dtype().is_int(), "one_hot: index dtype {} is not an int", idx.dtype());
     let offset = idx.ndim() - resolve_dim(dim, idx.ndim(), false, "one_hot") - 1;
-    idx.eq(Tensor::arange(0.0, n as f64, 1.0).reshape([vec![n], vec![1; offset]].concat()))
+    // (along a symbolic dim: the range to its max, shrunk to it)
+    let range = Tensor::arange(0.0, n.max() as f64, 1.0).shrink_sym(&[(0.into(), n.clone())]);
+    idx.eq(range.reshape_sym(&[vec![n.clone()], vec![Sint::Int(1); offset]].concat()))
+}
+
+/// `i` with `dim` added where it is negative (indices counted from the end); `dim` may be symbolic.
+pub(crate) fn from_end(i: &Tensor, dim: &Sint) -> Tensor {
+    let wrapped = match dim.int() {
+        Some(n) => i.add(n as i64),
+        None => i.add(Tensor::from_uop(dim.uop()).cast(i.dtype())),
+    };
+    i.lt(0).where_(wrapped, i)
+}
+
+/// The broadcast of shapes whose dims may be symbolic (each dim the first that is not 1).
+fn broadcast_sym(shapes: &[Vec<Sint>]) -> Vec<Sint> {
+    let n = shapes.iter().map(Vec::len).max().unwrap_or(0);
+    let mut out = vec![Sint::Int(1); n];
+    for s in shapes {
+        for (o, d) in out[n - s.len()..].iter_mut().zip(s) {
+            if *o == Sint::Int(1) {
+                *o = d.clone();
+            }
+        }
+    }
+    out
 }
 
 /// Dims `start..=end` merged into one (tinygrad `flatten(start_dim, end_dim)`).
@@ -570,7 +595,7 @@ impl Tensor {
     }
 
     fn index_impl(&self, indices: &[Index], v: Option<&Tensor>) -> Tensor {
-        let shape = self.shape();
+        let (shape, sym) = (self.shape(), self.sym_shape());
         let n_ell = indices.iter().filter(|i| matches!(i, Index::Ellipsis)).count();
         assert!(n_ell <= 1, "getitem: indices can only have a single ellipsis");
         let real = indices.len() - n_ell - indices.iter().filter(|i| matches!(i, Index::NewAxis)).count();
@@ -599,7 +624,7 @@ impl Tensor {
                     }
                     Index::Tensor(t) => {
                         assert!(t.dtype().is_int(), "getitem: index dtype {} is not supported", t.dtype());
-                        full(Index::Tensor(t.lt(0).where_(t.add(size as i64), &t)))
+                        full(Index::Tensor(from_end(&t, &sym[dim])))
                     }
                     Index::Ellipsis => unreachable!("ellipsis was expanded"),
                 };
@@ -635,18 +660,22 @@ impl Tensor {
             }
         } else {
             let dims: Vec<usize> = tops.iter().map(|&(d, _)| d).collect();
-            let big = broadcast_shapes(&tops.iter().map(|(_, t)| t.shape()).collect::<Vec<_>>(), "getitem: cannot broadcast indices");
-            let (xs, d0, nb) = (x.shape(), dims[0], big.len());
+            // (symbolic dims kept: the shapes are each tensor's sym_shape)
+            broadcast_shapes(&tops.iter().map(|(_, t)| t.shape()).collect::<Vec<_>>(), "getitem: cannot broadcast indices");
+            let big = broadcast_sym(&tops.iter().map(|(_, t)| t.sym_shape()).collect::<Vec<_>>());
+            let (xs, d0, nb) = (x.sym_shape(), dims[0], big.len());
             let pre_reduce = [&xs[..d0], &big[..], &xs[d0..]].concat();
+            let ones = |n: usize| vec![Sint::Int(1); n];
             let masks: Vec<Tensor> = tops
                 .iter()
                 .map(|&(d, t)| {
-                    let i = t.reshape([t.shape(), vec![1; xs.len() - d0]].concat()).expand(pre_reduce.clone());
-                    one_hot_along(&i, xs[d], d as i64 - xs.len() as i64)
+                    let lead = ones(pre_reduce.len() - t.ndim() - (xs.len() - d0));
+                    let i = t.reshape_sym(&[lead, t.sym_shape(), ones(xs.len() - d0)].concat()).expand_sym(&pre_reduce);
+                    one_hot_along(&i, &xs[d], d as i64 - xs.len() as i64)
                 })
                 .collect();
             let mut mask = masks[1..].iter().fold(masks[0].clone(), |m, n| and(&m, n));
-            let xr = x.reshape([&xs[..d0], &vec![1; nb][..], &xs[d0..]].concat());
+            let xr = x.reshape_sym(&[&xs[..d0], &ones(nb)[..], &xs[d0..]].concat());
             let sum_axes: Vec<usize> = dims.iter().map(|d| d + nb).collect();
             let mut out = mask.where_(&xr, zero_of(&x)).sum(sum_axes.clone()).cast(x.dtype());
             let permuted = d0 != 0 && dims.len() != 1 && dims.windows(2).any(|w| w[1] != w[0] + 1);
@@ -713,7 +742,7 @@ impl Tensor {
         );
         let x = self.shrink_to(is.iter().enumerate().map(|(j, &m)| if j == d { -1 } else { m as i64 }).collect::<Vec<_>>());
         let x = x.unsqueeze(-1).transpose(-1, d as i64);
-        one_hot_along(&index.unsqueeze(-1), s[d], -1).where_(&x, zero_of(self)).sum(-1).cast(self.dtype())
+        one_hot_along(&index.unsqueeze(-1), &self.sym_shape()[d], -1).where_(&x, zero_of(self)).sum(-1).cast(self.dtype())
     }
     /// `self` with `src` (a tensor of `self`'s dtype, or a constant) written at the positions `index` gives along
     /// `dim`: `out[i][index[i][j]] = src[i][j]` for `dim == 1`; with repeated indices the last write wins
@@ -761,7 +790,7 @@ impl Tensor {
         assert_eq!(self.dtype(), src.dtype(), "scatter: self is {} but src is {}", self.dtype(), src.dtype());
         let src = src.shrink_to(is.clone());
         let src = src.unsqueeze(-1).expand([is.clone(), vec![s[d]]].concat()).transpose(-1, d as i64);
-        let mask = one_hot_along(&index.unsqueeze(-1), s[d], -1).transpose(-1, d as i64);
+        let mask = one_hot_along(&index.unsqueeze(-1), &Sint::Int(s[d]), -1).transpose(-1, d as i64);
         let to = [s.iter().map(|&m| m as i64).collect::<Vec<_>>(), vec![-1]].concat();
         (src.pad_to(to.clone()), mask.pad_to(to))
     }
@@ -828,7 +857,7 @@ impl Tensor {
     /// If `self` is not an int tensor.
     pub fn one_hot(&self, num_classes: usize) -> Tensor {
         assert!(self.dtype().is_int(), "one_hot: expects an int tensor, got {}", self.dtype());
-        one_hot_along(&self.unsqueeze(-1), num_classes, -1).where_(1, 0)
+        one_hot_along(&self.unsqueeze(-1), &Sint::Int(num_classes), -1).where_(1, 0)
     }
     /// The upper triangle of the last two dims (from the `diagonal`-th diagonal up), zeros below (tinygrad `triu`).
     pub fn triu(&self, diagonal: i64) -> Tensor {

@@ -67,7 +67,14 @@ impl Sint {
     pub fn value(&self) -> usize {
         match self {
             Sint::Int(n) => *n,
-            Sint::Sym(u) => usize::try_from(eval(u)).expect("a dim is not negative"),
+            Sint::Sym(u) => usize::try_from(eval_at(u, false)).expect("a dim is not negative"),
+        }
+    }
+    /// Its largest value: each variable at its max, bound or not (the size a buffer holding it is allocated for).
+    pub fn max(&self) -> usize {
+        match self {
+            Sint::Int(n) => *n,
+            Sint::Sym(u) => usize::try_from(eval_at(u, true)).expect("a dim is not negative"),
         }
     }
     /// `self op other`, folded.
@@ -101,16 +108,21 @@ impl std::ops::Add for &Sint {
 impl std::ops::Sub for &Sint {
     type Output = Sint;
     fn sub(self, o: &Sint) -> Sint {
-        self.alu(Ops::ADD, &Sint::from_uop(&-&o.uop()))
+        match (self, o) {
+            (Sint::Int(a), Sint::Int(b)) => Sint::Int(a.checked_sub(*b).expect("a dim is not negative")),
+            _ => Sint::from_uop(&self.uop().alu(Ops::ADD, &[&-&o.uop()])),
+        }
     }
 }
-/// The value of integer expression `u`: constants, BINDs' values, unbound variables at their max.
-fn eval(u: &UOp) -> i128 {
+/// The value of integer expression `u`: constants, BINDs' values (their variables' max when `max`), unbound
+/// variables at their max.
+fn eval_at(u: &UOp, max: bool) -> i128 {
     let mut memo: FxHashMap<UOp, ConstValue> = FxHashMap::default();
     for n in u.toposort() {
         let v = match (&n.arg, n.op) {
             (Arg::Var { max, .. }, _) => ConstValue::Int(*max),
-            (_, Ops::BIND) => n.src[1].const_value().expect("BIND of a constant"),
+            (_, Ops::BIND) if !max => n.src[1].const_value().expect("BIND of a constant"),
+            (_, Ops::BIND) => memo[&n.src[0]],
             (Arg::Const(c), _) => *c,
             _ if GroupOp::ALU.contains(n.op) => exec_alu(n.op, n.dtype, &n.src.iter().map(|s| memo[s]).collect::<Vec<_>>()),
             _ => panic!("a dim expression can't hold {}", n.op),

@@ -1,7 +1,7 @@
 //! Elementwise, reduction, cast and quantization handlers (tinygrad `nn/onnx.py`'s math, reduce and
 //! quantization ops): inputs in, outputs out, on the Tensor API.
 
-use super::{arg, axes_in, axis_of, dtype_attr, one, opt, values, Node, Outputs};
+use super::{arg, axes_in, axis_of, dtype_attr, ints_in, one, opt, values, Node, Outputs};
 use crate::dtype::{dtypes, DType};
 use crate::tensor::Tensor;
 use std::path::Path;
@@ -113,7 +113,7 @@ pub(super) fn arg_reduce(n: &Node, x: &Tensor) -> Outputs {
 /// `CumSum` (or `CumProd`) along the axis in input 1; `exclusive` shifts by one, `reverse` runs from the end.
 pub(super) fn cumulative(n: &Node, a: &[Option<Tensor>], prod: bool) -> Outputs {
     let x = arg(a, 0)?;
-    let axis = axis_of(values(arg(a, 1)?)?[0], x.ndim());
+    let axis = axis_of(ints_in(n, a, 1, "")?.ok_or("CumSum without an axis")?[0], x.ndim());
     let mut x = if n.int("reverse", 0) != 0 { x.flip(axis) } else { x.clone() };
     if n.int("exclusive", 0) != 0 {
         let pads: Vec<(i64, i64)> = (0..x.ndim() as i64).map(|i| if i == axis { (1, -1) } else { (0, 0) }).collect();

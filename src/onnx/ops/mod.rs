@@ -12,6 +12,7 @@ mod movement;
 mod nn;
 mod rnn;
 mod sequence;
+pub mod shapes;
 mod signal;
 mod strings;
 mod training;
@@ -33,6 +34,8 @@ pub struct Node<'a> {
     pub path: &'a Path,
     /// Per input, its ONNX type where it is a narrow one held in a wider dtype (see [`super::narrow`]).
     pub narrow: &'a [Option<DataType>],
+    /// Per input, its values where the host knows them (shape arithmetic: see [`shapes`]).
+    pub host: &'a [Option<shapes::HostInts>],
     /// Runs a subgraph attribute of the node in the node's scope, its inputs bound in order.
     pub subgraph: &'a Subgraph<'a>,
     /// Lays out input `i` (given as the handler holds it) once, when it is a weight (see [`Node::prepacked`]).
@@ -79,6 +82,10 @@ impl Node<'_> {
     pub fn graph(&self, name: &str) -> Result<&GraphProto, String> {
         self.attr(name).and_then(|a| a.g.as_ref()).ok_or_else(|| format!("no graph attribute {name:?}"))
     }
+    /// Input `i`'s values where the host knows them and one is symbolic (a dim of a symbolic shape).
+    pub fn sym_input(&self, i: usize) -> Option<&shapes::HostInts> {
+        self.host.get(i)?.as_ref().filter(|h| h.is_symbolic())
+    }
     /// The number of outputs the node names.
     pub fn outputs(&self) -> usize {
         self.proto.output.len()
@@ -110,9 +117,13 @@ fn floats(t: &Tensor) -> Result<Vec<f64>, String> {
     t.cast(dtypes::FLOAT64).to_vec::<f64>().map_err(|e| e.to_string())
 }
 
-/// Input `i`'s values as int64, or the int list attribute `name` (the opsets before it became an input).
+/// Input `i`'s values as int64 (the host's copy where it has one: see [`shapes`]), or the int list attribute
+/// `name` (the opsets before it became an input).
 fn ints_in(n: &Node, a: &[Option<Tensor>], i: usize, name: &str) -> Result<Option<Vec<i64>>, String> {
-    opt(a, i).map(values).transpose().map(|v| v.or_else(|| n.ints(name)))
+    match n.host.get(i).and_then(Option::as_ref).and_then(shapes::HostInts::consts) {
+        Some(v) => Ok(Some(v)),
+        None => opt(a, i).map(values).transpose().map(|v| v.or_else(|| n.ints(name))),
+    }
 }
 
 /// Axes from input `i` (opsets that take them as an input) or the `axes` attribute; `None` when neither is given.
@@ -383,7 +394,7 @@ pub fn handler(domain: &str, op: &str) -> Option<Handler> {
         },
         "Split" => movement::split,
         "Slice" => movement::slice,
-        "Tile" => |_, a| one(arg(a, 0)?.repeat(values(arg(a, 1)?)?)),
+        "Tile" => |n, a| one(arg(a, 0)?.repeat(ints_in(n, a, 1, "")?.ok_or("Tile without repeats")?)),
         "Pad" => movement::pad,
         "CenterCropPad" => movement::center_crop_pad,
         "DepthToSpace" => movement::depth_to_space,
@@ -393,7 +404,7 @@ pub fn handler(domain: &str, op: &str) -> Option<Handler> {
             one(arg(a, 0)?.rearrange(&format!("b c (h h1) (w w1) -> {to}"), &[("h1", b), ("w1", b)]))
         },
         "Trilu" => |n, a| {
-            let k = opt(a, 1).map(values).transpose()?.map_or(0, |v| v[0]);
+            let k = ints_in(n, a, 1, "")?.map_or(0, |v| v[0]);
             let x = arg(a, 0)?;
             one(if n.int("upper", 1) != 0 { x.triu(k) } else { x.tril(k) })
         },

@@ -2,9 +2,11 @@
 //! inputs in, outputs out, on the Tensor API. Shapes, axes and counts that ONNX passes as tensors are read back
 //! to the host, as tinygrad's `_to_python_const` does.
 
+use super::shapes::{self, HostInts};
 use super::{arg, axes_in, axis_of, dtype_attr, ints_in, one, opt, values, Node, Outputs};
 use crate::dtype::dtypes;
 use crate::tensor::{Index, Tensor};
+use crate::uop::Sint;
 
 /// `Shape`: the input's dims from `start` to `end` (negative counting from the end, clamped), as int64.
 pub(super) fn shape(n: &Node, a: &[Option<Tensor>]) -> Outputs {
@@ -18,10 +20,43 @@ pub(super) fn shape(n: &Node, a: &[Option<Tensor>]) -> Outputs {
 /// `Reshape(data, shape)`: a 0 in `shape` keeps the input's dim there (unless `allowzero`), a -1 is inferred.
 pub(super) fn reshape(n: &Node, a: &[Option<Tensor>]) -> Outputs {
     let x = arg(a, 0)?;
-    let shape = ints_in(n, a, 1, "shape")?.ok_or("Reshape without a shape")?;
     let keep = n.int("allowzero", 0) == 0;
+    if let Some(t) =
+        n.host.get(1).and_then(Option::as_ref).filter(|h| h.is_symbolic() || x.uop().is_symbolic()).and_then(|h| reshape_sym(x, h, keep))
+    {
+        return one(t);
+    }
+    let shape = ints_in(n, a, 1, "shape")?.ok_or("Reshape without a shape")?;
     let dims: Vec<i64> = shape.iter().enumerate().map(|(i, &d)| if d == 0 && keep { x.shape()[i] as i64 } else { d }).collect();
     one(x.reshape(dims))
+}
+
+/// `Reshape` to dims the host knows, some symbolic (or of a symbolic input): 0 keeps the input's dim, -1 is
+/// inferred by cancelling the other dims' factors; `None` where that fails (the caller reshapes at the values).
+fn reshape_sym(x: &Tensor, shape: &HostInts, keep: bool) -> Option<Tensor> {
+    let from = x.sym_shape();
+    let dims: Vec<Option<Sint>> = shape
+        .vals
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match v.const_int() {
+            Some(0) if keep => Some(from.get(i).cloned()),
+            Some(-1) => Some(None),
+            Some(c) if c >= 0 => Some(Some(Sint::Int(c as usize))),
+            Some(_) => None,
+            None => Some(Some(Sint::from_uop(v))),
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let known: Vec<Sint> = dims.iter().flatten().cloned().collect();
+    let dims: Vec<Sint> = match dims.iter().filter(|d| d.is_none()).count() {
+        0 => known,
+        1 => {
+            let inferred = shapes::infer_dim(&from, &known)?;
+            dims.into_iter().map(|d| d.unwrap_or_else(|| inferred.clone())).collect()
+        }
+        _ => return None,
+    };
+    (dims.iter().map(Sint::value).product::<usize>() == x.numel()).then(|| x.reshape_sym(&dims))
 }
 
 /// `Squeeze`: the listed axes (input 1 from opset 13, else the attribute), or every dim of size 1.
@@ -46,8 +81,17 @@ pub(super) fn unsqueeze(n: &Node, a: &[Option<Tensor>]) -> Outputs {
 }
 
 /// `Expand`: the broadcast of the input's shape and `shape` (both ways, as numpy broadcasts).
-pub(super) fn expand(_: &Node, a: &[Option<Tensor>]) -> Outputs {
-    let (x, shape) = (arg(a, 0)?, values(arg(a, 1)?)?);
+pub(super) fn expand(n: &Node, a: &[Option<Tensor>]) -> Outputs {
+    let x = arg(a, 0)?;
+    if let Some(to) = n.host.get(1).and_then(Option::as_ref).filter(|h| h.is_symbolic() || x.uop().is_symbolic()).and_then(HostInts::sints)
+    {
+        let nd = x.ndim().max(to.len());
+        let pad = |v: Vec<Sint>| [vec![Sint::Int(1); nd - v.len()], v].concat();
+        let (xs, ts) = (pad(x.sym_shape()), pad(to));
+        let out: Vec<Sint> = xs.iter().zip(&ts).map(|(a, b)| if *a == Sint::Int(1) { b.clone() } else { a.clone() }).collect();
+        return one(x.reshape_sym(&xs).expand_sym(&out));
+    }
+    let shape = ints_in(n, a, 1, "shape")?.ok_or("Expand without a shape")?;
     let nd = x.ndim().max(shape.len());
     let pad = |v: Vec<i64>| [vec![1; nd - v.len()], v].concat();
     let (xs, ss) = (pad(x.shape().iter().map(|&d| d as i64).collect()), pad(shape));
@@ -76,10 +120,13 @@ pub(super) fn split(n: &Node, a: &[Option<Tensor>]) -> Outputs {
 /// clamping (ends past the dim, `INT64_MIN` for a reversed slice to the front).
 pub(super) fn slice(n: &Node, a: &[Option<Tensor>]) -> Outputs {
     let x = arg(a, 0)?;
+    if let Some(t) = slice_sym(n, x) {
+        return one(t);
+    }
     let starts = ints_in(n, a, 1, "starts")?.ok_or("Slice without starts")?;
     let ends = ints_in(n, a, 2, "ends")?.ok_or("Slice without ends")?;
     let axes = ints_in(n, a, 3, "axes")?.unwrap_or_else(|| (0..starts.len() as i64).collect());
-    let steps = opt(a, 4).map(values).transpose()?.unwrap_or_else(|| vec![1; starts.len()]);
+    let steps = ints_in(n, a, 4, "")?.unwrap_or_else(|| vec![1; starts.len()]);
     let mut idx = vec![Index::Slice(None, None, None); x.ndim()];
     for (i, &ax) in axes.iter().enumerate() {
         let (ax, step) = (axis_of(ax, x.ndim()) as usize, steps[i]);
@@ -94,6 +141,34 @@ pub(super) fn slice(n: &Node, a: &[Option<Tensor>]) -> Outputs {
         };
     }
     one(x.getitem(&idx))
+}
+
+/// `Slice` by 1 with bounds the host knows, some symbolic (a slice to a sequence's length): bounds within their
+/// dims at every value of their variables, else `None` (the caller slices at the bound values).
+fn slice_sym(n: &Node, x: &Tensor) -> Option<Tensor> {
+    let host = |i: usize| n.host.get(i)?.as_ref();
+    let (starts, ends) = (host(1)?, host(2)?);
+    if !(starts.is_symbolic() || ends.is_symbolic()) || starts.vals.len() != ends.vals.len() {
+        return None;
+    }
+    let listed = |i: usize| n.proto.input.get(i).is_some_and(|s| !s.is_empty());
+    let axes = if listed(3) { host(3)?.consts()? } else { (0..starts.vals.len() as i64).collect() };
+    if listed(4) && host(4)?.consts()?.iter().any(|&s| s != 1) {
+        return None;
+    }
+    let dims = x.sym_shape();
+    let mut bounds: Vec<(Sint, Sint)> = dims.iter().map(|d| (Sint::Int(0), d.clone())).collect();
+    for (k, &ax) in axes.iter().enumerate() {
+        let dim = dims.get(usize::try_from(axis_of(ax, dims.len())).ok()?)?;
+        // (a constant past the end is the end; a symbolic bound must stay inside the dim at its variables' max)
+        let bound = |v: &crate::uop::UOp| match v.const_int() {
+            Some(c) if c >= 0 => Some(if c as usize >= dim.max() { dim.clone() } else { Sint::Int(c as usize) }),
+            Some(_) => None,
+            None => Some(Sint::from_uop(v)).filter(|b| b == dim || dim.int().is_some_and(|d| b.max() <= d)),
+        };
+        bounds[axis_of(ax, dims.len()) as usize] = (bound(&starts.vals[k])?, bound(&ends.vals[k])?);
+    }
+    bounds.iter().all(|(b, e)| b.value() <= e.value()).then(|| x.shrink_sym(&bounds))
 }
 
 /// `Pad`: `pads` (begins then ends, per listed axis; input 1 from opset 11, else the attribute) in `mode`
@@ -124,7 +199,7 @@ pub(super) fn pad(n: &Node, a: &[Option<Tensor>]) -> Outputs {
 /// `CenterCropPad`: each listed axis cropped or zero-padded about its center to the size in `shape`.
 pub(super) fn center_crop_pad(n: &Node, a: &[Option<Tensor>]) -> Outputs {
     let x = arg(a, 0)?;
-    let shape = values(arg(a, 1)?)?;
+    let shape = ints_in(n, a, 1, "")?.ok_or("CenterCropPad without a shape")?;
     let axes = n.ints("axes").unwrap_or_else(|| (0..x.ndim() as i64).collect());
     let mut pads = vec![(0i64, 0i64); x.ndim()];
     for (&s, &ax) in shape.iter().zip(&axes) {
@@ -144,16 +219,30 @@ pub(super) fn depth_to_space(n: &Node, a: &[Option<Tensor>]) -> Outputs {
 
 /// `ConstantOfShape`: the `value` attribute's one element (default float32 0) in the shape of input 0.
 pub(super) fn constant_of_shape(n: &Node, a: &[Option<Tensor>]) -> Outputs {
-    let shape: Vec<usize> = values(arg(a, 0)?)?.into_iter().map(|d| d.max(0) as usize).collect();
     let fill = match n.attr("value") {
         Some(_) => super::math::constant(n, &[])?.remove(0),
         None => Tensor::from_slice(&[0.0f32], [1]),
     };
+    if let Some(dims) = n.sym_input(0).and_then(HostInts::sints) {
+        return one(fill.reshape(vec![1usize; dims.len()]).expand_sym(&dims));
+    }
+    let shape: Vec<usize> =
+        ints_in(n, a, 0, "")?.ok_or("ConstantOfShape without a shape")?.into_iter().map(|d| d.max(0) as usize).collect();
     one(fill.reshape([1usize; 0]).expand(shape.iter().map(|&d| d as i64).collect::<Vec<_>>()))
 }
 
 /// `Range(start, limit, delta)` in the inputs' dtype.
-pub(super) fn range(_: &Node, a: &[Option<Tensor>]) -> Outputs {
+pub(super) fn range(n: &Node, a: &[Option<Tensor>]) -> Outputs {
+    // (to a symbolic limit, from a constant start by 1: the range to the limit's max, shrunk to the limit)
+    if let Some(limit) = n.sym_input(1) {
+        let (start, delta) = (ints_in(n, a, 0, "")?, ints_in(n, a, 2, "")?);
+        let (Some([start]), Some([1])) = (start.as_deref(), delta.as_deref()) else {
+            return Err("Range to a symbolic limit takes a constant start and delta 1".into());
+        };
+        let len = Sint::from_uop(&limit.vals[0].alu(crate::uop::Ops::ADD, &[&crate::uop::UOp::const_(dtypes::WEAKINT, -start)]));
+        let whole = Tensor::arange(*start as f64, (*start + len.max() as i64) as f64, 1.0).cast(arg(a, 0)?.dtype());
+        return one(whole.shrink_sym(&[(0.into(), len)]));
+    }
     let v = |i| arg(a, i).and_then(super::floats);
     let (start, limit, delta) = (v(0)?[0], v(1)?[0], v(2)?[0]);
     if delta == 0.0 {
@@ -193,7 +282,7 @@ pub(super) fn one_hot(n: &Node, a: &[Option<Tensor>]) -> Outputs {
 
 /// `indices` with negative values counted from `dim`.
 pub(super) fn positive(indices: &Tensor, dim: usize) -> Tensor {
-    indices.lt(0).where_(indices.add(dim as i64), indices)
+    crate::tensor::from_end(indices, &Sint::Int(dim))
 }
 
 /// `Gather`: the input indexed along `axis` by an int tensor (negative values from the end); its shape replaces
@@ -211,21 +300,20 @@ pub(super) fn gather(n: &Node, a: &[Option<Tensor>]) -> Outputs {
 pub(super) fn gather_nd(n: &Node, a: &[Option<Tensor>]) -> Outputs {
     let (x, i) = (arg(a, 0)?, arg(a, 1)?);
     let b = n.int("batch_dims", 0) as usize;
-    let (xs, is) = (x.shape(), i.shape());
-    let batch: usize = xs[..b].iter().product();
-    let xf = x.reshape([vec![batch], xs[b..].to_vec()].concat());
+    let (xs, is) = (x.sym_shape(), i.sym_shape());
+    let batch = Sint::product(&xs[..b]);
+    let xf = x.reshape_sym(&[vec![batch.clone()], xs[b..].to_vec()].concat());
     let inner = is[b..is.len() - 1].to_vec();
-    let idx = i.reshape([vec![batch], is[b..].to_vec()].concat());
-    let k = is[is.len() - 1];
-    let mut index = vec![Index::Tensor(
-        Tensor::arange(0.0, batch as f64, 1.0).cast(dtypes::INT64).reshape([vec![batch], vec![1; inner.len()]].concat()),
-    )];
+    let idx = i.reshape_sym(&[vec![batch.clone()], is[b..].to_vec()].concat());
+    let k = is[is.len() - 1].int().ok_or("GatherND: the last dim of the indices is symbolic")?;
+    let rows = Tensor::arange(0.0, batch.max() as f64, 1.0).shrink_sym(&[(0.into(), batch.clone())]).cast(dtypes::INT64);
+    let mut index = vec![Index::Tensor(rows.reshape_sym(&[vec![batch], vec![Sint::Int(1); inner.len()]].concat()))];
     for j in 0..k {
         let col = idx.getitem(&[Index::Ellipsis, Index::Int(j as i64)]);
-        index.push(Index::Tensor(positive(&col, xs[b + j])));
+        index.push(Index::Tensor(crate::tensor::from_end(&col, &xs[b + j])));
     }
     let out = xf.getitem(&index);
-    one(out.reshape([xs[..b].to_vec(), inner, xs[b + k..].to_vec()].concat()))
+    one(out.reshape_sym(&[xs[..b].to_vec(), inner, xs[b + k..].to_vec()].concat()))
 }
 
 /// The Tensor API's name for an ONNX scatter `reduction`.
