@@ -238,10 +238,11 @@ pub static TRACK_MATCH_STATS: ContextVar = ContextVar::new("TRACK_MATCH_STATS", 
 pub static VIZ: ContextVar = ContextVar::new("VIZ", 0);
 /// 1 records the profiler's timeline (compiles, launches, copies, schedules, allocations; on with VIZ). Default 0.
 pub static PROFILE: ContextVar = ContextVar::new("PROFILE", 0);
-/// 1 makes the ONNX runner bind inputs' named dims (`batch`, `sequence`) as variables: one TinyJit capture replays
-/// every size up to a bucket. Default 0: no opt splits a symbolic axis (kernels can't tile or thread along the batch),
-/// so each size is its own capture.
-pub static SYMBOLIC_DIMS: ContextVar = ContextVar::new("SYMBOLIC_DIMS", 0);
+/// When the ONNX runner binds inputs' named dims (`batch`, `sequence`) as variables, so one TinyJit capture replays
+/// every size up to a bucket: from the n-th distinct size run in a bucket on (1: always; 0: never, each size is its
+/// own capture). Default 3: a model run at one or two sizes keeps captures at those sizes, whose kernels are about
+/// twice as fast (no opt splits a symbolic axis); one run at many sizes compiles once more, not once per size.
+pub static SYMBOLIC_DIMS: ContextVar = ContextVar::new("SYMBOLIC_DIMS", 3);
 /// 1 splits a large reduction into two kernels. Default 1.
 pub static SPLIT_REDUCEOP: ContextVar = ContextVar::new("SPLIT_REDUCEOP", 1);
 /// 1 lets the hand-coded opts use tensor cores (the TC opt) where the target has them (tinygrad `TC`). Default 1.

@@ -357,8 +357,16 @@ fn inputs_are_checked_against_their_declared_types() {
 /// same kernels, scheduling only the input's copy into a buffer sized for the bucket.
 #[test]
 fn named_dims_replay_one_capture_for_every_size() {
-    let _symbolic = tinygrad::helpers::Context::new(&[(&tinygrad::helpers::SYMBOLIC_DIMS, 1)]);
-    let d = dir("symbolic");
+    // SYMBOLIC_DIMS=1: variables from the first size, replays from the fourth run; by default from the third size
+    named_dims_case(Some(1), 3);
+    named_dims_case(None, 5);
+}
+
+/// A model with a named batch dim run at 8 sizes (`SYMBOLIC_DIMS` = `after`, else its default): values right, and
+/// only the input's copy scheduled from run `replays_from` on.
+fn named_dims_case(after: Option<i64>, replays_from: usize) {
+    let _symbolic = after.map(|a| tinygrad::helpers::Context::new(&[(&tinygrad::helpers::SYMBOLIC_DIMS, a)]));
+    let d = dir(&format!("symbolic{}", after.unwrap_or(0)));
     let w: Vec<f32> = (0..12).map(|i| i as f32 * 0.25 - 1.0).collect();
     let b = [0.5f32, -0.25, 1.0];
     let nodes = vec![
@@ -382,12 +390,13 @@ fn named_dims_replay_one_capture_for_every_size() {
             .chunks(3)
             .flat_map(|row| row.iter().map(|v| v.exp() / row.iter().map(|u| u.exp()).sum::<f64>()).collect::<Vec<_>>())
             .collect();
-        let before = tinygrad::schedule::schedule_count();
+        let (before, replays) = (tinygrad::schedule::schedule_count(), runner.replays());
         let y = runner.run(&[("x", Tensor::from_slice(&x, [n, 4]))]).unwrap().remove(0).1;
         let scheduled = tinygrad::schedule::schedule_count() - before;
+        assert_eq!(runner.replays() - replays, (call >= replays_from) as usize, "batch {n} (run {call}) replayed");
         assert_eq!(y.shape(), [n, 3], "batch {n}");
         close(&y.to_vec::<f32>().unwrap(), &want, &format!("batch {n}"));
-        if call >= 3 {
+        if call >= replays_from {
             assert_eq!(scheduled, 1, "batch {n} (run {call}) scheduled {scheduled} times: only its input's copy may");
         }
     }
@@ -490,13 +499,14 @@ fn minilm_replays_one_symbolic_capture_for_every_size() {
             [("input_ids", &ids), ("attention_mask", &mask), ("token_type_ids", &vec![0; b * s])]
                 .map(|(n, v)| (n, Tensor::from_slice(v, [b, s])))
         };
-        let before = tinygrad::schedule::schedule_count();
+        let (before, replays) = (tinygrad::schedule::schedule_count(), runner.replays());
         let got = {
             let _symbolic = tinygrad::helpers::Context::new(&[(&tinygrad::helpers::SYMBOLIC_DIMS, 1)]);
             runner.run(&inputs()).unwrap().remove(0).1
         };
-        let scheduled = tinygrad::schedule::schedule_count() - before;
+        let (scheduled, replayed) = (tinygrad::schedule::schedule_count() - before, runner.replays() - replays);
         assert_eq!(got.shape(), [b, s, 384]);
+        assert_eq!(replayed, (call >= 3) as usize, "{b}x{s} (run {call}) replayed");
         let want = {
             let _plain = tinygrad::helpers::Context::new(&[(&tinygrad::helpers::JIT, 0)]);
             runner.run(&inputs()).unwrap().remove(0).1.to_vec::<f32>().unwrap()

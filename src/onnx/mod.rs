@@ -57,6 +57,14 @@ enum SigDim {
     Upto(usize),
 }
 
+/// Whether a signature's dim `d` lies in the bucket dim `b`: the same size, or a size up to it.
+fn sig_dim_in(d: SigDim, b: SigDim) -> bool {
+    match (d, b) {
+        (SigDim::Size(n), SigDim::Upto(m)) => bucket(n) == m,
+        _ => d == b,
+    }
+}
+
 /// The variables' maximum for a named dim of size `n`: a power of two, at least 16 (buffers are sized for it).
 fn bucket(n: usize) -> usize {
     n.next_power_of_two().max(16)
@@ -317,6 +325,11 @@ impl OnnxRunner {
         self.weights.iter().map(|(k, v)| (k.as_str(), v))
     }
 
+    /// Runs so far that replayed a TinyJit capture (each input signature's, added up).
+    pub fn replays(&self) -> usize {
+        self.jits.lock().unwrap_or_else(|e| e.into_inner()).values().flatten().map(crate::tensor::JitState::replays).sum()
+    }
+
     /// The graph's input names that are not initializers, in order.
     pub fn input_names(&self) -> Vec<&str> {
         self.graph().input.iter().map(|v| v.name()).filter(|n| !self.weights.contains_key(*n)).collect()
@@ -385,11 +398,21 @@ impl OnnxRunner {
             given.iter().map(|(n, t)| (n.to_string(), dims(n, t), t.dtype(), t.device())).collect()
         };
         let mut jits = self.jits.lock().unwrap_or_else(|e| e.into_inner());
-        let sym_sig = sig_of(true);
-        let symbolic = crate::helpers::SYMBOLIC_DIMS.value() != 0
-            && sym_sig != sig_of(false)
+        let (sym_sig, sizes_sig) = (sig_of(true), sig_of(false));
+        // (a size captured before keeps its capture; from the SYMBOLIC_DIMS-th size of a bucket on, one serves all)
+        let in_bucket = |k: &Vec<InputSpec>| {
+            k.len() == sym_sig.len()
+                && k.iter().zip(&sym_sig).all(|(a, b)| {
+                    (&a.0, a.2, &a.3, a.1.len()) == (&b.0, b.2, &b.3, b.1.len()) && a.1.iter().zip(&b.1).all(|(&x, &y)| sig_dim_in(x, y))
+                })
+        };
+        let after = crate::helpers::SYMBOLIC_DIMS.value();
+        let symbolic = after > 0
+            && sym_sig != sizes_sig
+            && !jits.contains_key(&sizes_sig)
+            && (jits.contains_key(&sym_sig) || jits.keys().filter(|k| **k != sym_sig && in_bucket(k)).count() + 1 >= after as usize)
             && !matches!(jits.get(&sym_sig), Some(Some(j)) if j.general() == Some(false));
-        let sig = if symbolic { sym_sig } else { sig_of(false) };
+        let sig = if symbolic { sym_sig } else { sizes_sig };
         let given: Vec<(&str, Tensor)> = match symbolic {
             false => given,
             true => given

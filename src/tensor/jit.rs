@@ -57,6 +57,7 @@ struct Captured {
 #[derive(Default)]
 pub struct JitState {
     calls: usize,
+    replays: usize,
     captured: Option<Captured>,
 }
 
@@ -71,6 +72,10 @@ impl JitState {
     /// Calls so far (the next is the first: 0, the capture: 1, a replay: 2 or more).
     pub fn calls(&self) -> usize {
         self.calls
+    }
+    /// Calls that replayed the capture (no graph built, nothing scheduled but the inputs' copies).
+    pub fn replays(&self) -> usize {
+        self.replays
     }
     /// Whether the capture serves every value of the inputs' symbolic dims: `None` until a run at a second value
     /// (or without a capture), `Some(false)` where that run made other kernels (those values run the function).
@@ -259,6 +264,7 @@ fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Re
         super::random::redraw(d)?;
     }
     cap.kernels.replay(&swap, &vars)?;
+    state.replays += 1;
     Ok(cap
         .outputs
         .iter()
