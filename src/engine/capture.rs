@@ -10,16 +10,25 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 thread_local! {
-    /// The kernels launched on this thread, one list per capture open (nested ones inside outer ones), and for
-    /// each whether its output buffer was new (no memory before it ran).
-    static CAPTURING: RefCell<Vec<Vec<(ExecItem, bool)>>> = const { RefCell::new(Vec::new()) };
+    /// The captures open on this thread (nested ones inside outer ones).
+    static CAPTURING: RefCell<Vec<Recording>> = const { RefCell::new(Vec::new()) };
+}
+
+/// One open capture: the kernels launched so far, each buffer one of them made (it had no memory before) recorded as
+/// its twin, a BUFFER without memory, so the run frees the buffer after its last use as it would uncaptured.
+#[derive(Default)]
+struct Recording {
+    items: Vec<ExecItem>,
+    twins: FxHashMap<u64, UOp>,
 }
 
 /// The kernels one [`capture`] launched, in order.
 pub struct Kernels {
     items: Vec<ExecItem>,
-    /// Output buffers that had no memory before their kernel ran (made by the captured function).
+    /// The buffers the captured function made (twins, or the function's outputs once [`Kernels::adopt`]ed).
     created: FxHashSet<UOp>,
+    /// The twin of each buffer made, by the buffer's id.
+    twins: FxHashMap<u64, UOp>,
 }
 
 /// Runs `f`, recording every kernel launched on this thread meanwhile (a capture open inside `f` records its
@@ -32,13 +41,12 @@ pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Kernels) {
             CAPTURING.with(|c| c.borrow_mut().pop());
         }
     }
-    CAPTURING.with(|c| c.borrow_mut().push(Vec::new()));
+    CAPTURING.with(|c| c.borrow_mut().push(Recording::default()));
     let open = Open;
     let out = f();
-    let items = CAPTURING.with(|c| c.borrow_mut().last_mut().map(std::mem::take)).unwrap_or_default();
+    let rec = CAPTURING.with(|c| c.borrow_mut().last_mut().map(std::mem::take)).unwrap_or_default();
     drop(open);
-    let created = items.iter().filter(|(_, new)| *new).map(|(ei, _)| ei.bufs[0].clone()).collect();
-    (out, Kernels { items: items.into_iter().map(|(ei, _)| ei).collect(), created })
+    (out, Kernels { items: rec.items, created: rec.twins.values().cloned().collect(), twins: rec.twins })
 }
 
 impl Kernels {
@@ -92,6 +100,45 @@ impl Kernels {
             && self.items.iter().zip(&other.items).all(|(a, b)| same_work(a, b))
             && roles(self, inputs) == roles(other, other_inputs)
     }
+    /// Makes the kernels write `outputs` (the captured function's outputs, buffers it made) rather than their twins,
+    /// so the capture's outputs are the buffers the function returned.
+    pub fn adopt(&mut self, outputs: &[UOp]) {
+        for o in outputs {
+            let Some(t) = self.twins.remove(&info(o).id) else { continue };
+            self.items.iter_mut().flat_map(|ei| ei.bufs.iter_mut()).filter(|b| **b == t).for_each(|b| *b = o.clone());
+            self.created.remove(&t);
+            self.created.insert(o.clone());
+        }
+    }
+    /// Gives the buffers the kernels made for themselves (twins not in `keep`: the function's inputs and outputs)
+    /// memory shared among those whose uses don't overlap, as tinygrad's JIT memory planner
+    /// does: each takes a free buffer of its dtype, size and device at its first use and frees it after its last, so
+    /// replays hold about a plain run's peak rather than every intermediate at once.
+    pub fn plan_memory(&mut self, keep: &[UOp]) {
+        let planned = |b: &UOp| self.created.contains(b) && !keep.contains(b);
+        let mut last: FxHashMap<UOp, usize> = FxHashMap::default();
+        for (i, ei) in self.items.iter().enumerate() {
+            last.extend(ei.bufs.iter().filter(|b| planned(b)).map(|b| (b.clone(), i)));
+        }
+        let key = |b: &UOp| (b.dtype, info(b).size, info(b).device.clone());
+        let (mut free, mut to): (FxHashMap<_, Vec<UOp>>, FxHashMap<UOp, UOp>) = Default::default();
+        for (i, ei) in self.items.iter().enumerate() {
+            for b in ei.bufs.iter().filter(|b| last.contains_key(*b)) {
+                if !to.contains_key(b) {
+                    let slot = free.get_mut(&key(b)).and_then(Vec::pop).unwrap_or_else(|| b.clone());
+                    to.insert(b.clone(), slot);
+                }
+            }
+            for b in ei.bufs.iter().filter(|b| last.get(*b) == Some(&i)) {
+                if let Some(slot) = to.get(b).filter(|s| !free.get(&key(b)).is_some_and(|f| f.contains(s))) {
+                    free.entry(key(b)).or_default().push(slot.clone());
+                }
+            }
+        }
+        for ei in &mut self.items {
+            ei.bufs.iter_mut().filter_map(|b| to.get(&*b).map(|n| (b, n))).for_each(|(b, n)| *b = n.clone());
+        }
+    }
     /// Whether `buf` is an output the captured function created (not one it was given).
     pub fn created(&self, buf: &UOp) -> bool {
         self.created.contains(buf)
@@ -128,7 +175,14 @@ pub(super) fn record(ei: &ExecItem) {
         let mut c = c.borrow_mut();
         if !c.is_empty() {
             let fresh = info(&ei.bufs[0]).mem.get().is_none();
-            c.iter_mut().for_each(|v| v.push((ei.clone(), fresh)));
+            for rec in c.iter_mut() {
+                if fresh {
+                    rec.twins.entry(info(&ei.bufs[0]).id).or_insert_with(|| new_buffer_like(&ei.bufs[0]));
+                }
+                let mut ei = ei.clone();
+                ei.bufs.iter_mut().for_each(|b| *b = rec.twins.get(&info(b).id).unwrap_or(b).clone());
+                rec.items.push(ei);
+            }
         }
     })
 }

@@ -211,6 +211,11 @@ fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Re
         }
         let outputs = out.iter().map(|t| Ok((buffer_of(t)?, rebind(t.sym_shape(), None)))).collect::<Result<Vec<_>>>()?;
         let general = specs.iter().all(|s| s.shape.iter().all(|d| d.int().is_some())).then_some(true);
+        let mut kernels = kernels;
+        kernels.adopt(&outputs.iter().map(|(b, _)| b.clone()).collect::<Vec<_>>());
+        if general == Some(true) {
+            kernels.plan_memory(&bufs.iter().chain(outputs.iter().map(|(b, _)| b)).cloned().collect::<Vec<_>>());
+        }
         state.captured = Some(Captured { kernels, inputs: bufs, specs, aliases, outputs, vars: var_specs, vals: vars, draws, general });
         return Ok(out);
     };
@@ -249,6 +254,10 @@ fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Re
         let out = out?;
         let cap = state.captured.as_mut().expect("captured");
         cap.general = Some(kernels.same_as(&bufs, &cap.kernels, &cap.inputs));
+        if cap.general == Some(true) {
+            let keep: Vec<UOp> = cap.inputs.iter().chain(cap.outputs.iter().map(|(b, _)| b)).cloned().collect();
+            cap.kernels.plan_memory(&keep);
+        }
         return Ok(out);
     }
     // pending assigns to buffers the kernels read (tensors the function captured) run first
