@@ -403,6 +403,48 @@ fn named_dims_case(after: Option<i64>, replays_from: usize) {
 }
 
 #[test]
+fn a_shape_read_as_data_follows_the_bound_size() {
+    // y = Reshape(x * float(Shape(x)[0]) + float(Size(x)), [Shape(x)[0], 2, 2]): the batch (and 4 times it) as values
+    // in kernels and as a dim, from one symbolic capture at every batch size
+    let _symbolic = tinygrad::helpers::Context::new(&[(&tinygrad::helpers::SYMBOLIC_DIMS, 1)]);
+    let d = dir("shape_as_data");
+    let int64s = |name: &str, dims: &[i64], v: &[i64]| TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(DataType::Int64 as i32),
+        int64_data: v.to_vec(),
+        ..Default::default()
+    };
+    let nodes = vec![
+        node("Shape", &["x"], &["s"], vec![]),
+        node("Gather", &["s", "zero"], &["n"], vec![]),
+        node("Cast", &["n"], &["nf"], vec![int_attr("to", DataType::Float as i64)]),
+        node("Mul", &["x", "nf"], &["xn0"], vec![]),
+        node("Size", &["x"], &["size"], vec![]),
+        node("Cast", &["size"], &["sizef"], vec![int_attr("to", DataType::Float as i64)]),
+        node("Add", &["xn0", "sizef"], &["xn"], vec![]),
+        node("Unsqueeze", &["n", "axes"], &["n1"], vec![]),
+        node("Concat", &["n1", "two_two"], &["shape"], vec![int_attr("axis", 0)]),
+        node("Reshape", &["xn", "shape"], &["y"], vec![]),
+    ];
+    let inits = vec![int64s("zero", &[], &[0]), int64s("axes", &[1], &[0]), int64s("two_two", &[2], &[2, 2])];
+    let mut graph = GraphProto { node: nodes, initializer: inits, output: vec![value("y")], ..Default::default() };
+    graph.input = vec![typed("x", &[Err("batch"), Ok(4)])];
+    let opset = OperatorSetIdProto { domain: Some(String::new()), version: Some(17) };
+    let m = ModelProto { ir_version: Some(8), opset_import: vec![opset], graph: Some(graph), ..Default::default() };
+    std::fs::write(d.join("m.onnx"), m.encode_to_vec()).unwrap();
+    let runner = OnnxRunner::load(d.join("m.onnx")).unwrap();
+    for (call, n) in [3usize, 5, 7, 2, 9, 6].into_iter().enumerate() {
+        let x: Vec<f32> = (0..4 * n).map(|i| (i % 7) as f32 - 3.0).collect();
+        let replays = runner.replays();
+        let y = runner.run(&[("x", Tensor::from_slice(&x, [n, 4]))]).unwrap().remove(0).1;
+        assert_eq!(y.shape(), [n, 2, 2], "batch {n}");
+        assert_eq!(y.to_vec::<f32>().unwrap(), x.iter().map(|v| v * n as f32 + 4.0 * n as f32).collect::<Vec<_>>(), "batch {n}");
+        assert_eq!(runner.replays() - replays, (call >= 3) as usize, "batch {n} (run {call}) replayed");
+    }
+}
+
+#[test]
 fn light_resnet50_matches_onnx_shipped_output() {
     // onnx's light ResNet-50 (opset 9, weights as ConstantOfShape nodes, computed once at load) on arange(n)/n
     let Some(light) = suite_path("light", "the light models") else { return };
