@@ -56,10 +56,15 @@ fn value(name: &str) -> ValueInfoProto {
 
 /// Writes a model of `nodes` with `inits`, graph inputs `inputs` and outputs `outputs` (opset 17) to `path`.
 fn write(path: &Path, nodes: Vec<NodeProto>, inits: Vec<TensorProto>, inputs: &[&str], outputs: &[&str]) {
+    write_typed(path, nodes, inits, inputs.iter().map(|n| value(n)).collect(), outputs);
+}
+
+/// [`write`] with inputs declared by type and shape (see [`typed`]).
+fn write_typed(path: &Path, nodes: Vec<NodeProto>, inits: Vec<TensorProto>, inputs: Vec<ValueInfoProto>, outputs: &[&str]) {
     let graph = GraphProto {
         node: nodes,
         initializer: inits,
-        input: inputs.iter().map(|n| value(n)).collect(),
+        input: inputs,
         output: outputs.iter().map(|n| value(n)).collect(),
         ..Default::default()
     };
@@ -376,11 +381,7 @@ fn named_dims_case(after: Option<i64>, replays_from: usize) {
         node("Softmax", &["r"], &["y"], vec![int_attr("axis", -1)]),
     ];
     let inits = vec![floats("w", &[4, 3], &w, true), floats("b", &[3], &b, false)];
-    let mut graph = GraphProto { node: nodes, initializer: inits, output: vec![value("y")], ..Default::default() };
-    graph.input = vec![typed("x", &[Err("batch"), Ok(4)])];
-    let opset = OperatorSetIdProto { domain: Some(String::new()), version: Some(17) };
-    let m = ModelProto { ir_version: Some(8), opset_import: vec![opset], graph: Some(graph), ..Default::default() };
-    std::fs::write(d.join("m.onnx"), m.encode_to_vec()).unwrap();
+    write_typed(&d.join("m.onnx"), nodes, inits, vec![typed("x", &[Err("batch"), Ok(4)])], &["y"]);
     let runner = OnnxRunner::load(d.join("m.onnx")).unwrap();
     let f = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
     for (call, n) in [3usize, 5, 7, 2, 9, 16, 1, 4].into_iter().enumerate() {
@@ -428,11 +429,7 @@ fn a_shape_read_as_data_follows_the_bound_size() {
         node("Reshape", &["xn", "shape"], &["y"], vec![]),
     ];
     let inits = vec![int64s("zero", &[], &[0]), int64s("axes", &[1], &[0]), int64s("two_two", &[2], &[2, 2])];
-    let mut graph = GraphProto { node: nodes, initializer: inits, output: vec![value("y")], ..Default::default() };
-    graph.input = vec![typed("x", &[Err("batch"), Ok(4)])];
-    let opset = OperatorSetIdProto { domain: Some(String::new()), version: Some(17) };
-    let m = ModelProto { ir_version: Some(8), opset_import: vec![opset], graph: Some(graph), ..Default::default() };
-    std::fs::write(d.join("m.onnx"), m.encode_to_vec()).unwrap();
+    write_typed(&d.join("m.onnx"), nodes, inits, vec![typed("x", &[Err("batch"), Ok(4)])], &["y"]);
     let runner = OnnxRunner::load(d.join("m.onnx")).unwrap();
     for (call, n) in [3usize, 5, 7, 2, 9, 6].into_iter().enumerate() {
         let x: Vec<f32> = (0..4 * n).map(|i| (i % 7) as f32 - 3.0).collect();

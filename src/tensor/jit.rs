@@ -203,7 +203,7 @@ fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Re
     let aliases: Vec<usize> = bufs.iter().map(|b| bufs.iter().position(|x| x == b).unwrap()).collect();
     let Some(cap) = &state.captured else {
         let outer = super::random::start_recording();
-        let (out, kernels) = engine::capture(|| run_f(f, all));
+        let (out, mut kernels) = engine::capture(|| run_f(f, all));
         let draws = super::random::stop_recording(outer);
         let out = out?;
         if kernels.is_empty() {
@@ -211,7 +211,6 @@ fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Re
         }
         let outputs = out.iter().map(|t| Ok((buffer_of(t)?, rebind(t.sym_shape(), None)))).collect::<Result<Vec<_>>>()?;
         let general = specs.iter().all(|s| s.shape.iter().all(|d| d.int().is_some())).then_some(true);
-        let mut kernels = kernels;
         kernels.adopt(&outputs.iter().map(|(b, _)| b.clone()).collect::<Vec<_>>());
         if general == Some(true) {
             kernels.plan_memory(&bufs.iter().chain(outputs.iter().map(|(b, _)| b)).cloned().collect::<Vec<_>>());

@@ -125,12 +125,14 @@ pub(crate) fn from_end(i: &Tensor, dim: &Sint) -> Tensor {
     i.lt(0).where_(wrapped, i)
 }
 
-/// The broadcast of shapes whose dims may be symbolic (each dim the first that is not 1).
-fn broadcast_sym(shapes: &[Vec<Sint>]) -> Vec<Sint> {
+/// [`broadcast_shapes`] of shapes whose dims may be symbolic (each dim the first that is not 1; checked at the
+/// bound values).
+fn broadcast_sym(shapes: &[Vec<Sint>], op: &str) -> Vec<Sint> {
     let n = shapes.iter().map(Vec::len).max().unwrap_or(0);
     let mut out = vec![Sint::Int(1); n];
     for s in shapes {
         for (o, d) in out[n - s.len()..].iter_mut().zip(s) {
+            assert!(o.value() == d.value() || o.value() == 1 || d.value() == 1, "{op}: shapes {shapes:?} can't be broadcast");
             if *o == Sint::Int(1) {
                 *o = d.clone();
             }
@@ -660,9 +662,7 @@ impl Tensor {
             }
         } else {
             let dims: Vec<usize> = tops.iter().map(|&(d, _)| d).collect();
-            // (symbolic dims kept: the shapes are each tensor's sym_shape)
-            broadcast_shapes(&tops.iter().map(|(_, t)| t.shape()).collect::<Vec<_>>(), "getitem: cannot broadcast indices");
-            let big = broadcast_sym(&tops.iter().map(|(_, t)| t.sym_shape()).collect::<Vec<_>>());
+            let big = broadcast_sym(&tops.iter().map(|(_, t)| t.sym_shape()).collect::<Vec<_>>(), "getitem: cannot broadcast indices");
             let (xs, d0, nb) = (x.sym_shape(), dims[0], big.len());
             let pre_reduce = [&xs[..d0], &big[..], &xs[d0..]].concat();
             let ones = |n: usize| vec![Sint::Int(1); n];

@@ -82,9 +82,13 @@ impl Node<'_> {
     pub fn graph(&self, name: &str) -> Result<&GraphProto, String> {
         self.attr(name).and_then(|a| a.g.as_ref()).ok_or_else(|| format!("no graph attribute {name:?}"))
     }
+    /// Input `i`'s values where the host knows them.
+    pub fn host_input(&self, i: usize) -> Option<&shapes::HostInts> {
+        self.host.get(i)?.as_ref()
+    }
     /// Input `i`'s values where the host knows them and one is symbolic (a dim of a symbolic shape).
     pub fn sym_input(&self, i: usize) -> Option<&shapes::HostInts> {
-        self.host.get(i)?.as_ref().filter(|h| h.is_symbolic())
+        self.host_input(i).filter(|h| h.is_symbolic())
     }
     /// The number of outputs the node names.
     pub fn outputs(&self) -> usize {
@@ -120,7 +124,7 @@ fn floats(t: &Tensor) -> Result<Vec<f64>, String> {
 /// Input `i`'s values as int64 (the host's copy where it has one: see [`shapes`]), or the int list attribute
 /// `name` (the opsets before it became an input).
 fn ints_in(n: &Node, a: &[Option<Tensor>], i: usize, name: &str) -> Result<Option<Vec<i64>>, String> {
-    match n.host.get(i).and_then(Option::as_ref).and_then(shapes::HostInts::consts) {
+    match n.host_input(i).and_then(shapes::HostInts::consts) {
         Some(v) => Ok(Some(v)),
         None => opt(a, i).map(values).transpose().map(|v| v.or_else(|| n.ints(name))),
     }

@@ -21,9 +21,7 @@ pub(super) fn shape(n: &Node, a: &[Option<Tensor>]) -> Outputs {
 pub(super) fn reshape(n: &Node, a: &[Option<Tensor>]) -> Outputs {
     let x = arg(a, 0)?;
     let keep = n.int("allowzero", 0) == 0;
-    if let Some(t) =
-        n.host.get(1).and_then(Option::as_ref).filter(|h| h.is_symbolic() || x.uop().is_symbolic()).and_then(|h| reshape_sym(x, h, keep))
-    {
+    if let Some(t) = n.host_input(1).filter(|h| h.is_symbolic() || x.uop().is_symbolic()).and_then(|h| reshape_sym(x, h, keep)) {
         return one(t);
     }
     let shape = ints_in(n, a, 1, "shape")?.ok_or("Reshape without a shape")?;
@@ -40,7 +38,7 @@ fn reshape_sym(x: &Tensor, shape: &HostInts, keep: bool) -> Option<Tensor> {
         .iter()
         .enumerate()
         .map(|(i, v)| match v.const_int() {
-            Some(0) if keep => Some(from.get(i).cloned()),
+            Some(0) if keep => from.get(i).cloned().map(Some),
             Some(-1) => Some(None),
             Some(c) if c >= 0 => Some(Some(Sint::Int(c as usize))),
             Some(_) => None,
@@ -83,8 +81,7 @@ pub(super) fn unsqueeze(n: &Node, a: &[Option<Tensor>]) -> Outputs {
 /// `Expand`: the broadcast of the input's shape and `shape` (both ways, as numpy broadcasts).
 pub(super) fn expand(n: &Node, a: &[Option<Tensor>]) -> Outputs {
     let x = arg(a, 0)?;
-    if let Some(to) = n.host.get(1).and_then(Option::as_ref).filter(|h| h.is_symbolic() || x.uop().is_symbolic()).and_then(HostInts::sints)
-    {
+    if let Some(to) = n.host_input(1).filter(|h| h.is_symbolic() || x.uop().is_symbolic()).and_then(HostInts::sints) {
         let nd = x.ndim().max(to.len());
         let pad = |v: Vec<Sint>| [vec![Sint::Int(1); nd - v.len()], v].concat();
         let (xs, ts) = (pad(x.sym_shape()), pad(to));
@@ -146,7 +143,7 @@ pub(super) fn slice(n: &Node, a: &[Option<Tensor>]) -> Outputs {
 /// `Slice` by 1 with bounds the host knows, some symbolic (a slice to a sequence's length): bounds within their
 /// dims at every value of their variables, else `None` (the caller slices at the bound values).
 fn slice_sym(n: &Node, x: &Tensor) -> Option<Tensor> {
-    let host = |i: usize| n.host.get(i)?.as_ref();
+    let host = |i: usize| n.host_input(i);
     let (starts, ends) = (host(1)?, host(2)?);
     if !(starts.is_symbolic() || ends.is_symbolic()) || starts.vals.len() != ends.vals.len() {
         return None;
@@ -233,12 +230,10 @@ pub(super) fn constant_of_shape(n: &Node, a: &[Option<Tensor>]) -> Outputs {
 
 /// `Range(start, limit, delta)` in the inputs' dtype.
 pub(super) fn range(n: &Node, a: &[Option<Tensor>]) -> Outputs {
-    // (to a symbolic limit, from a constant start by 1: the range to the limit's max, shrunk to the limit)
-    if let Some(limit) = n.sym_input(1) {
-        let (start, delta) = (ints_in(n, a, 0, "")?, ints_in(n, a, 2, "")?);
-        let (Some([start]), Some([1])) = (start.as_deref(), delta.as_deref()) else {
-            return Err("Range to a symbolic limit takes a constant start and delta 1".into());
-        };
+    // (to a symbolic limit, from a constant start by 1: the range to the limit's max, shrunk to the limit; other
+    // symbolic ranges are computed at the bound values)
+    let at = |i: usize| n.host_input(i).and_then(HostInts::consts);
+    if let (Some(limit), Some([start]), Some([1])) = (n.sym_input(1), at(0).as_deref(), at(2).as_deref()) {
         let len = Sint::from_uop(&limit.vals[0].alu(crate::uop::Ops::ADD, &[&crate::uop::UOp::const_(dtypes::WEAKINT, -start)]));
         let whole = Tensor::arange(*start as f64, (*start + len.max() as i64) as f64, 1.0).cast(arg(a, 0)?.dtype());
         return one(whole.shrink_sym(&[(0.into(), len)]));
