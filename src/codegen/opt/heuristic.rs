@@ -119,6 +119,8 @@ struct Analysis {
     reds: Vec<UOp>,
     /// Vector registers a register tile may fill (four are left for the operands).
     budget: usize,
+    /// The target's vector registers.
+    regs: usize,
 }
 
 impl Analysis {
@@ -137,6 +139,20 @@ impl Analysis {
             outs: k.upcastable_dims().into_iter().map(|i| rngs[i].clone()).collect(),
             reds: k.unrollable_dims().into_iter().map(|i| rngs[i].clone()).collect(),
             budget: k.ren.vector_registers.saturating_sub(4).max(1),
+            regs: k.ren.vector_registers.max(1),
+        })
+    }
+    /// Whether a load moving along output axis `t` reads, within `n` steps of `t`, what it reads at another step of a
+    /// reduce axis the compiler unrolls (8 or fewer): a convolution's window, `x[2*ox + kx]`. The compiler then keeps
+    /// each of the tile's `n` loaded values in a register for the unrolled steps, beside the accumulators (where
+    /// otherwise it folds a broadcast into its multiply-add).
+    fn window(&self, t: &UOp, n: usize) -> bool {
+        let recurs = |st: i128, sr: i128, m: usize| (1..n as i128).any(|a| (1..m as i128).any(|b| a * st == b * sr));
+        self.loads.iter().any(|l| {
+            let Some(st) = along(l, t).filter(|&s| s != 0) else { return false };
+            self.reds
+                .iter()
+                .any(|r| range_size(r) <= 8 && along(l, r).is_some_and(|sr| sr != 0 && recurs(st.abs(), sr.abs(), range_size(r))))
         })
     }
     /// Whether a load in a reduction is known to stride along `r` (a gather).
@@ -319,7 +335,11 @@ fn vector_tile(k: &mut Kernel, a: &Analysis, v: &UOp, vregs: usize) {
     let splits = [1, 2, 3, 4, 6, 7, 8].into_iter().flat_map(|m| [1, 2, 3, 4, 5, 6, 7, 8, 12, 16].into_iter().map(move |n| (m, n)));
     let lanes = k.lanes();
     let fits = splits
-        .filter(|&(m, n)| nc.is_multiple_of(m) && nr.is_multiple_of(n) && m * n * vregs <= a.budget && lanes * m * n <= super::MAX_LANES);
+        .filter(|&(m, n)| nc.is_multiple_of(m) && nr.is_multiple_of(n) && m * n * vregs <= a.budget && lanes * m * n <= super::MAX_LANES)
+        // (the compiler loads a step's vectors and broadcasts before its multiply-adds: with columns they must fit
+        // beside the accumulators, or it spills them every step: 4x7 tiles over 14x14 images, 28 accumulators + 11
+        // loads of 32 AVX-512 registers; a tile of rows only folds each broadcast into its multiply-adds, [`rows`])
+        .filter(|&(m, n)| m == 1 || m * n * vregs + m * vregs + n <= a.regs);
     // (multiply-adds per load, in thousandths: m*n*vregs of them for m*vregs vector loads and n broadcasts)
     let best = fits.max_by_key(|&(m, n)| (m * n * vregs * 1000 / (m * vregs + n), n));
     match (best, col) {
@@ -419,7 +439,14 @@ fn rows(k: &mut Kernel, a: &Analysis, skip: Option<&UOp>, vregs: usize, budget: 
     let axes = row_axes(a, skip);
     let Some(&row) = axes.first() else { return 1 };
     let m = range_size(row);
-    let fit = |r: &UOp| [16, 14, 12, 10, 8, 7, 6, 5, 4, 3, 2].into_iter().find(|&x| range_size(r).is_multiple_of(x) && x * vregs <= budget);
+    // (8 or more rows over a window each hold a register beside the accumulators and the row's vectors,
+    // [`Analysis::window`]: AVX-512's 14 rows of 2 registers over a stride-2 3x3 window spilled 202 registers a step,
+    // 7 rows none (r_8_8_14_32_14_256_3_3 42 -> 17 ms); fewer rows fit as they are: AVX2's 5 rows of a 5x5 window cut
+    // to 4 spilled where 5 did not, 235 -> 1,141 ms)
+    let held = |r: &UOp, x: usize| x < 8 || !a.window(r, x) || x * vregs + vregs + x <= a.regs;
+    let fit = |r: &UOp| {
+        [16, 14, 12, 10, 8, 7, 6, 5, 4, 3, 2].into_iter().find(|&x| range_size(r).is_multiple_of(x) && x * vregs <= budget && held(r, x))
+    };
     // (where no tile height divides the best axis and it is short, the next one a height divides: a convolution weight
     // gradient's 5 window columns beside 4 registers of output channels, 2 input channels instead)
     let next = || axes[1..].iter().find_map(|r| Some((*r, fit(r)?)));
@@ -429,7 +456,7 @@ fn rows(k: &mut Kernel, a: &Analysis, skip: Option<&UOp>, vregs: usize, budget: 
             rows
         }
         None if m >= 8 => {
-            let fit = |x: usize| x * vregs <= budget && (x == 4 || 8 * (m.next_multiple_of(x) - m) <= m);
+            let fit = |x: usize| x * vregs <= budget && held(row, x) && (x == 4 || 8 * (m.next_multiple_of(x) - m) <= m);
             let Some((x, i)) = [8, 4].into_iter().find(|&x| fit(x)).zip(axis_of(k, row.axis().0)) else { return 1 };
             if k.apply_opt(Opt::new(OptOps::Padto, i, x)).is_ok() {
                 try_apply(k, OptOps::Upcast, row.axis().0, x);
@@ -576,5 +603,50 @@ fn axis_of(k: &Kernel, id: i64) -> Option<usize> {
 fn try_apply(k: &mut Kernel, op: OptOps, id: i64, amt: usize) {
     if let Some(a) = axis_of(k, id) {
         let _ = k.apply_opt(Opt::new(op, a, amt));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::dtypes;
+    use crate::renderer::Renderer;
+    use crate::tensor::{Conv2dOpts, Tensor};
+
+    /// The UPCAST amounts, by axis (batch, output channel, output row, output column first), that the heuristic
+    /// gives the convolution of an `x`-shaped input with `w` on a 32-register AVX-512 target.
+    fn avx512_upcasts(x: &[usize], w: &Tensor, opts: Conv2dOpts) -> Vec<usize> {
+        let ren = Renderer { vector_bytes: 64, vector_registers: 32, threads: 2, ..Renderer::cpu() };
+        let y = Tensor::empty(x.to_vec(), dtypes::FLOAT32).conv2d(w, opts);
+        let sched = crate::schedule::create_schedule(&[y.uop()], &ren);
+        let ast = &sched.items.iter().find(|i| i.ast.toposort().iter().any(|u| u.op == Ops::REDUCE)).expect("a reduction").ast;
+        let k = crate::codegen::kernel(ast, &ren);
+        let mut ups = vec![1; k.full_shape().len()];
+        for o in hand_coded_optimizations(&k).iter().filter(|o| o.op == OptOps::Upcast) {
+            ups[o.axis.expect("an axis")] *= o.arg;
+        }
+        ups
+    }
+
+    /// A weight of shape `s` stored output channel innermost, as the ONNX Conv handler packs it.
+    fn packed(s: [usize; 4]) -> Tensor {
+        Tensor::empty([s[1], s[2], s[3], s[0]], dtypes::FLOAT32).permute([3, 0, 1, 2])
+    }
+
+    #[test]
+    fn register_tiles_leave_registers_for_the_loads_they_hold() {
+        // a stride-2 3x3 convolution: 2 registers of output channels, rows along the output width reading
+        // x[2*ox + kx], whose values the compiler keeps across the unrolled kx steps: accumulators + a row's vectors +
+        // the rows fit in 32 registers (14 rows of 2 vectors spilled)
+        let u = avx512_upcasts(&[8, 256, 28, 28], &packed([256, 256, 3, 3]), Conv2dOpts::default().stride([2]).padding([1]));
+        let (acc, rows) = (u[1] / 16 * u[3], u[3]);
+        assert!(rows > 1 && acc + 2 + rows <= 32, "{u:?}");
+        // a 3x3 convolution over 14x14 images: vectors along the (padded) rows, a tile of output channels by image
+        // rows: accumulators + a step's vectors and broadcasts fit (4 x 7, 28 + 11, did not)
+        let u = avx512_upcasts(&[8, 256, 14, 14], &packed([256, 256, 3, 3]), Conv2dOpts::default().padding([1]));
+        assert!(u[1] > 1 && u[2] > 1 && u[1] * u[2] + u[1] + u[2] <= 32, "{u:?}");
+        // a 1x1 convolution has no window: its rows fill the registers, each broadcast folded into its multiply-adds
+        let u = avx512_upcasts(&[8, 512, 7, 7], &packed([2048, 512, 1, 1]), Conv2dOpts::default());
+        assert!(u.iter().product::<usize>() / 16 >= 24, "{u:?}");
     }
 }
