@@ -80,6 +80,38 @@ fn beautiful_mnist_under_the_check() {
 }
 
 #[test]
+fn narrow_integer_casts_agree_under_gcc_and_clang() {
+    if common::have(&["gcc", "clang"], "the gcc/clang differential check") {
+        common::rerun("narrow_integer_casts_under_the_check", &GCC_CHECKED_BY_CLANG);
+    }
+}
+
+#[test]
+#[ignore = "run by narrow_integer_casts_agree_under_gcc_and_clang, with CC and CC_CHECK set"]
+fn narrow_integer_casts_under_the_check() {
+    // 8- and 16-bit integers to floats, as vectors (4,096 elements: the kernels take vector loads), through the C
+    // renderer's int32 lanes and gcc's register hold; every value is exact in float32 and float64
+    let n = 4096;
+    // (the extremes first, then a spread of values)
+    let vals =
+        |lo: i64, hi: i64| -> Vec<i64> { [lo, hi].into_iter().chain((2..n as i64).map(|i| lo + (i * 7919) % (hi - lo + 1))).collect() };
+    let check = |t: Tensor, want: &[i64], what: &str| {
+        let got = t.cast(dtypes::FLOAT32).to_vec::<f32>().unwrap();
+        assert!(got.iter().zip(want).all(|(&g, &w)| g == w as f32), "{what} -> float32");
+        let got = t.cast(dtypes::FLOAT64).to_vec::<f64>().unwrap();
+        assert!(got.iter().zip(want).all(|(&g, &w)| g == w as f64), "{what} -> float64");
+    };
+    let u8s = vals(0, 255);
+    check(Tensor::from_slice(&u8s.iter().map(|&v| v as u8).collect::<Vec<_>>(), [n]), &u8s, "uint8");
+    let i8s = vals(-128, 127);
+    check(Tensor::from_slice(&i8s.iter().map(|&v| v as i8).collect::<Vec<_>>(), [n]), &i8s, "int8");
+    let u16s = vals(0, 65535);
+    check(Tensor::from_slice(&u16s.iter().map(|&v| v as u16).collect::<Vec<_>>(), [n]), &u16s, "uint16");
+    let i16s = vals(-32768, 32767);
+    check(Tensor::from_slice(&i16s.iter().map(|&v| v as i16).collect::<Vec<_>>(), [n]), &i16s, "int16");
+}
+
+#[test]
 fn a_miscompiled_kernel_is_caught() {
     // the check compiler: the C compiler, after turning the kernel's constant 2 into 3
     if !common::have(&["cc", "sed"], "the differential check's own test") {

@@ -107,16 +107,16 @@ pub trait CStyle {
         panic!("C renderer: no tensor cores on this target")
     }
     /// The conversion of `x` from `from` to `to`: GNU C's casts, bf16 and half through float. A vector of 8- or
-    /// 16-bit integers becomes floats through int32 lanes, from a value gcc must hold in a register ([`HOLD_PRELUDE`],
-    /// for 16 bytes or fewer): gcc 12 converts them lane by lane otherwise, and a loaded vector it widens as scalar
-    /// loads, one sign extension each (Q4_1 and Q8_0 matrix-vector products 1.7 and 2.9 GB/s against clang's 16
-    /// and 36; with it, 16 and 38).
+    /// 16-bit integers becomes floats through int32 lanes, from a value gcc must hold in a vector register (an empty
+    /// asm, `TG_HOLD`, for 8 to 16 bytes): gcc 12 converts them lane by lane otherwise, and a loaded vector it widens
+    /// as scalar loads, one sign extension each (Q4_1 and Q8_0 matrix-vector products 1.7 and 2.9 GB/s against
+    /// clang's 16 and 37; with it, 15-16 and 36-38).
     fn cast(&self, x: &str, from: DType, to: DType, defs: &mut Vec<String>) -> String {
         let narrow = from.is_int() && from.scalar().itemsize() <= 2 && matches!(to.scalar, Scalar::Float32 | Scalar::Float64);
         if to.count == 1 || !narrow {
             return c_cast(x, from, to, defs, self);
         }
-        let held = if from.itemsize() <= 16 {
+        let held = if (8..=16).contains(&from.itemsize()) {
             define(defs, HOLD_PRELUDE.to_string());
             format!("({{ {} __w = {x}; TG_HOLD(__w); __w; }})", self.vtype(from, defs))
         } else {
@@ -745,11 +745,11 @@ pub(super) fn is_bf16(dt: DType) -> bool {
     dt.scalar == Scalar::BFloat16
 }
 
-/// `TG_HOLD(v)`: under gcc on x86-64, an empty asm that takes `v` in a vector register, so that gcc widens it as a
-/// vector (see [`CStyle::cast`]); nothing under clang, which needs no help and has no register for an 8-byte vector.
-const HOLD_PRELUDE: &str =
-    "#ifndef TG_HOLD\n#if defined(__x86_64__) && !defined(__clang__)\n#define TG_HOLD(v) __asm__(\"\" : \"+x\"(v))\n\
-#else\n#define TG_HOLD(v) ((void)0)\n#endif\n#endif\n";
+/// `TG_HOLD(v)`: under gcc 12 and later on x86-64, an empty asm that takes `v` in a vector register, so that gcc
+/// widens it as a vector (see [`CStyle::cast`]); nothing under clang, which widens it well without, and whose `x`
+/// constraint rejects an 8-byte vector ("couldn't allocate output register"), nor under older gcc (untested).
+const HOLD_PRELUDE: &str = "#ifndef TG_HOLD\n#if defined(__x86_64__) && !defined(__clang__) && __GNUC__ >= 12\n\
+#define TG_HOLD(v) __asm__(\"\" : \"+x\"(v))\n#else\n#define TG_HOLD(v) ((void)0)\n#endif\n#endif\n";
 
 /// float <-> bfloat16 for kernels that touch bf16: a bf16 is the top half of a float32; narrowing rounds to
 /// nearest even and keeps NaN a NaN (tinygrad `cast_float_to_bf16`).

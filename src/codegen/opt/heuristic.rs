@@ -616,7 +616,7 @@ mod tests {
     /// The UPCAST amounts, by axis (batch, output channel, output row, output column first), that the heuristic
     /// gives the convolution of an `x`-shaped input with `w` on a 32-register AVX-512 target.
     fn avx512_upcasts(x: &[usize], w: &Tensor, opts: Conv2dOpts) -> Vec<usize> {
-        let ren = Renderer { vector_bytes: 64, vector_registers: 32, threads: 2, ..Renderer::cpu() };
+        let ren = Renderer { vector_bytes: 64, vector_registers: 32, threads: 2, overread: 64, mulacc: true, ..Renderer::cpu() };
         let y = Tensor::empty(x.to_vec(), dtypes::FLOAT32).conv2d(w, opts);
         let sched = crate::schedule::create_schedule(&[y.uop()], &ren);
         let ast = &sched.items.iter().find(|i| i.ast.toposort().iter().any(|u| u.op == Ops::REDUCE)).expect("a reduction").ast;
@@ -639,8 +639,8 @@ mod tests {
         // x[2*ox + kx], whose values the compiler keeps across the unrolled kx steps: accumulators + a row's vectors +
         // the rows fit in 32 registers (14 rows of 2 vectors spilled)
         let u = avx512_upcasts(&[8, 256, 28, 28], &packed([256, 256, 3, 3]), Conv2dOpts::default().stride([2]).padding([1]));
-        let (acc, rows) = (u[1] / 16 * u[3], u[3]);
-        assert!(rows > 1 && acc + 2 + rows <= 32, "{u:?}");
+        let (vregs, rows) = (u[1] / 16, u[3]);
+        assert!(rows > 1 && vregs * rows + vregs + rows <= 32, "{u:?}");
         // a 3x3 convolution over 14x14 images: vectors along the (padded) rows, a tile of output channels by image
         // rows: accumulators + a step's vectors and broadcasts fit (4 x 7, 28 + 11, did not)
         let u = avx512_upcasts(&[8, 256, 14, 14], &packed([256, 256, 3, 3]), Conv2dOpts::default().padding([1]));
