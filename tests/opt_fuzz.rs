@@ -2,7 +2,8 @@
 //! (matmuls of prime sizes, a convolution with both gradients, reductions over each axis, broadcasts, softmax)
 //! runs with random legal opt sequences drawn from BEAM's action list, each result checked against the same
 //! kernel run with no opts. Also: the hand-coded opts on a conv weight gradient (their gathered-vector tile) against
-//! no opts, and illegal opts are refused with a `KernelOptError`.
+//! no opts, illegal opts are refused with a `KernelOptError`, and the hand-coded register tiles leave registers for
+//! the loads the compiler holds beside their accumulators.
 
 use tinygrad::codegen::opt::heuristic::hand_coded_optimizations;
 use tinygrad::codegen::opt::search::get_kernel_actions;
@@ -11,6 +12,7 @@ use tinygrad::engine::{copyout, run_with_opts};
 use tinygrad::renderer::Renderer;
 use tinygrad::schedule::create_schedule;
 use tinygrad::tensor::Conv2dOpts;
+use tinygrad::uop::Ops;
 use tinygrad::{dtypes, Tensor};
 
 /// xorshift64: a seeded stream, so a failure names the seed that reproduces it.
@@ -161,4 +163,41 @@ fn hand_coded_tiles_of_a_conv_weight_gradient() {
             assert!((g - w).abs() <= 1e-4 * w.abs().max(1.0), "{opts:?}: element {j} is {g}, want {w}");
         }
     }
+}
+
+/// The UPCAST amounts, by axis (batch, output channel, output row, output column first), that the hand-coded opts
+/// give the convolution of an `x`-shaped input with `w` on a 32-register AVX-512 target.
+fn avx512_upcasts(x: &[usize], w: &Tensor, opts: Conv2dOpts) -> Vec<usize> {
+    let ren = Renderer { vector_bytes: 64, vector_registers: 32, threads: 2, overread: 64, mulacc: true, ..Renderer::cpu() };
+    let y = Tensor::empty(x.to_vec(), dtypes::FLOAT32).conv2d(w, opts);
+    let sched = create_schedule(&[y.uop()], &ren);
+    let ast = &sched.items.iter().find(|i| i.ast.toposort().iter().any(|u| u.op == Ops::REDUCE)).expect("a reduction").ast;
+    let k = kernel(ast, &ren);
+    let mut ups = vec![1; k.full_shape().len()];
+    for o in hand_coded_optimizations(&k).iter().filter(|o| o.op == OptOps::Upcast) {
+        ups[o.axis.expect("an axis")] *= o.arg;
+    }
+    ups
+}
+
+/// A weight of shape `s` stored output channel innermost, as the ONNX Conv handler packs it.
+fn packed(s: [usize; 4]) -> Tensor {
+    Tensor::empty([s[1], s[2], s[3], s[0]], dtypes::FLOAT32).permute([3, 0, 1, 2])
+}
+
+#[test]
+fn register_tiles_leave_registers_for_the_loads_they_hold() {
+    // a stride-2 3x3 convolution: vectors of output channels, rows along the output width reading x[2*ox + kx],
+    // whose values the compiler keeps across the unrolled kx steps: accumulators + a row's vectors + the rows fit
+    // in 32 registers (14 rows of 2 vectors spilled)
+    let u = avx512_upcasts(&[8, 256, 28, 28], &packed([256, 256, 3, 3]), Conv2dOpts::default().stride([2]).padding([1]));
+    let (vregs, rows) = (u[1] / 16, u[3]);
+    assert!(rows > 1 && vregs * rows + vregs + rows <= 32, "{u:?}");
+    // a 3x3 convolution over 14x14 images: vectors along the (padded) rows, a tile of output channels by image
+    // rows: accumulators + a step's vectors and broadcasts fit (4 x 7, 28 + 11, did not)
+    let u = avx512_upcasts(&[8, 256, 14, 14], &packed([256, 256, 3, 3]), Conv2dOpts::default().padding([1]));
+    assert!(u[1] > 1 && u[2] > 1 && u[1] * u[2] + u[1] + u[2] <= 32, "{u:?}");
+    // a 1x1 convolution has no window: its rows fill the registers, each broadcast folded into its multiply-adds
+    let u = avx512_upcasts(&[8, 512, 7, 7], &packed([2048, 512, 1, 1]), Conv2dOpts::default());
+    assert!(u.iter().product::<usize>() / 16 >= 24, "{u:?}");
 }
