@@ -36,12 +36,34 @@ static LIBS: LazyLock<Vec<Library>> = LazyLock::new(|| {
     [Some(Library::this())].into_iter().chain([libm]).flatten().collect()
 });
 
-/// The address of the function or data `name` in this process, if it has one.
+/// The address of the function or data `name` in this process, if it has one (its libraries', else [`runtime`]'s).
 fn process_symbol(name: &str) -> Option<usize> {
-    LIBS.iter().find_map(|lib| {
-        // SAFETY: only the address is taken; nothing is called or read through it here.
-        unsafe { lib.get::<*const u8>(name.as_bytes()) }.ok().map(|s| *s as usize)
-    })
+    LIBS.iter()
+        .find_map(|lib| {
+            // SAFETY: only the address is taken; nothing is called or read through it here.
+            unsafe { lib.get::<*const u8>(name.as_bytes()) }.ok().map(|s| *s as usize)
+        })
+        .or_else(|| runtime(name))
+}
+
+/// Compiler runtime functions that kernels may call and no library of this process defines: clang's half <->
+/// float conversions on x86-64 without F16C (`CPU_TARGET=x86-64-v2`), compiler-rt's, which libgcc lacks.
+fn runtime(name: &str) -> Option<usize> {
+    match name {
+        "__gnu_h2f_ieee" => Some(gnu_h2f_ieee as *const () as usize),
+        "__gnu_f2h_ieee" => Some(gnu_f2h_ieee as *const () as usize),
+        _ => None,
+    }
+}
+
+/// compiler-rt `__gnu_h2f_ieee`: the float of half bits `h`.
+extern "C" fn gnu_h2f_ieee(h: u16) -> f32 {
+    half::f16::from_bits(h).to_f32()
+}
+
+/// compiler-rt `__gnu_f2h_ieee`: the half bits of `f`, rounded to nearest even.
+extern "C" fn gnu_f2h_ieee(f: f32) -> u16 {
+    half::f16::from_f32(f).to_bits()
 }
 
 impl Image {
@@ -150,6 +172,18 @@ mod tests {
     fn rejects_what_it_cannot_link() {
         assert!(Image::load(b"\x7fELF garbage").unwrap_err().starts_with("not an ELF object"));
         assert!(process_symbol("memcpy").is_some() && process_symbol("expf").is_some());
+        assert!(process_symbol("__gnu_h2f_ieee").is_some() && process_symbol("__gnu_f2h_ieee").is_some());
         assert_eq!(process_symbol("no_such_function_anywhere"), None);
+    }
+
+    #[test]
+    fn the_half_conversions_round_as_ieee() {
+        // (1.0, the largest half, 1 + 2^-11 halfway to even 1.0, 65520 to infinity, the smallest subnormal)
+        assert_eq!(
+            [1.0, 65504.0, 1.0 + 2f32.powi(-11), 65520.0, 2f32.powi(-24)].map(|f| gnu_f2h_ieee(f)),
+            [0x3c00, 0x7bff, 0x3c00, 0x7c00, 1]
+        );
+        assert_eq!([0x3c00u16, 0xc000, 0x0001, 0x7c00].map(|h| gnu_h2f_ieee(h)), [1.0, -2.0, 2f32.powi(-24), f32::INFINITY]);
+        assert!(gnu_h2f_ieee(0x7e00).is_nan());
     }
 }
