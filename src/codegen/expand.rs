@@ -239,6 +239,14 @@ fn vector_axis(sink: &UOp, topo: &[UOp], lanes: &[UOp], max_bytes: usize) -> Opt
         // product over rows of a weight: its lanes are the rows, the weight's bytes run along the reduction; a strided
         // convolution over output channels: its weight's bytes run along them)
         let better = lanes.iter().filter(fits).filter(|u| *u != r).max_by_key(|u| unit_loads(u));
+        // or than a vector narrower than a register, where an UPCAST whose loads are whole registers is there (a
+        // convolution's 24-wide rows in vectors of 8 on AVX-512, beside its 32 output channels in two registers: a
+        // load and a broadcast a multiply-add, where whole registers of channels share each broadcast pixel)
+        let full = |u: &UOp| range_size(u) * item == max_bytes;
+        let whole = lanes.iter().filter(fits).find(|u| u.axis().1 == AxisType::Upcast && full(u) && unit_loads(u) > 0);
+        if let Some(w) = whole.filter(|_| !full(r)) {
+            return Some(w.clone());
+        }
         return Some(better.filter(|u| unit_loads(u) > unit_loads(r) && unit_loads(r) == 0).unwrap_or(r).clone());
     }
     let unroll = lanes.iter().filter(fits).find(|r| r.axis().1 == AxisType::Unroll && loaded(r));
