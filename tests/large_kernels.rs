@@ -115,9 +115,11 @@ fn the_target_packs_pads_and_splits_not_the_tensor_graph() {
         value.toposort().iter().filter(|u| u.op == tinygrad::Ops::CONTIGUOUS).map(|u| u.shape().unwrap().to_vec()).collect();
     assert_eq!(copies, [vec![72, 4]], "the user's graph copies only the weight");
     assert_eq!([kernels(&conv, &cpu), kernels(&conv, &gpu)], [3, 2]);
-    // a vector-matrix product down W's columns: in blocks of rows on the CPU, whole on a grid; along W's rows whole
+    // a vector-matrix product down W's columns: one kernel streaming W's rows into accumulators in memory on the CPU
+    // (INNER), whole on a grid; two rows in blocks of rows (partial sums, then their sum); along W's rows whole
     let (v, w) = (input(&[1, 1024], 10), input(&[1024, 1024], 11));
-    assert_eq!([kernels(&v.matmul(&w), &cpu), kernels(&v.matmul(&w), &gpu), kernels(&v.matmul(&w.transpose(0, 1)), &cpu)], [2, 1, 1]);
+    assert_eq!([kernels(&v.matmul(&w), &cpu), kernels(&v.matmul(&w), &gpu), kernels(&v.matmul(&w.transpose(0, 1)), &cpu)], [1, 1, 1]);
+    assert_eq!(kernels(&input(&[2, 1024], 14).matmul(&w), &cpu), 2, "2 rows: blocks of rows");
     assert_eq!(kernels(&input(&[3, 1024], 12).matmul(&w), &cpu), 1, "3 rows: not split");
     let computed = (input(&[1 << 20], 13) * 2.0f32).reshape([1024, 1024]);
     assert_eq!(kernels(&v.matmul(&computed), &cpu), 1, "a computed matrix (its layout is the kernel's): not split");

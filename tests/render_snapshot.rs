@@ -156,3 +156,29 @@ fn convolution_vectors_are_whole_registers_of_channels() {
     }
     assert_eq!(y.to_vec::<f32>().unwrap(), want);
 }
+
+/// A vector-matrix product over a 4096 x 512 row-major matrix: one kernel (no partial sums), whose cores split the
+/// columns and read 8 rows at a time, its register tiles in an INNER loop accumulating in memory (on the AVX2-like
+/// target: 2 chunks of 256 columns, 4 registers a tile). The values match a direct product in f64.
+#[test]
+fn vector_matrix_product_streams_rows_into_accumulators_in_memory() {
+    let (k, n) = (4096usize, 512usize);
+    let xs: Vec<f32> = (0..k).map(|i| ((i * 3) % 13) as f32 / 13.0 - 0.5).collect();
+    let ws: Vec<f32> = (0..k * n).map(|i| ((i * 7) % 17) as f32 / 17.0 - 0.5).collect();
+    let (x, w) = (Tensor::from_slice(&xs, [1, k]), Tensor::from_slice(&ws, [k, n]));
+    let y = x.matmul(&w);
+    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8, sequential_prefetch: false };
+    let ren =
+        Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 64, mulacc: true, cpu: Some(cpu), ..Renderer::cpu() };
+    let sched = create_schedule(&[y.uop()], &ren);
+    let lin: Vec<_> = sched.items.iter().map(|it| full_rewrite(&it.ast, &ren, None).unwrap()).collect();
+    assert_eq!(lin.len(), 1, "one kernel, no partial sums");
+    assert_eq!(lin[0].name, "r_2_8_4_512_8_8", "{:?}", lin[0].opts);
+    let src = cstyle::render(&lin[0]);
+    assert!(src.contains("float8 temp0[8];") && src.contains("*((float8*)(&temp3[ridx"), "accumulators in memory:\n{src}");
+    let want: Vec<f32> = (0..n).map(|j| (0..k).map(|i| f64::from(xs[i]) * f64::from(ws[i * n + j])).sum::<f64>() as f32).collect();
+    let got = y.to_vec::<f32>().unwrap();
+    for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!((g - w).abs() <= 1e-3 * w.abs().max(1.0), "column {j}: {g}, want {w}");
+    }
+}

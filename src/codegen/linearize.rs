@@ -26,6 +26,8 @@ fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
     // the loops whose ENDs each node comes after, and, per loop, those that must close before it opens (a grouped
     // reduction's second stage reads what the first one's END finished)
     let (mut after, mut before): (Vec<u64>, [u64; 64]) = (vec![0; topo.len()], [0; 64]);
+    // the loops each END closes, by node
+    let mut closes: Vec<u64> = vec![0; topo.len()];
     // each node's users, and how many distinct sources each still waits for
     let (mut users, mut waiting): (Vec<Vec<usize>>, Vec<usize>) = (vec![Vec::new(); topo.len()], vec![0; topo.len()]);
     for (i, u) in topo.iter().enumerate() {
@@ -38,9 +40,13 @@ fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
         if u.op == Ops::END {
             let c = u.src.iter().filter(|s| s.op == Ops::RANGE).fold(0, |a, r| a | bit(r));
             closed_somewhere |= c;
-            ends.push(c);
+            closes[i] = c;
             m &= !c;
-            (0..64).filter(|b| c >> b & 1 != 0).for_each(|b| before[b] |= after[i] & !c);
+            // (an END among the sources is a loop nested in these: an INNER axis's, inside its reduction's loops,
+            // which open together)
+            let nested = u.src.iter().filter(|s| s.op == Ops::END).fold(0, |a, s| a | closes[at[s]]);
+            ends.push(c | nested);
+            (0..64).filter(|b| c >> b & 1 != 0).for_each(|b| before[b] |= after[i] & !c & !nested);
             after[i] |= c;
         }
         need[i] = m;

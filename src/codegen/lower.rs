@@ -1,16 +1,22 @@
 //! Lowering reductions: each `REDUCE(op)(value, ranges)` becomes a register accumulator initialized to the op's
 //! identity, updated inside the ranges, and read after they END. Reductions over the same ranges (the lanes of
 //! an upcast) share one loop; a vector REDUCE gets a vector accumulator. (tinygrad `codegen/late/devectorizer.py` `reduce_to_acc`.)
+//! An INNER axis (a loop run inside the reduction's loops) makes the accumulators an array in memory instead.
 //! On CPU targets a reduction loop directly inside the THREAD loop also prefetches the next THREAD iteration's rows
 //! ([`add_prefetches`]; tinygrad has no counterpart).
 
+use super::opt::range_size;
 use crate::dtype::{dtypes, AddrSpace};
-use crate::uop::{symbolic::identity_element, Arg, Ops, UOp};
+use crate::uop::{symbolic::identity_element, Arg, AxisType, Ops, UOp};
 use rustc_hash::FxHashMap;
 
 /// `sink` with every REDUCE lowered to an accumulator, inner reductions first (groups in order of their first
 /// REDUCE in the graph); with `mulacc`, a float sum of products accumulates by MULACC.
 pub fn lower_reduces(sink: &UOp, mulacc: bool) -> UOp {
+    let inner: Vec<UOp> = sink.toposort().into_iter().filter(|u| u.op == Ops::RANGE && u.axis().1 == AxisType::Inner).collect();
+    if !inner.is_empty() {
+        return lower_inner(sink, &inner, mulacc);
+    }
     let mut groups: Vec<(Vec<UOp>, Vec<UOp>)> = Vec::new();
     for r in sink.toposort().into_iter().filter(|u| u.op == Ops::REDUCE) {
         let ranges = r.reduce_parts().1.to_vec();
@@ -27,26 +33,14 @@ pub fn lower_reduces(sink: &UOp, mulacc: bool) -> UOp {
             let Arg::Op(op) = r.arg else { panic!("REDUCE without an op: {:?}", r.arg) };
             let acc = UOp::new(Ops::DEFINE_REG, r.dtype.ptr(1, AddrSpace::Reg), [], Arg::Int((n * 1000 + i) as i64));
             let idx = UOp::new(Ops::INDEX, acc.dtype, [acc, UOp::const_(dtypes::WEAKINT, 0)], Arg::None);
-            let zero = UOp::const_(r.dtype.scalar(), identity_element(op, r.dtype.scalar()));
-            let zero =
-                if r.dtype.count > 1 { UOp::new(Ops::VECTORIZE, r.dtype, vec![zero; r.dtype.count as usize], Arg::None) } else { zero };
-            let init = UOp::new(Ops::STORE, dtypes::VOID, [idx.clone(), zero], Arg::None);
+            let init = UOp::new(Ops::STORE, dtypes::VOID, [idx.clone(), identity(op, r)], Arg::None);
             // the running value is read inside the loops (its ranges among its sources), so the update is placed
             // there even when the reduced value does not depend on them (a count: a sum of ones)
             let cur =
                 UOp::new(Ops::LOAD, r.dtype, [idx.clone(), init].into_iter().chain(ranges.iter().cloned()).collect::<Vec<_>>(), Arg::None);
             // (a reduction inside the value, lowered already: a grouped reduction's partial)
             let vals = r.reduce_parts().0.iter().map(|v| if map.is_empty() { v.clone() } else { v.substitute(&map) });
-            // each value added to the running value in turn
-            let update = vals.fold(cur, |cur, val| {
-                let update = match op {
-                    Ops::ADD => {
-                        chain_wmma(&cur, &val).or_else(|| mulacc.then(|| super::decompositions::mulacc_update(&cur, &val)).flatten())
-                    }
-                    _ => None,
-                };
-                update.unwrap_or_else(|| cur.alu(op, &[&val]))
-            });
+            let update = accumulate(op, cur, vals, mulacc);
             let src: Vec<UOp> = [idx.clone(), update].into_iter().chain(ranges.iter().cloned()).collect();
             updates.push(UOp::new(Ops::STORE, dtypes::VOID, src, Arg::None));
             accs.push(idx);
@@ -61,6 +55,86 @@ pub fn lower_reduces(sink: &UOp, mulacc: bool) -> UOp {
     } else {
         sink.substitute(&map)
     }
+}
+
+/// The value reduction `r` by `op` starts from, a vector of it for a vector REDUCE.
+fn identity(op: Ops, r: &UOp) -> UOp {
+    let zero = UOp::const_(r.dtype.scalar(), identity_element(op, r.dtype.scalar()));
+    if r.dtype.count > 1 {
+        UOp::new(Ops::VECTORIZE, r.dtype, vec![zero; r.dtype.count as usize], Arg::None)
+    } else {
+        zero
+    }
+}
+
+/// `cur` with each of `vals` added (by `op`) in turn; with `mulacc`, a float product by MULACC.
+fn accumulate(op: Ops, cur: UOp, vals: impl Iterator<Item = UOp>, mulacc: bool) -> UOp {
+    vals.fold(cur, |cur, val| {
+        let update = match op {
+            Ops::ADD => chain_wmma(&cur, &val).or_else(|| mulacc.then(|| super::decompositions::mulacc_update(&cur, &val)).flatten()),
+            _ => None,
+        };
+        update.unwrap_or_else(|| cur.alu(op, &[&val]))
+    })
+}
+
+/// [`lower_reduces`] for a kernel with INNER axes `inner` (whose REDUCEs share their ranges, as the opt checks): each
+/// REDUCE's accumulators are an array in memory (a DEFINE_LOCAL: on a CPU, the kernel's stack), one per iteration of
+/// the INNER loops, which run three times: zeroing the array, inside the reduction's loops adding to it, and after
+/// them storing it. Each is a copy of the INNER ranges, closed by its own END.
+fn lower_inner(sink: &UOp, inner: &[UOp], mulacc: bool) -> UOp {
+    let reduces: Vec<UOp> = sink.toposort().into_iter().filter(|u| u.op == Ops::REDUCE).collect();
+    let ranges = reduces[0].reduce_parts().1.to_vec();
+    let mut next_id = sink.toposort().iter().filter(|u| u.op == Ops::RANGE).map(|r| r.axis().0).max().unwrap_or(0) + 1;
+    let mut copy = || -> (Vec<UOp>, FxHashMap<UOp, UOp>) {
+        let rs: Vec<UOp> = inner
+            .iter()
+            .map(|r| {
+                next_id += 1;
+                UOp::range(r.src[0].clone(), next_id, AxisType::Inner)
+            })
+            .collect();
+        let map = inner.iter().cloned().zip(rs.iter().cloned()).collect();
+        (rs, map)
+    };
+    let place = |rs: &[UOp]| rs.iter().fold(UOp::const_(dtypes::WEAKINT, 0), |a, r| &(&a * range_size(r) as i64) + r).simplify();
+    let at = |mem: &UOp, rs: &[UOp]| UOp::new(Ops::INDEX, mem.dtype, [mem.clone(), place(rs)], Arg::None);
+    let size = inner.iter().map(range_size).product::<usize>() as i64;
+    let ((zero_rs, _), (add_rs, add_map), (out_rs, out_map)) = (copy(), copy(), copy());
+    let (mut inits, mut updates, mut mems) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, r) in reduces.iter().enumerate() {
+        let Arg::Op(op) = r.arg else { panic!("REDUCE without an op: {:?}", r.arg) };
+        let mem = UOp::new(Ops::DEFINE_LOCAL, r.dtype.ptr(size, AddrSpace::Local), [], Arg::Int(i as i64));
+        inits.push(UOp::new(Ops::STORE, dtypes::VOID, [at(&mem, &zero_rs), identity(op, r)], Arg::None));
+        mems.push((r.clone(), mem));
+    }
+    let zeroed = UOp::new(Ops::END, dtypes::VOID, inits.into_iter().chain(zero_rs.iter().cloned()).collect::<Vec<_>>(), Arg::None);
+    for (r, mem) in &mems {
+        let Arg::Op(op) = r.arg else { unreachable!() };
+        let idx = at(mem, &add_rs);
+        let loops: Vec<UOp> = ranges.iter().chain(&add_rs).cloned().collect();
+        let cur = UOp::new(
+            Ops::LOAD,
+            r.dtype,
+            [idx.clone(), zeroed.clone()].into_iter().chain(loops.iter().cloned()).collect::<Vec<_>>(),
+            Arg::None,
+        );
+        let vals = r.reduce_parts().0.iter().map(|v| v.substitute(&add_map));
+        let src: Vec<UOp> = [idx.clone(), accumulate(op, cur, vals, mulacc)].into_iter().chain(loops).collect();
+        updates.push(UOp::new(Ops::STORE, dtypes::VOID, src, Arg::None));
+    }
+    let added = UOp::new(Ops::END, dtypes::VOID, updates.into_iter().chain(add_rs.iter().cloned()).collect::<Vec<_>>(), Arg::None);
+    let done = UOp::new(Ops::END, dtypes::VOID, std::iter::once(added).chain(ranges.iter().cloned()).collect::<Vec<_>>(), Arg::None);
+    let map: FxHashMap<UOp, UOp> = mems
+        .into_iter()
+        .map(|(r, mem)| {
+            let load = UOp::new(Ops::LOAD, r.dtype, [at(&mem, inner), done.clone()], Arg::None);
+            (r, load)
+        })
+        .collect();
+    // the stores in the third copy of the INNER loops
+    let stores = sink.substitute(&map).substitute(&out_map);
+    UOp::sink([UOp::new(Ops::END, dtypes::VOID, stores.src.iter().cloned().chain(out_rs).collect::<Vec<_>>(), Arg::None)])
 }
 
 /// `acc + val` where `val` is a sum of WMMAs that each add to zero: the WMMAs chained, each adding to the one
@@ -109,6 +183,10 @@ pub fn add_prefetches(sink: &UOp, sequential: bool) -> UOp {
     let large = |b: &UOp| b.op == Ops::DEFINE_GLOBAL && b.dtype.size.max(0) * b.dtype.base().itemsize() as i64 >= MIN_BYTES;
     let topo = sink.toposort();
     let Some(thread) = topo.iter().find(|u| u.op == Ops::RANGE && u.axis().1 == AxisType::Thread) else { return sink.clone() };
+    // (an INNER axis's rows are streams the hardware follows)
+    if topo.iter().any(|u| u.op == Ops::RANGE && u.axis().1 == AxisType::Inner) {
+        return sink.clone();
+    }
     let next: FxHashMap<UOp, UOp> = [(thread.clone(), thread + 1i64)].into_iter().collect();
     let mut ends: FxHashMap<UOp, UOp> = FxHashMap::default();
     for end in topo.iter().filter(|u| u.op == Ops::END && u.src.iter().any(|s| s.op == Ops::RANGE && s != thread)) {

@@ -54,9 +54,10 @@ pub trait CStyle {
     fn workitem(&self, _global: bool, _dim: usize) -> String {
         panic!("C renderer: no workgroups on this target")
     }
-    /// The qualifier of workgroup shared memory (tinygrad `smem_prefix`).
+    /// The qualifier of workgroup shared memory (tinygrad `smem_prefix`). On a CPU, where a DEFINE_LOCAL holds an INNER
+    /// axis's accumulators, none: an array on the stack of the thread running the kernel, aligned to cache lines.
     fn smem_prefix(&self) -> &'static str {
-        panic!("C renderer: no shared memory on this target")
+        "__attribute__((aligned(64)))"
     }
     /// The statement that waits for the workgroup's threads (tinygrad `barrier`).
     fn barrier(&self) -> &'static str {
@@ -477,7 +478,8 @@ impl<D: CStyle + ?Sized> Writer<'_, D> {
                 Code::Expr(format!("acc{id}"))
             }
             (Ops::DEFINE_LOCAL, Arg::Int(id)) => {
-                self.line(format_args!("{} {} temp{id}[{}];", self.d.smem_prefix(), self.d.ty(u.dtype.base()), u.dtype.size));
+                let t = self.ty_of(u.dtype.base());
+                self.line(format_args!("{} {t} temp{id}[{}];", self.d.smem_prefix(), u.dtype.size));
                 Code::Expr(format!("temp{id}"))
             }
             (op, arg) => unreachable!("{op} with arg {arg:?}"),

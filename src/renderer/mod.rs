@@ -187,6 +187,24 @@ impl Renderer {
         }
     }
 
+    /// How a C target streams the rows of a vector-matrix product `x @ W` with `W` a row-major `(rows, cols)` of
+    /// `item`-byte sums: `Some((tile, chunks))`, the columns in `chunks` parts (a multiple of the threads, each at most
+    /// 4,096 columns, its accumulators in L1) of `tile`-column register tiles (4 registers or fewer), each part's rows
+    /// read 8 at a time by an INNER loop over its tiles (codegen's heuristic); `None` where that does not fit (then
+    /// the scheduler splits the rows into blocks whose partial sums a second kernel adds: `schedule/target.rs`).
+    pub fn matvec_chunks(&self, rows: usize, cols: usize, item: usize) -> Option<(usize, usize)> {
+        let lanes = self.vector_bytes / item.max(1);
+        if self.language != Language::C || self.has_local || lanes < 4 || !rows.is_multiple_of(8) || rows * cols < 1 << 20 {
+            return None;
+        }
+        let t = self.threads.max(1);
+        let tile = [4, 2, 1].map(|r| r * lanes).into_iter().find(|&w| cols.is_multiple_of(w * t))?;
+        (1..=cols / (tile * t))
+            .map(|c| c * t)
+            .find(|&c| cols.is_multiple_of(c * tile) && cols / c <= 4096 && cols / c >= 2 * tile)
+            .map(|c| (tile, c))
+    }
+
     /// A GPU-shaped target, the base the others change: workgroups and shared memory, no CPU threads, 16-byte
     /// vectors, no slack past a buffer's end, halves, THREEFRY decomposed, no tensor cores, MULACC.
     fn gpu(device: &'static str, language: Language) -> Renderer {

@@ -91,7 +91,9 @@ fn split_matvec(t: &mut Target, r: &UOp, m: &UOp) -> Option<UOp> {
     let (rows, n, k) = (s[..nd - 2].iter().product::<usize>(), s[nd - 2], s[nd - 1]);
     let most = t.ren.cpu.map_or(8, |c| c.stream_rows);
     let kb = [64, 32, 16, 8].into_iter().find(|&b| b <= most && k.is_multiple_of(b) && (b == 8 || k / b >= 8))?;
-    if rows > 2 || n < 256 || n * k < 1 << 20 || reaches_arange(m) {
+    // (one row: codegen streams the rows itself where it can, `Renderer::matvec_chunks`)
+    let streamed = rows == 1 && t.ren.matvec_chunks(k, n, r.dtype.itemsize()).is_some();
+    if streamed || rows > 2 || n < 256 || n * k < 1 << 20 || reaches_arange(m) {
         return None;
     }
     // the matrix is the operand not broadcast along N; its K axis must not be its buffer's innermost

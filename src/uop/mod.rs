@@ -76,6 +76,9 @@ pub enum AxisType {
     Reduce,
     /// Reduction lanes computed in one iteration.
     Unroll,
+    /// An output loop run inside the reduction loops, its accumulators in memory (a matrix-vector product's column
+    /// tiles under its rows: each row a stream read once; OpenBLAS's `gemv_n`). Not in tinygrad.
+    Inner,
 }
 
 impl AxisType {
@@ -98,6 +101,7 @@ impl AxisType {
             AxisType::GroupReduce => "green",
             AxisType::Reduce => "red",
             AxisType::Unroll => "magenta",
+            AxisType::Inner => "BLUE",
         }
     }
 }

@@ -28,6 +28,9 @@ pub enum OptOps {
     /// The reduction over reduce axis `axis` computed by tensor core `arg` of the renderer's list (warp-wide WMMA);
     /// only as the first opt.
     Tc,
+    /// Output loop `axis` (its inner `arg` iterations; 0: all) runs inside the reduction loops, accumulating in memory
+    /// (`AxisType::Inner`; CPU targets). Not in tinygrad.
+    Inner,
 }
 
 impl fmt::Display for OptOps {
@@ -43,6 +46,7 @@ impl fmt::Display for OptOps {
             OptOps::Swap => "SWAP",
             OptOps::NoLocals => "NOLOCALS",
             OptOps::Tc => "TC",
+            OptOps::Inner => "INNER",
         };
         f.write_str(s)
     }

@@ -31,6 +31,9 @@ impl From<KernelOptError> for crate::error::Error {
 /// register tile of a convolution over 14x14 images is 448).
 pub const MAX_LANES: usize = 512;
 
+/// Most accumulator elements an INNER axis may keep in memory (with the UPCAST lanes): 32 KB of float32, a core's L1.
+pub const MAX_INNER: usize = 8192;
+
 /// A kernel being optimized (tinygrad `Scheduler` in `codegen/opt/postrange.py`): the AST with typed axes and
 /// the opts applied so far.
 #[derive(Clone)]
@@ -324,6 +327,22 @@ impl Kernel {
                 let tc = self.ren.tensor_cores.get(opt.arg).ok_or_else(|| err("the target has no such tensor core"))?;
                 self.check(opt, self.applied_opts.is_empty() && !self.dont_use_locals, "TC must be the first opt")?;
                 self.ast = tc::apply(self, &r, tc).map_err(err)?;
+            }
+            OptOps::Inner => {
+                let reduces: Vec<UOp> = self.ast.toposort().into_iter().filter(|u| u.op == Ops::REDUCE).collect();
+                self.check(opt, !self.ren.has_local && self.ren.language == crate::renderer::Language::C, "INNER is for CPU targets")?;
+                self.check(opt, kind == AxisType::Loop && divides && amt > 1, "INNER needs an output loop it divides")?;
+                self.check(opt, reduces.iter().all(|r| r.src[1..] == reduces[0].src[1..]), "INNER needs one set of reduce loops")?;
+                self.check(opt, reduces.first().is_some_and(|r| r.src.len() > 1), "INNER needs a reduction loop")?;
+                let lanes: usize = rngs.iter().filter(|r| r.axis().1 == AxisType::Upcast).map(range_size).product();
+                let inner: usize = rngs.iter().filter(|r| r.axis().1 == AxisType::Inner).map(range_size).product();
+                self.check(opt, inner * amt * lanes <= MAX_INNER, "INNER accumulators over 32 KB")?;
+                if amt == size {
+                    let t = UOp::range(r.src[0].clone(), r.axis().0, AxisType::Inner);
+                    self.ast = substitute_ranges(&self.ast, &[(r.clone(), t)].into_iter().collect());
+                } else {
+                    self.shift_to(&r, amt, AxisType::Inner, false);
+                }
             }
             OptOps::NoLocals => unreachable!(),
         }

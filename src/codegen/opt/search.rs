@@ -273,7 +273,7 @@ pub fn beam_cache_path(k: &Kernel, amt: usize) -> PathBuf {
 
 /// One `OP AXIS ARG` line of a cache entry (`-` for no axis), or `None` when it is not one.
 fn parse_opt(line: &str) -> Option<Opt> {
-    const OPS: [OptOps; 9] = [
+    const OPS: [OptOps; 10] = [
         OptOps::Upcast,
         OptOps::Unroll,
         OptOps::Local,
@@ -283,6 +283,7 @@ fn parse_opt(line: &str) -> Option<Opt> {
         OptOps::Padto,
         OptOps::Swap,
         OptOps::NoLocals,
+        OptOps::Inner,
     ];
     let w: Vec<&str> = line.split_whitespace().collect();
     let [op, axis, arg] = w[..] else { return None };
