@@ -295,9 +295,11 @@ pub struct CpuFeatures {
     /// else 8 (AMD's Zen: 2.2 ms at 8 rows, 2.5-2.8 ms at 16).
     pub stream_rows: usize,
     /// Whether a kernel's one sequential stream (a weight repacked tile by tile) is prefetched by the kernel itself
-    /// (`codegen::lower::add_prefetches`): on AMD's cores, where prefetches 1 KB ahead took Gemma 3's decode step
-    /// from 34.5-35.4 to 30.3-32.5 ms and 2 KB ahead to 24.9-28.0 (an AVX2 EPYC, 2 cores; its Q8_0 output projection
-    /// was 40% of the step); not on Intel's, where prefetching it a tile ahead halved it (not measured there since).
+    /// (`codegen::lower::add_prefetches`): on AMD's Zen 1 and 2 (family 0x17), where prefetches 1 KB ahead took Gemma
+    /// 3's decode step from 34.5-35.4 to 30.3-32.5 ms and 2 KB ahead to 24.9-28.0 (an AVX2 EPYC, 2 cores; its Q8_0
+    /// output projection was 40% of the step); not on Intel's, where prefetching it a tile ahead halved it, nor on
+    /// Zen 4 and later, whose prefetchers follow it: that projection's kernel alone, 2 cores, 35-49 GB/s without, 28-33
+    /// with them 2 KB ahead.
     pub sequential_prefetch: bool,
 }
 
@@ -327,6 +329,9 @@ impl CpuFeatures {
             use std::arch::is_x86_feature_detected as has;
             let id = std::arch::x86_64::__cpuid(0);
             let intel = [id.ebx, id.edx, id.ecx].map(u32::to_le_bytes).concat() == *b"GenuineIntel";
+            // (the family: base, plus the extended one where the base is 0xF; AMD's Zen 1 and 2 are 0x17)
+            let eax = std::arch::x86_64::__cpuid(1).eax;
+            let family = (eax >> 8 & 0xF) + if eax >> 8 & 0xF == 0xF { eax >> 20 & 0xFF } else { 0 };
             CpuFeatures {
                 fma: has!("fma"),
                 avx2: has!("avx2") || has!("avx"),
@@ -334,7 +339,7 @@ impl CpuFeatures {
                 vnni: has!("avx512vnni") || has!("avxvnni"),
                 neon: false,
                 stream_rows: if intel { 64 } else { 8 },
-                sequential_prefetch: !intel,
+                sequential_prefetch: !intel && family <= 0x17,
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
