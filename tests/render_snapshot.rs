@@ -182,3 +182,26 @@ fn vector_matrix_product_streams_rows_into_accumulators_in_memory() {
         assert!((g - w).abs() <= 1e-3 * w.abs().max(1.0), "column {j}: {g}, want {w}");
     }
 }
+
+/// The same streamed product with an epilogue (`relu(x @ W + b)`, computed in the loop that stores the accumulators)
+/// and with float16 operands, on this machine's renderer: the values match f64 products (f16 to its rounding).
+#[test]
+fn vector_matrix_products_streamed_with_an_epilogue_and_in_halves() {
+    let (k, n) = (2048usize, 1024usize);
+    let xs: Vec<f32> = (0..k).map(|i| ((i * 5) % 11) as f32 / 11.0 - 0.5).collect();
+    let ws: Vec<f32> = (0..k * n).map(|i| ((i * 3) % 19) as f32 / 19.0 - 0.5).collect();
+    let bs: Vec<f32> = (0..n).map(|j| (j % 7) as f32 - 3.0).collect();
+    let dot = |j: usize| (0..k).map(|i| f64::from(xs[i]) * f64::from(ws[i * n + j])).sum::<f64>();
+    let (x, w, b) = (Tensor::from_slice(&xs, [1, k]), Tensor::from_slice(&ws, [k, n]), Tensor::from_slice(&bs, [1, n]));
+    let y = (&x.matmul(&w) + &b).relu();
+    for (j, (g, b)) in y.to_vec::<f32>().unwrap().into_iter().zip(&bs).enumerate() {
+        let want = (dot(j) + f64::from(*b)).max(0.0) as f32;
+        assert!((g - want).abs() <= 1e-3 * want.abs().max(1.0), "column {j}: {g}, want {want}");
+    }
+    let h = tinygrad::dtypes::FLOAT16;
+    let yh = x.cast(h).matmul(&w.cast(h).realize().unwrap().clone()).cast(tinygrad::dtypes::FLOAT32);
+    for (j, g) in yh.to_vec::<f32>().unwrap().into_iter().enumerate() {
+        let want = dot(j) as f32;
+        assert!((g - want).abs() <= 0.05 * want.abs().max(1.0), "half column {j}: {g}, want {want}");
+    }
+}
