@@ -112,6 +112,40 @@ fn narrow_integer_casts_under_the_check() {
 }
 
 #[test]
+fn half_vector_conversions_agree_under_gcc_and_clang() {
+    if common::have(&["gcc", "clang"], "the gcc/clang differential check") {
+        common::rerun("half_vector_conversions_under_the_check", &GCC_CHECKED_BY_CLANG);
+    }
+}
+
+#[test]
+#[ignore = "run by half_vector_conversions_agree_under_gcc_and_clang, with CC and CC_CHECK set"]
+fn half_vector_conversions_under_the_check() {
+    // every float16 bit pattern to float32 as vectors (gcc: one F16C or AVX-512 conversion a vector), against the
+    // half crate's conversion; NaNs stay NaNs
+    let bits: Vec<half::f16> = (0..=u16::MAX).map(half::f16::from_bits).collect();
+    let got = Tensor::from_slice(&bits, [bits.len()]).cast(dtypes::FLOAT32).to_vec::<f32>().unwrap();
+    for (h, g) in bits.iter().zip(&got) {
+        let want = h.to_f32();
+        assert!(*g == want || (g.is_nan() && want.is_nan()), "{:#06x}: {g}, want {want}", h.to_bits());
+    }
+    // and back: each finite half, the midpoints between neighbours (ties to even), just off them, past the largest
+    // half (to infinity), both signs
+    let halves = |i: u16| half::f16::from_bits(i).to_f32();
+    let floats: Vec<f32> = (0..0x7c00u16)
+        .flat_map(|i| {
+            let (lo, mid) = (halves(i), (halves(i) + halves(i + 1)) / 2.0);
+            [lo, mid, f32::from_bits(mid.to_bits() + 1), f32::from_bits(mid.to_bits() - 1), 65520.0, 1e-9]
+        })
+        .flat_map(|f| [f, -f])
+        .collect();
+    let got = Tensor::from_slice(&floats, [floats.len()]).cast(dtypes::FLOAT16).to_vec::<half::f16>().unwrap();
+    for (f, g) in floats.iter().zip(&got) {
+        assert_eq!(g.to_bits(), half::f16::from_f32(*f).to_bits(), "{f} -> half");
+    }
+}
+
+#[test]
 fn a_miscompiled_kernel_is_caught() {
     // the check compiler: the C compiler, after turning the kernel's constant 2 into 3
     if !common::have(&["cc", "sed"], "the differential check's own test") {
