@@ -201,3 +201,31 @@ fn register_tiles_leave_registers_for_the_loads_they_hold() {
     let u = avx512_upcasts(&[8, 512, 7, 7], &packed([2048, 512, 1, 1]), Conv2dOpts::default());
     assert!(u.iter().product::<usize>() / 16 >= 24, "{u:?}");
 }
+
+/// Wherever `Renderer::matvec_chunks` says a C target streams a vector-matrix product's rows (so the scheduler leaves
+/// it whole), the hand-coded opts do take INNER, whatever the threads, vector width, shape and dtype; and never where
+/// it says not (then the scheduler splits the rows into blocks first).
+#[test]
+fn streamed_matrix_vector_products_always_take_inner() {
+    for (threads, vb) in [(1, 32), (2, 32), (2, 64), (6, 64), (16, 32), (16, 64)] {
+        let ren = Renderer { threads, vector_bytes: vb, vector_registers: vb / 2, overread: 64, mulacc: true, ..Renderer::cpu() };
+        for (k, n, dt) in [
+            (4096, 4096, dtypes::FLOAT32),
+            (1024, 1024, dtypes::FLOAT32),
+            (2048, 1024, dtypes::FLOAT16),
+            (1024, 32000, dtypes::FLOAT32),
+            (8192, 576, dtypes::FLOAT32),
+            (1024, 1000, dtypes::FLOAT32),
+        ] {
+            let y = Tensor::empty([1, k], dt).matmul(&Tensor::empty([k, n], dt));
+            let sched = create_schedule(&[y.uop()], &ren);
+            let red = sched.items.iter().find(|i| i.ast.toposort().iter().any(|u| u.op == Ops::REDUCE)).expect("a reduction");
+            let acc = red.ast.toposort().into_iter().find(|u| u.op == Ops::REDUCE).unwrap().dtype.itemsize();
+            let streamed = ren.matvec_chunks(k, n, acc).is_some();
+            let opts = hand_coded_optimizations(&kernel(&red.ast, &ren));
+            let what = format!("{threads} threads, {vb}-byte vectors, ({k}, {n}) {dt:?}: {opts:?}");
+            assert_eq!(opts.iter().any(|o| o.op == OptOps::Inner), streamed, "{what}");
+            assert!(!streamed || sched.items.len() == 1, "{what}: not one kernel");
+        }
+    }
+}

@@ -147,7 +147,7 @@ fn convolution_vectors_are_whole_registers_of_channels() {
         Renderer { threads: 2, vector_bytes: 64, vector_registers: 32, overread: 64, mulacc: true, cpu: Some(cpu), ..Renderer::cpu() };
     let sched = create_schedule(&[y.uop()], &ren);
     let src: String = sched.items.iter().map(|it| cstyle::render(&full_rewrite(&it.ast, &ren, None).unwrap())).collect();
-    assert!(src.contains("float16 val") && !src.contains("float8"), "vectors of a row, not of channels:\n{src}");
+    assert!(src.contains("float16 val") && !src.contains("float8"), "vectors of channels wanted, not of a row:\n{src}");
     let mut want = vec![0f32; co * o * o];
     for (c, oy, ox) in (0..co).flat_map(|c| (0..o).flat_map(move |oy| (0..o).map(move |ox| (c, oy, ox)))) {
         let taps = (0..ci).flat_map(|i| (0..k).flat_map(move |ky| (0..k).map(move |kx| (i, ky, kx))));

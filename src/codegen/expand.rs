@@ -244,7 +244,7 @@ fn vector_axis(sink: &UOp, topo: &[UOp], lanes: &[UOp], max_bytes: usize) -> Opt
         // load and a broadcast a multiply-add, where whole registers of channels share each broadcast pixel)
         let full = |u: &UOp| range_size(u) * item == max_bytes;
         let whole = lanes.iter().filter(fits).find(|u| u.axis().1 == AxisType::Upcast && full(u) && unit_loads(u) > 0);
-        if let Some(w) = whole.filter(|_| !full(r)) {
+        if let Some(w) = whole.filter(|w| !full(r) && unit_loads(w) >= unit_loads(r)) {
             return Some(w.clone());
         }
         return Some(better.filter(|u| unit_loads(u) > unit_loads(r) && unit_loads(r) == 0).unwrap_or(r).clone());

@@ -1,6 +1,7 @@
 //! Linearize: orders a lowered kernel's UOps for printing. Output loops open first, in axis order (THREAD outermost); every node is placed in
 //! the innermost loop it needs, as early as possible (loop-invariant work stays outside reduction loops);
-//! reduction loops open when their body needs them and close at their END (tinygrad `codegen/linearize.py`).
+//! reduction loops open when their body needs them and close at their END (tinygrad `codegen/linearize.py`); an INNER
+//! loop opens with the reduction loops it nests in, so what ignores it is placed inside it too (the C compiler hoists it).
 
 use crate::dtype::dtypes;
 use crate::uop::{Arg, Ops, UOp};

@@ -768,16 +768,17 @@ static inline unsigned short tg_f2bf(float f) { unsigned int u; __builtin_memcpy
 ";
 
 /// A vector of 8 or 16 halves as float32, or float32 as halves, through a function in `defs`: under gcc on x86-64
-/// F16C's or AVX-512's one conversion, rounding to nearest even (gcc 12 converts `__builtin_convertvector` of halves
+/// with F16C (8) or AVX-512 (16) one instruction's conversion, rounding to nearest even (gcc 12 converts `__builtin_convertvector` of halves
 /// lane by lane: Gemma 3's Q8_0 output projection, its scales halves, 11 -> 7.4 ms under gcc, clang's 5.5; SmolLM2's
 /// decode step 8.8 -> 5.7 ms), else `__builtin_convertvector`.
 fn half_vector_cast(x: &str, from: DType, to: DType, d: &(impl CStyle + ?Sized), defs: &mut Vec<String>) -> String {
     let (ft, tt, n) = (d.vtype(from, defs), d.vtype(to, defs), to.count);
+    let isa = if n == 16 { "__AVX512F__" } else { "__F16C__" };
     let (gcc, name) = match (from.scalar, n) {
         (Scalar::Float16, 16) => (format!("__builtin_ia32_vcvtph2ps512_mask((tg_hbits{n})x, ({tt}){{0}}, (unsigned short)-1, 4)"), "h2f"),
         (Scalar::Float16, _) => (format!("__builtin_ia32_vcvtph2ps256((tg_hbits{n})x)"), "h2f"),
-        (_, 16) => (format!("({tt})__builtin_ia32_vcvtps2ph512_mask(x, 4, (tg_hbits{n}){{0}}, (unsigned short)-1)"), "f2h"),
-        _ => (format!("({tt})__builtin_ia32_vcvtps2ph256(x, 4)"), "f2h"),
+        (_, 16) => (format!("({tt})__builtin_ia32_vcvtps2ph512_mask(x, 0, (tg_hbits{n}){{0}}, (unsigned short)-1)"), "f2h"),
+        _ => (format!("({tt})__builtin_ia32_vcvtps2ph256(x, 0)"), "f2h"),
     };
     define(
         defs,
@@ -787,7 +788,7 @@ fn half_vector_cast(x: &str, from: DType, to: DType, d: &(impl CStyle + ?Sized),
         defs,
         format!(
             "#ifndef TG_{name}_{tt}\n#define TG_{name}_{tt}\n\
-static inline __attribute__((always_inline)) {tt} tg_{name}_{tt}({ft} x) {{\n#if defined(__x86_64__) && !defined(__clang__)\n  \
+static inline __attribute__((always_inline)) {tt} tg_{name}_{tt}({ft} x) {{\n#if defined(__x86_64__) && !defined(__clang__) && defined({isa})\n  \
 return {gcc};\n#else\n  return __builtin_convertvector(x, {tt});\n#endif\n}}\n#endif\n"
         ),
     );

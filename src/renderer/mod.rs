@@ -188,7 +188,7 @@ impl Renderer {
     }
 
     /// How a C target streams the rows of a vector-matrix product `x @ W` with `W` a row-major `(rows, cols)` of
-    /// `item`-byte sums: `Some((tile, chunks))`, the columns in `chunks` parts (a multiple of the threads, each at most
+    /// `item`-byte sums: `Some((tile, chunks))`, the columns in `chunks` parts (at least one a thread, each at most
     /// 4,096 columns, its accumulators in L1) of `tile`-column register tiles (4 registers or fewer), each part's rows
     /// read 8 at a time by an INNER loop over its tiles (codegen's heuristic); `None` where that does not fit (then
     /// the scheduler splits the rows into blocks whose partial sums a second kernel adds: `schedule/target.rs`).
@@ -197,12 +197,13 @@ impl Renderer {
         if self.language != Language::C || self.has_local || lanes < 4 || !rows.is_multiple_of(8) || rows * cols < 1 << 20 {
             return None;
         }
+        // (a tile of at most 64 lanes: unrolled by 8 rows, 512 lanes in all, codegen's most)
         let t = self.threads.max(1);
-        let tile = [4, 2, 1].map(|r| r * lanes).into_iter().find(|&w| cols.is_multiple_of(w * t))?;
-        (1..=cols / (tile * t))
-            .map(|c| c * t)
-            .find(|&c| cols.is_multiple_of(c * tile) && cols / c <= 4096 && cols / c >= 2 * tile)
-            .map(|c| (tile, c))
+        [4, 2, 1]
+            .map(|r| r * lanes)
+            .into_iter()
+            .filter(|&w| w <= 64)
+            .find_map(|tile| (t..=cols / (2 * tile)).find(|&c| cols.is_multiple_of(c * tile) && cols / c <= 4096).map(|c| (tile, c)))
     }
 
     /// A GPU-shaped target, the base the others change: workgroups and shared memory, no CPU threads, 16-byte

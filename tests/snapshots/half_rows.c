@@ -15,7 +15,7 @@ typedef short tg_hbits8 __attribute__((vector_size(16)));
 #ifndef TG_h2f_float8
 #define TG_h2f_float8
 static inline __attribute__((always_inline)) float8 tg_h2f_float8(half8 x) {
-#if defined(__x86_64__) && !defined(__clang__)
+#if defined(__x86_64__) && !defined(__clang__) && defined(__F16C__)
   return __builtin_ia32_vcvtph2ps256((tg_hbits8)x);
 #else
   return __builtin_convertvector(x, float8);
@@ -25,8 +25,8 @@ static inline __attribute__((always_inline)) float8 tg_h2f_float8(half8 x) {
 #ifndef TG_f2h_half8
 #define TG_f2h_half8
 static inline __attribute__((always_inline)) half8 tg_f2h_half8(float8 x) {
-#if defined(__x86_64__) && !defined(__clang__)
-  return (half8)__builtin_ia32_vcvtps2ph256(x, 4);
+#if defined(__x86_64__) && !defined(__clang__) && defined(__F16C__)
+  return (half8)__builtin_ia32_vcvtps2ph256(x, 0);
 #else
   return __builtin_convertvector(x, half8);
 #endif

@@ -26,7 +26,7 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
     let reduces: Vec<UOp> = k.ast.toposort().into_iter().filter(|u| u.op == Ops::REDUCE).collect();
     group_reductions(&mut k, &reduces);
     let Some(a) = Analysis::new(&k, &reduces) else { return vec![] };
-    if matvec_rows_inner(&mut k, &a) {
+    if matvec_rows_inner(&mut k, &a, reduces.first().map_or(a.item, |r| r.dtype.itemsize())) {
         return k.applied_opts;
     }
     let mut vaxis = pad_vector_axis(&mut k, &a, a.vector_axis());
@@ -225,23 +225,25 @@ impl Analysis {
 /// a few vectors from every row, a page apart, and the prefetchers lose track (15-26 GB/s on 2 Zen 4 cores, bench's
 /// `matvec_4096`); split into row blocks whose partial sums a second kernel adds, 22-30 GB/s; this way 36-43.
 /// Returns whether it applied.
-fn matvec_rows_inner(k: &mut Kernel, a: &Analysis) -> bool {
+fn matvec_rows_inner(k: &mut Kernel, a: &Analysis, acc: usize) -> bool {
     let ([n], [r]) = (&a.outs[..], &a.reds[..]) else { return false };
     let (cols, rows) = (range_size(n), range_size(r));
     let matrix = a.loads.iter().any(|l| along(l, n) == Some(1) && along(l, r).is_some_and(|s| s >= cols as i128));
-    let Some((tile, chunks)) = k.ren.matvec_chunks(rows, cols, a.item) else { return false };
+    let Some((tile, chunks)) = k.ren.matvec_chunks(rows, cols, acc) else { return false };
     if !a.reduces || !matrix || !a.loads.iter().any(|l| ignores(l, n)) {
         return false;
     }
-    let (nid, rid, lanes) = (n.axis().0, r.axis().0, a.lanes);
+    // (the lanes of the accumulators' dtype, as `matvec_chunks` counts them; the chunk's tiles INNER, the chunks a loop
+    // over the cores, or a plain loop on one)
+    let (nid, rid, lanes) = (n.axis().0, r.axis().0, k.ren.vector_bytes / acc.max(1));
     let mut t = k.clone();
     let at = |t: &Kernel| axis_of(t, nid).unwrap_or(usize::MAX);
     let reduce_axis = |t: &Kernel| t.unrollable_dims().iter().position(|&i| t.rngs()[i].axis().0 == rid);
     let ok = t.apply_opt(Opt::new(OptOps::Upcast, at(&t), lanes)).is_ok()
         && (tile == lanes || t.apply_opt(Opt::new(OptOps::Upcast, at(&t), tile / lanes)).is_ok())
         && reduce_axis(&t).is_some_and(|i| t.apply_opt(Opt::new(OptOps::Unroll, i, 8)).is_ok())
-        && (chunks == 1 || t.apply_opt(Opt::new(OptOps::Thread, at(&t), chunks)).is_ok())
-        && t.apply_opt(Opt::new(OptOps::Inner, at(&t), 0)).is_ok();
+        && t.apply_opt(Opt::new(OptOps::Inner, at(&t), cols / (chunks * tile))).is_ok()
+        && (chunks == 1 || t.ren.threads <= 1 || t.apply_opt(Opt::new(OptOps::Thread, at(&t), 0)).is_ok());
     if ok {
         *k = t;
     }
