@@ -13,16 +13,17 @@ use rustc_hash::FxHashMap;
 /// `sink` with every REDUCE lowered to an accumulator, inner reductions first (groups in order of their first
 /// REDUCE in the graph); with `mulacc`, a float sum of products accumulates by MULACC.
 pub fn lower_reduces(sink: &UOp, mulacc: bool) -> UOp {
-    let inner: Vec<UOp> = sink.toposort().into_iter().filter(|u| u.op == Ops::RANGE && u.axis().1 == AxisType::Inner).collect();
+    let topo = sink.toposort();
+    let inner: Vec<UOp> = topo.iter().filter(|u| u.op == Ops::RANGE && u.axis().1 == AxisType::Inner).cloned().collect();
     if !inner.is_empty() {
-        return lower_inner(sink, &inner, mulacc);
+        return lower_inner(sink, &topo, &inner, mulacc);
     }
     let mut groups: Vec<(Vec<UOp>, Vec<UOp>)> = Vec::new();
-    for r in sink.toposort().into_iter().filter(|u| u.op == Ops::REDUCE) {
+    for r in topo.iter().filter(|u| u.op == Ops::REDUCE) {
         let ranges = r.reduce_parts().1.to_vec();
         match groups.iter_mut().find(|g| g.0 == ranges) {
-            Some(g) => g.1.push(r),
-            None => groups.push((ranges, vec![r])),
+            Some(g) => g.1.push(r.clone()),
+            None => groups.push((ranges, vec![r.clone()])),
         }
     }
     let mut map: FxHashMap<UOp, UOp> = FxHashMap::default();
@@ -82,10 +83,10 @@ fn accumulate(op: Ops, cur: UOp, vals: impl Iterator<Item = UOp>, mulacc: bool) 
 /// REDUCE's accumulators are an array in memory (a DEFINE_LOCAL: on a CPU, the kernel's stack), one per iteration of
 /// the INNER loops, which run three times: zeroing the array, inside the reduction's loops adding to it, and after
 /// them storing it. Each is a copy of the INNER ranges, closed by its own END.
-fn lower_inner(sink: &UOp, inner: &[UOp], mulacc: bool) -> UOp {
-    let reduces: Vec<UOp> = sink.toposort().into_iter().filter(|u| u.op == Ops::REDUCE).collect();
+fn lower_inner(sink: &UOp, topo: &[UOp], inner: &[UOp], mulacc: bool) -> UOp {
+    let reduces: Vec<&UOp> = topo.iter().filter(|u| u.op == Ops::REDUCE).collect();
     let ranges = reduces[0].reduce_parts().1.to_vec();
-    let mut next_id = sink.toposort().iter().filter(|u| u.op == Ops::RANGE).map(|r| r.axis().0).max().unwrap_or(0) + 1;
+    let mut next_id = topo.iter().filter(|u| u.op == Ops::RANGE).map(|r| r.axis().0).max().unwrap_or(0) + 1;
     let mut copy = || -> (Vec<UOp>, FxHashMap<UOp, UOp>) {
         let rs: Vec<UOp> = inner
             .iter()
@@ -106,7 +107,7 @@ fn lower_inner(sink: &UOp, inner: &[UOp], mulacc: bool) -> UOp {
         let Arg::Op(op) = r.arg else { panic!("REDUCE without an op: {:?}", r.arg) };
         let mem = UOp::new(Ops::DEFINE_LOCAL, r.dtype.ptr(size, AddrSpace::Local), [], Arg::Int(i as i64));
         inits.push(UOp::new(Ops::STORE, dtypes::VOID, [at(&mem, &zero_rs), identity(op, r)], Arg::None));
-        mems.push((r.clone(), mem));
+        mems.push(((*r).clone(), mem));
     }
     let zeroed = UOp::new(Ops::END, dtypes::VOID, inits.into_iter().chain(zero_rs.iter().cloned()).collect::<Vec<_>>(), Arg::None);
     for (r, mem) in &mems {

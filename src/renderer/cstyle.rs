@@ -111,7 +111,7 @@ pub trait CStyle {
     /// 16-bit integers becomes floats through int32 lanes, from a value gcc must hold in a vector register (an empty
     /// asm, `TG_HOLD`, for 8 to 16 bytes): gcc 12 converts them lane by lane otherwise, and a loaded vector it widens
     /// as scalar loads, one sign extension each (Q4_1 and Q8_0 matrix-vector products 1.7 and 2.9 GB/s against
-    /// clang's 16 and 37; with it, 15-16 and 36-38).
+    /// clang's 16 and 37; with it, 15-16 and 36-38). Vectors of halves to and from float32: `half_vector_cast`.
     fn cast(&self, x: &str, from: DType, to: DType, defs: &mut Vec<String>) -> String {
         let pair = [from.scalar, to.scalar];
         if (pair == [Scalar::Float16, Scalar::Float32] || pair == [Scalar::Float32, Scalar::Float16]) && matches!(to.count, 8 | 16) {
@@ -768,9 +768,9 @@ static inline unsigned short tg_f2bf(float f) { unsigned int u; __builtin_memcpy
 ";
 
 /// A vector of 8 or 16 halves as float32, or float32 as halves, through a function in `defs`: under gcc on x86-64
-/// with F16C (8) or AVX-512 (16) one instruction's conversion, rounding to nearest even (gcc 12 converts `__builtin_convertvector` of halves
-/// lane by lane: Gemma 3's Q8_0 output projection, its scales halves, 11 -> 7.4 ms under gcc, clang's 5.5; SmolLM2's
-/// decode step 8.8 -> 5.7 ms), else `__builtin_convertvector`.
+/// with F16C (8) or AVX-512 (16) one instruction's conversion, rounding to nearest even (gcc 12 converts
+/// `__builtin_convertvector` of halves lane by lane: Gemma 3's Q8_0 output projection, its scales halves, 11 -> 7.4
+/// ms under gcc, clang's 5.5; SmolLM2's decode step 8.8 -> 5.7 ms), else `__builtin_convertvector`.
 fn half_vector_cast(x: &str, from: DType, to: DType, d: &(impl CStyle + ?Sized), defs: &mut Vec<String>) -> String {
     let (ft, tt, n) = (d.vtype(from, defs), d.vtype(to, defs), to.count);
     let isa = if n == 16 { "__AVX512F__" } else { "__F16C__" };

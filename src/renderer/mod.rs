@@ -192,6 +192,7 @@ impl Renderer {
     /// 4,096 columns, its accumulators in L1) of `tile`-column register tiles (4 registers or fewer), each part's rows
     /// read 8 at a time by an INNER loop over its tiles (codegen's heuristic); `None` where that does not fit (then
     /// the scheduler splits the rows into blocks whose partial sums a second kernel adds: `schedule/target.rs`).
+    /// OpenBLAS's `gemv_n` blocking; tinygrad has no counterpart.
     pub fn matvec_chunks(&self, rows: usize, cols: usize, item: usize) -> Option<(usize, usize)> {
         let lanes = self.vector_bytes / item.max(1);
         if self.language != Language::C || self.has_local || lanes < 4 || !rows.is_multiple_of(8) || rows * cols < 1 << 20 {
