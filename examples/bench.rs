@@ -193,6 +193,44 @@ fn quant_matvec(b: &Bench) -> Result<()> {
     Ok(())
 }
 
+/// A decode step's attention over 1,024 rows of float16 KV caches (of 2,048 rows; 48 layers' caches, 38 or 50 MB, so
+/// they come from memory as in a model, whose weights stream between layers), replayed by a TinyJit, as GB/s of the keys and values read: the query heads of a group
+/// share their key-value head (`llm`'s model: scores, softmax, weights times values). SmolLM2-135M's shape (9 heads
+/// over 3, 64 wide) and Gemma 3 270M's (4 over 1, 256 wide).
+fn decode_attention(b: &Bench) -> Result<()> {
+    use tinygrad::dtype::dtypes;
+    for (name, nh, nkv, hd) in [("attention_decode_smollm2", 9, 3, 64), ("attention_decode_gemma3", 4, 1, 256)] {
+        if !b.want(name) {
+            continue;
+        }
+        let (span, g, layers) = (1024, nh / nkv, 48);
+        let mut args = vec![data(&[1, nh * hd], 21)?];
+        for l in 0..2 * layers {
+            let c = data(&[2048, nkv * hd], 22 + l as u64)?.cast(dtypes::FLOAT16);
+            c.realize()?;
+            args.push(c);
+        }
+        let mut jit = tinygrad::TinyJit::new(move |x: &[Tensor]| {
+            let rows = |c: &Tensor| c.shrink(&[(0, span), (0, nkv * hd)]).reshape([span, nkv, hd]).cast(dtypes::FLOAT32);
+            let qh = x[0].reshape([nkv, g, 1, hd]);
+            let attend = |k: &Tensor, v: &Tensor| {
+                let kh = rows(k).permute([1, 2, 0]).reshape([nkv, 1, hd, span]);
+                let vh = rows(v).permute([1, 0, 2]).reshape([nkv, 1, span, hd]);
+                let scores = qh.matmul(&kh) * (1.0 / (hd as f32).sqrt());
+                scores.softmax(-1).matmul(&vh).permute([2, 0, 1, 3]).reshape([1, nh * hd])
+            };
+            Ok(x[1..].chunks(2).map(|kv| attend(&kv[0], &kv[1])).collect())
+        });
+        for _ in 0..2 {
+            jit.call(&args)?;
+        }
+        let jit = std::cell::RefCell::new(jit);
+        let bytes = (layers * 2 * span * nkv * hd * 2) as f64;
+        b.time(name, Unit::Gbs(bytes), 30, || jit.borrow_mut().call(&args).map(drop))?;
+    }
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     run_main(figures)
 }
@@ -225,6 +263,7 @@ fn figures() -> Result<()> {
         b.time("softmax_4096", Unit::Ms, 5, || x.softmax(-1).realize().map(drop))?;
     }
     quant_matvec(&b)?;
+    decode_attention(&b)?;
     codegen_per_kernel(&b)?;
     jit_replay_per_kernel(&b)?;
     if b.want("conv2d") {

@@ -30,9 +30,12 @@ struct Args {
     /// Tokens --prompt generates at most
     #[arg(long, default_value_t = 64)]
     count: usize,
-    /// Time a 128-token prefill and N decode steps (then 1, 2 and 4 streams at once), then exit
+    /// Time a prefill of --depth tokens and N decode steps (then 1, 2 and 4 streams at once), then exit
     #[arg(long, value_name = "N")]
     benchmark: Option<usize>,
+    /// Tokens --benchmark prefills before its decode steps (llama-bench's `-p`; at most half of --max_context)
+    #[arg(long, value_name = "N", default_value_t = 128, value_parser = at_least::<1>)]
+    depth: usize,
     /// Sampling temperature (0: greedy)
     #[arg(long, default_value_t = 0.7, value_parser = non_negative)]
     temperature: f32,
@@ -146,9 +149,9 @@ fn run(a: &Args) -> tinygrad::Result<()> {
     let mut session = Session::new(&model)?;
     let out = std::io::stdout();
     if let Some(n) = a.benchmark {
-        // prefill: 128 tokens (the second run, the first compiles), then n greedy decode steps after it
-        let text = "The quick brown fox jumps over the lazy dog. ".repeat(40);
-        let prompt: Vec<u32> = tok.encode_with_bos(&text).into_iter().take(128.min(a.max_context / 2)).collect();
+        // prefill: --depth tokens (the second run, the first compiles), then n greedy decode steps after it
+        let text = "The quick brown fox jumps over the lazy dog. ".repeat(a.depth.div_ceil(8));
+        let prompt: Vec<u32> = tok.encode_with_bos(&text).into_iter().take(a.depth.min(a.max_context / 2)).collect();
         let mut logits = Vec::new();
         for _ in 0..2 {
             session = Session::new(&model)?;

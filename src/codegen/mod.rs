@@ -1,6 +1,6 @@
 //! Codegen. In: a kernel AST from the scheduler (a SINK of STOREs over typed RANGEs). Out: a [`LinearKernel`]:
 //! the UOps in the order a renderer prints them, with loops opened (RANGE) and closed (END). Passes, one line
-//! each in [`full_rewrite`]: simplify index math, collapse one-hot sums into gathers, apply opts (given, BEAM-searched or hand-coded), order reduce
+//! each in [`full_rewrite`]: simplify index math, split ranges read modulo a constant, collapse one-hot sums into gathers, apply opts (given, BEAM-searched or hand-coded), order reduce
 //! loops, decompose transcendentals, fuse multiply-adds, expand lane axes into vectors, lower reductions to accumulators (and, on CPUs, prefetch the next
 //! THREAD iteration's rows), linearize. Follows tinygrad
 //! `codegen/__init__.py` (`full_rewrite_to_sink`, `linearize`).
@@ -84,7 +84,7 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
 /// The [`Kernel`] that opts for `ast` apply to: `ast` simplified, with no opts yet; on a target with workgroups its
 /// output loops are GLOBAL axes (the launch grid). Opt axes count in its [`Kernel::rngs`].
 pub fn kernel(ast: &UOp, ren: &Renderer) -> Kernel {
-    let ast = simplify::simplify_and_collapse(ast);
+    let ast = simplify::split_ranges(&simplify::simplify_and_collapse(ast));
     if !ren.has_local {
         return Kernel::new(&ast, ren);
     }

@@ -1,13 +1,14 @@
-//! Reduce collapse: tensor indexing becomes a gather. In: a simplified kernel AST. Out: the same AST where each
-//! ADD-reduction that picks one row out of a range, `sum over r in [0,n) of (r == e ? v : 0)` with `e` free of
+//! Range splitting and reduce collapse. In: a kernel AST. Out: the same AST simplified, where a RANGE the index
+//! takes modulo a constant is two RANGEs (an output merging a head axis with the head's lanes gets its head axis
+//! back), and where each ADD-reduction that picks one row out of a range, `sum over r in [0,n) of (r == e ? v : 0)` with `e` free of
 //! `r` (the one-hot compare-and-sum that `x[idx]`, `gather` and `Embedding` build), is that row read directly:
 //! `0 <= e < n ? v[r := e] : 0`, its loads at index `e` gated by `0 <= e < n`. Exact: at most one `r` equals
 //! `e`, and an `e` outside `[0, n)` gives 0 as the sum does. Follows tinygrad `codegen/simplify.py`
-//! (`pm_load_collapse`, `reduce_load_collapse`, the casted-bool rule of `pm_reduce_collapse`).
+//! (`pm_split_ranges`, `pm_load_collapse`, `reduce_load_collapse`, the casted-bool rule of `pm_reduce_collapse`).
 
 use crate::dtype::{dtypes, DType, Scalar};
 use crate::pm;
-use crate::uop::{var, Arg, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{var, Arg, AxisType, Ops, PatternMatcher, UOp, UPat};
 use rustc_hash::FxHashMap;
 use std::sync::LazyLock;
 
@@ -31,6 +32,67 @@ static SYMBOLIC_AND_COLLAPSE: LazyLock<PatternMatcher> = LazyLock::new(|| &*crat
 /// `ast` simplified, with its one-hot reductions collapsed into gathers.
 pub fn simplify_and_collapse(ast: &UOp) -> UOp {
     crate::uop::graph_rewrite(ast, &SYMBOLIC_AND_COLLAPSE, &mut (), "simplify and reduce collapse")
+}
+
+/// `ast` (simplified) with an output RANGE `r` of `n` iterations that an index reads as `r % c` or `r / c` (`c` a
+/// constant dividing `n`) split into `r0 * c + r1` (`r0` of `n / c` iterations, `r1` of `c`) where that leaves fewer
+/// divisions and remainders and some index moves along one half only (a load reused along the other): `r / c` and
+/// `r % c` fold to `r0` and `r1` (tinygrad `pm_split_ranges`, which splits at every `%`, and `simplify_merge_adjacent`,
+/// which merges back what does not simplify). Attention's output `[T, heads * head_dim]`, stored from one merged
+/// range, gets back its head axis, and the heads `h` reading key-value head `h / group` their axis within the group,
+/// along which the values' loads are reused in registers; a matrix stored in tiles of a register's rows
+/// (`QuantMatrix`), whose loads move along both halves, keeps its one column axis. Only reductions split (an
+/// elementwise kernel's vectors want the longest unit-stride axis: RoPE's pairs would leave 2 lanes), and only their
+/// output ranges (a quantized block's bit fields would split the reduce axis into axes of 2). The ranges are renumbered in order, a split one's halves
+/// taking consecutive ids.
+pub fn split_ranges(ast: &UOp) -> UOp {
+    let divmods = |u: &UOp| u.toposort().iter().filter(|x| matches!(x.op, Ops::FLOORDIV | Ops::FLOORMOD)).count();
+    let (mut ast, mut tried) = (ast.clone(), rustc_hash::FxHashSet::default());
+    if !ast.toposort().iter().any(|u| u.op == Ops::REDUCE) {
+        return ast;
+    }
+    loop {
+        let topo = ast.toposort();
+        let candidate = topo.iter().filter(|u| matches!(u.op, Ops::FLOORMOD | Ops::FLOORDIV) && u.src[0].op == Ops::RANGE).find_map(|u| {
+            let (r, n, c) = (&u.src[0], u.src[0].src[0].const_int()?, u.src[1].const_int()?);
+            let fresh = r.axis().1 == AxisType::Loop && c > 1 && c < n && n % c == 0 && !tried.contains(&(r.clone(), c));
+            fresh.then(|| (r.clone(), n / c, c))
+        });
+        let Some((r, outer, c)) = candidate else { return ast };
+        tried.insert((r.clone(), c));
+        let (split, halves) = split_range(&ast, &topo, &r, outer, c);
+        // (an index that moves along one half only: a load reused along the other, which a register tile can exploit)
+        let one_half = |u: &UOp| {
+            let t = u.src[1].toposort();
+            t.contains(&halves[0]) != t.contains(&halves[1])
+        };
+        if divmods(&split) < divmods(&ast) && split.toposort().iter().any(|u| u.op == Ops::INDEX && one_half(u)) {
+            (ast, tried) = (split, rustc_hash::FxHashSet::default());
+        }
+    }
+}
+
+/// `ast` (whose nodes are `topo`) with RANGE `r` as `r0 * c + r1` (`r0` of `outer` iterations), simplified, the
+/// ranges renumbered in order; and `[r0, r1]`.
+fn split_range(ast: &UOp, topo: &[UOp], r: &UOp, outer: i128, c: i128) -> (UOp, [UOp; 2]) {
+    let mut rngs: Vec<&UOp> = topo.iter().filter(|u| u.op == Ops::RANGE).collect();
+    rngs.sort_by_key(|r| r.axis().0);
+    let (mut map, mut id, mut halves) = (FxHashMap::default(), 0, None);
+    let size = |n: i128| UOp::const_(dtypes::WEAKINT, n as i64);
+    for x in rngs {
+        let kind = x.axis().1;
+        if x == r {
+            let (r0, r1) = (UOp::range(size(outer), id, kind), UOp::range(size(c), id + 1, kind));
+            map.insert(x.clone(), &(&r0 * c as i64) + &r1);
+            halves = Some([r0, r1]);
+            id += 2;
+        } else {
+            map.insert(x.clone(), UOp::range(x.src[0].clone(), id, kind));
+            id += 1;
+        }
+    }
+    let halves = halves.expect("r is one of the kernel's ranges");
+    (crate::uop::graph_rewrite(&ast.substitute(&map), &SYMBOLIC_AND_COLLAPSE, &mut (), "split ranges"), halves)
 }
 
 /// `red` without the ranges its value does not depend on (tinygrad `reduce_unparented`): a sum over such a range is

@@ -411,11 +411,13 @@ fn widen_narrow_vectors(k: &mut Kernel, a: &Analysis, v: &UOp, vregs: usize) -> 
 /// registers so far, up to 8: 512 contiguous bytes of each row) and the reduce loop unrolled by 4 keep more loads in
 /// flight (what BEAM finds for 1x4096 @ 4096x4096: 10 -> 26 GB/s).
 fn stream_columns(k: &mut Kernel, a: &Analysis, v: &UOp, vregs: usize) {
-    let Some(i) = axis_of(k, v.axis().0) else { return };
-    let (n, lanes) = (k.full_shape()[i], k.lanes());
-    let more = !a.tiled(v);
-    if let Some(m) = [4, 2].into_iter().find(|&m| more && n.is_multiple_of(m) && m * vregs <= 8 && lanes * m <= super::MAX_LANES) {
-        try_apply(k, OptOps::Upcast, v.axis().0, m);
+    // (the vector axis may be all lanes already: a matrix stored in tiles of a register's rows)
+    if let Some(i) = axis_of(k, v.axis().0) {
+        let (n, lanes) = (k.full_shape()[i], k.lanes());
+        let more = !a.tiled(v);
+        if let Some(m) = [4, 2].into_iter().find(|&m| more && n.is_multiple_of(m) && m * vregs <= 8 && lanes * m <= super::MAX_LANES) {
+            try_apply(k, OptOps::Upcast, v.axis().0, m);
+        }
     }
     let dims = k.unrollable_dims();
     let last = a.reds.last().and_then(|r| dims.iter().position(|&d| k.rngs()[d].axis().0 == r.axis().0));
