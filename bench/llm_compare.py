@@ -40,7 +40,9 @@ for _ in range(2):
   l.reset(); t = time.time(); l.eval(prompt); pf = len(prompt) / (time.time() - t)
 times = []
 for _ in range(tokens):
-  nxt = int(np.argmax(l.scores[l.n_tokens - 1])); t = time.time(); l.eval([nxt]); times.append(time.time() - t)
+  # (the last token's logits: `l.scores` is filled only under logits_all)
+  logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(l.ctx, -1), shape=(l.n_vocab(),))
+  nxt = int(np.argmax(logits)); t = time.time(); l.eval([nxt]); times.append(time.time() - t)
 print(pf, 1 / statistics.median(times[2:]))
 '''
 
