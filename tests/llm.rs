@@ -345,3 +345,30 @@ fn gemma3_decode_steps_do_not_depend_on_the_batch() {
     let Some(file) = model("gemma-3-270m-q4_k_m.gguf") else { return };
     decode_steps_do_not_depend_on_the_batch(&file, "gemma3_reference.json");
 }
+
+/// Gemma 3's local layers read only the cache rows their 512-token window can reach: a step at bound position 700
+/// over a span of 768 rows (its local layers read rows 127..768) and a 701-token forward from position 0 (every row
+/// read: its first tokens see the cache's start) give the same last-token logits, on the float path, up to the order
+/// of float32 sums.
+#[test]
+fn gemma3_local_layers_read_only_their_window() {
+    let Some(file) = model("gemma-3-270m-q4_k_m.gguf") else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let m = {
+        let _float = Context::new(&[(&QUANT_DOT, 0), (&HALF_KV, 0)]);
+        Transformer::from_gguf(&file, "CPU", 1024).unwrap()
+    };
+    assert_eq!(m.cfg.sliding_window, Some(512));
+    let ids: Vec<i32> = (0..701).map(|i| 1000 + (i * 7919) % 20000).collect();
+    let whole = m.forward(&m.new_cache().unwrap(), &Tensor::from_slice(&ids, [701]), StartPos::Const(0)).to_vec::<f32>().unwrap();
+    let cache = m.new_cache().unwrap();
+    m.forward(&cache, &Tensor::from_slice(&ids[..700], [700]), StartPos::Const(0)).realize().unwrap();
+    let pos = Tensor::bind_var("start_pos", 0, 1023, 700);
+    let step = m.forward(&cache, &Tensor::from_slice(&ids[700..], [1]), StartPos::Var(&pos, 768)).to_vec::<f32>().unwrap();
+    let dot: f64 = whole.iter().zip(&step).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+    let norm = |v: &[f32]| v.iter().map(|&a| f64::from(a) * f64::from(a)).sum::<f64>().sqrt();
+    let cos = dot / (norm(&whole) * norm(&step));
+    assert!(cos >= 0.99999, "cosine {cos}");
+    let top = |v: &[f32]| (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b])).unwrap();
+    assert_eq!(top(&whole), top(&step));
+}

@@ -299,15 +299,16 @@ fn write_rows(cache: &Tensor, x: &Tensor, start: StartPos) -> Tensor {
     }
 }
 
-/// Attention of `B` sequences' queries `q` (`[B * T, heads * head_dim]`, T a sequence) over the first `span` rows
-/// of their caches (`layers[b]`: layer's keys and values of sequence b), key rows masked by `visible` (`[B * T,
-/// span]`, true where seen); each query head attends over its group's key head. Out: `[B * T, heads * head_dim]`.
-fn attention(q: &Tensor, layers: &[&(Tensor, Tensor)], visible: &Tensor, span: usize, c: &Config) -> Tensor {
-    let (hd, nkv, bs) = (c.head_dim, c.n_kv_heads, layers.len());
+/// Attention of `B` sequences' queries `q` (`[B * T, heads * head_dim]`, T a sequence) over rows `keys` of their
+/// caches (`layers[b]`: layer's keys and values of sequence b), key rows masked by `visible` (`[B * T, keys.len()]`,
+/// true where seen); each query head attends over its group's key head. Out: `[B * T, heads * head_dim]`.
+fn attention(q: &Tensor, layers: &[&(Tensor, Tensor)], visible: &Tensor, keys: std::ops::Range<usize>, c: &Config) -> Tensor {
+    let (hd, nkv, bs, span) = (c.head_dim, c.n_kv_heads, layers.len(), keys.len());
     let (g, t) = (c.n_heads / nkv, q.shape()[0] / bs);
     // (a batch's caches are separate buffers: the kernels read them side by side, as a stack)
     let rows = |pick: fn(&(Tensor, Tensor)) -> &Tensor| {
-        let r: Vec<Tensor> = layers.iter().map(|l| pick(l).shrink(&[(0, span), (0, nkv * hd)]).reshape([span, nkv, hd])).collect();
+        let r: Vec<Tensor> =
+            layers.iter().map(|l| pick(l).shrink(&[(keys.start, keys.end), (0, nkv * hd)]).reshape([span, nkv, hd])).collect();
         r[0].stack(&r[1..].iter().collect::<Vec<_>>(), 0).cast(dtypes::FLOAT32)
     };
     let qh = q.reshape([bs, t, nkv, g, hd]).permute([0, 2, 3, 1, 4]);
@@ -552,9 +553,15 @@ impl Transformer {
             let attn: Vec<Tensor> = groups
                 .iter()
                 .map(|(seq, rows, span, (causal, window))| {
-                    let visible = if b.local { window.as_ref().unwrap_or(causal) } else { causal };
+                    // (a local layer reads the rows its window can reach: each sequence's T tokens end in the span's
+                    // last 128 rows, so none sees a key before span - 128 - T - window)
+                    let (visible, lo) = match (b.local, window, c.sliding_window) {
+                        (true, Some(m), Some(w)) => (m, span.saturating_sub(w + 128 + rows.len() / seq.len())),
+                        _ => (causal, 0),
+                    };
+                    let visible = visible.shrink(&[(0, rows.len()), (lo, *span)]);
                     let layers: Vec<&(Tensor, Tensor)> = seqs[seq.clone()].iter().map(|s| &s.cache.layers[l]).collect();
-                    attention(&q.shrink(&[(rows.start, rows.end), (0, nh * hd)]), &layers, visible, *span, c)
+                    attention(&q.shrink(&[(rows.start, rows.end), (0, nh * hd)]), &layers, &visible, lo..*span, c)
                 })
                 .collect();
             let mut out = project(&Input::new(cat(&attn).contiguous()), &b.o);
