@@ -193,10 +193,11 @@ fn quant_matvec(b: &Bench) -> Result<()> {
     Ok(())
 }
 
-/// A decode step's attention over 1,024 rows of float16 KV caches (of 2,048 rows; 48 layers' caches, 38 or 50 MB, so
-/// they come from memory as in a model, whose weights stream between layers), replayed by a TinyJit, as GB/s of the keys and values read: the query heads of a group
-/// share their key-value head (`llm`'s model: scores, softmax, weights times values). SmolLM2-135M's shape (9 heads
-/// over 3, 64 wide) and Gemma 3 270M's (4 over 1, 256 wide).
+/// A decode step's attention over 1,024 rows of float16 KV caches (each of 2,048 rows; 48 layers, the step reading 38
+/// or 50 MB of them, so they come from memory as in a model, whose weights stream between layers), replayed by a
+/// TinyJit, as GB/s of the keys and values read: the query heads of a group share their key-value head (`llm`'s
+/// model: scores, softmax, weights times values). SmolLM2-135M's shape (9 heads over 3, 64 wide) and Gemma 3 270M's
+/// (4 over 1, 256 wide).
 fn decode_attention(b: &Bench) -> Result<()> {
     use tinygrad::dtype::dtypes;
     for (name, nh, nkv, hd) in [("attention_decode_smollm2", 9, 3, 64), ("attention_decode_gemma3", 4, 1, 256)] {

@@ -346,10 +346,11 @@ fn gemma3_decode_steps_do_not_depend_on_the_batch() {
     decode_steps_do_not_depend_on_the_batch(&file, "gemma3_reference.json");
 }
 
-/// Gemma 3's local layers read only the cache rows their 512-token window can reach: a step at bound position 700
-/// over a span of 768 rows (its local layers read rows 127..768) and a 701-token forward from position 0 (every row
+/// Gemma 3's local layers read only the cache rows their 512-token window can reach in a prompt chunk: an 8-token
+/// chunk at position 893 (its local layers read rows 253..901) and a 901-token forward from position 0 (every row
 /// read: its first tokens see the cache's start) give the same last-token logits, on the float path, up to the order
-/// of float32 sums.
+/// of float32 sums; and on the integer path a batched decode step of two sequences at position 900 gives each the
+/// bits of its step alone (steps read every row).
 #[test]
 fn gemma3_local_layers_read_only_their_window() {
     let Some(file) = model("gemma-3-270m-q4_k_m.gguf") else { return };
@@ -359,16 +360,37 @@ fn gemma3_local_layers_read_only_their_window() {
         Transformer::from_gguf(&file, "CPU", 1024).unwrap()
     };
     assert_eq!(m.cfg.sliding_window, Some(512));
-    let ids: Vec<i32> = (0..701).map(|i| 1000 + (i * 7919) % 20000).collect();
-    let whole = m.forward(&m.new_cache().unwrap(), &Tensor::from_slice(&ids, [701]), StartPos::Const(0)).to_vec::<f32>().unwrap();
+    let (n, span) = (900, 1024);
+    let ids: Vec<i32> = (0..=n as i32).map(|i| 1000 + (i * 7919) % 20000).collect();
+    let whole = m.forward(&m.new_cache().unwrap(), &Tensor::from_slice(&ids, [n + 1]), StartPos::Const(0)).to_vec::<f32>().unwrap();
+    let filled = |m: &Transformer| {
+        let cache = m.new_cache().unwrap();
+        m.forward(&cache, &Tensor::from_slice(&ids[..n], [n]), StartPos::Const(0)).realize().unwrap();
+        cache
+    };
+    let pos = |name: &str| Tensor::bind_var(name, 0, 1023, n as i64);
+    let last = Tensor::from_slice(&ids[n..], [1]);
     let cache = m.new_cache().unwrap();
-    m.forward(&cache, &Tensor::from_slice(&ids[..700], [700]), StartPos::Const(0)).realize().unwrap();
-    let pos = Tensor::bind_var("start_pos", 0, 1023, 700);
-    let step = m.forward(&cache, &Tensor::from_slice(&ids[700..], [1]), StartPos::Var(&pos, 768)).to_vec::<f32>().unwrap();
-    let dot: f64 = whole.iter().zip(&step).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+    m.forward(&cache, &Tensor::from_slice(&ids[..n - 7], [n - 7]), StartPos::Const(0)).realize().unwrap();
+    let chunk = m.forward(&cache, &Tensor::from_slice(&ids[n - 7..], [8]), StartPos::Const(n - 7)).to_vec::<f32>().unwrap();
+    let dot: f64 = whole.iter().zip(&chunk).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
     let norm = |v: &[f32]| v.iter().map(|&a| f64::from(a) * f64::from(a)).sum::<f64>().sqrt();
-    let cos = dot / (norm(&whole) * norm(&step));
+    let cos = dot / (norm(&whole) * norm(&chunk));
     assert!(cos >= 0.99999, "cosine {cos}");
     let top = |v: &[f32]| (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b])).unwrap();
-    assert_eq!(top(&whole), top(&step));
+    assert_eq!(top(&whole), top(&chunk));
+    // (the bits on the integer path, whose sums are exact whether a row is alone or batched)
+    let m = {
+        let _int = Context::new(&[(&QUANT_DOT, 1)]);
+        Transformer::from_gguf(&file, "CPU", 1024).unwrap()
+    };
+    let (a, b) = (filled(&m), filled(&m));
+    let step = m.forward(&a, &last, StartPos::Var(&pos("start_pos"), span)).to_vec::<f32>().unwrap();
+    let (p0, p1) = (pos("start_pos0"), pos("start_pos1"));
+    let rows = [(&a, StartPos::Var(&p0, span)), (&b, StartPos::Var(&p1, span))];
+    let both = m.decode(&Tensor::from_slice(&[ids[n], ids[n]], [2]), &rows).to_vec::<f32>().unwrap();
+    for (i, row) in both.chunks(m.cfg.vocab).enumerate() {
+        let differ = row.iter().zip(&step).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
+        assert_eq!(differ, 0, "row {i}: {differ} logits differ between the batched step and the step alone");
+    }
 }

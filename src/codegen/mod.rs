@@ -1,9 +1,10 @@
 //! Codegen. In: a kernel AST from the scheduler (a SINK of STOREs over typed RANGEs). Out: a [`LinearKernel`]:
 //! the UOps in the order a renderer prints them, with loops opened (RANGE) and closed (END). Passes, one line
-//! each in [`full_rewrite`]: simplify index math, split ranges read modulo a constant, collapse one-hot sums into gathers, apply opts (given, BEAM-searched or hand-coded), order reduce
-//! loops, decompose transcendentals, fuse multiply-adds, expand lane axes into vectors, lower reductions to accumulators (and, on CPUs, prefetch the next
-//! THREAD iteration's rows), linearize. Follows tinygrad
-//! `codegen/__init__.py` (`full_rewrite_to_sink`, `linearize`).
+//! each in [`full_rewrite`]: simplify index math, collapse one-hot sums into gathers, split a reduction's output ranges
+//! read as `r % c` or `r / c`, apply opts (given, BEAM-searched or hand-coded), order reduce loops, decompose
+//! transcendentals, fuse multiply-adds, expand lane axes into vectors, lower reductions to accumulators (and, on CPUs,
+//! prefetch the next THREAD iteration's rows), linearize. Follows tinygrad `codegen/__init__.py`
+//! (`full_rewrite_to_sink`, `linearize`).
 
 mod decompositions;
 mod expand;
@@ -81,8 +82,9 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
     Ok(LinearKernel { name, display_name, uops, outer, global_size, local_size, ops, mem, opts: k.applied_opts, vars })
 }
 
-/// The [`Kernel`] that opts for `ast` apply to: `ast` simplified, with no opts yet; on a target with workgroups its
-/// output loops are GLOBAL axes (the launch grid). Opt axes count in its [`Kernel::rngs`].
+/// The [`Kernel`] that opts for `ast` apply to: `ast` simplified, some output ranges split and all renumbered
+/// ([`simplify::split_ranges`]), with no opts yet; on a target with workgroups its output loops are GLOBAL axes (the
+/// launch grid). Opt axes count in its [`Kernel::rngs`].
 pub fn kernel(ast: &UOp, ren: &Renderer) -> Kernel {
     let ast = simplify::split_ranges(&simplify::simplify_and_collapse(ast));
     if !ren.has_local {

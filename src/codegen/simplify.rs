@@ -1,10 +1,11 @@
-//! Range splitting and reduce collapse. In: a kernel AST. Out: the same AST simplified, where a RANGE the index
-//! takes modulo a constant is two RANGEs (an output merging a head axis with the head's lanes gets its head axis
-//! back), and where each ADD-reduction that picks one row out of a range, `sum over r in [0,n) of (r == e ? v : 0)` with `e` free of
-//! `r` (the one-hot compare-and-sum that `x[idx]`, `gather` and `Embedding` build), is that row read directly:
+//! Reduce collapse and range splitting. In: a kernel AST. Out: the same AST simplified, where each ADD-reduction that
+//! picks one row out of a range, `sum over r in [0,n) of (r == e ? v : 0)` with `e` free of `r` (the one-hot
+//! compare-and-sum that `x[idx]`, `gather` and `Embedding` build), is that row read directly:
 //! `0 <= e < n ? v[r := e] : 0`, its loads at index `e` gated by `0 <= e < n`. Exact: at most one `r` equals
 //! `e`, and an `e` outside `[0, n)` gives 0 as the sum does. Follows tinygrad `codegen/simplify.py`
-//! (`pm_split_ranges`, `pm_load_collapse`, `reduce_load_collapse`, the casted-bool rule of `pm_reduce_collapse`).
+//! (`pm_load_collapse`, `reduce_load_collapse`, the casted-bool rule of `pm_reduce_collapse`); and, in a reduction,
+//! where an output RANGE read as `r % c` or `r / c` splits into two that some load tells apart (an output merging a
+//! head axis with the head's lanes gets its head axis back: [`split_ranges`], tinygrad `pm_split_ranges`).
 
 use crate::dtype::{dtypes, DType, Scalar};
 use crate::pm;
@@ -34,7 +35,7 @@ pub fn simplify_and_collapse(ast: &UOp) -> UOp {
     crate::uop::graph_rewrite(ast, &SYMBOLIC_AND_COLLAPSE, &mut (), "simplify and reduce collapse")
 }
 
-/// `ast` (simplified) with an output RANGE `r` of `n` iterations that an index reads as `r % c` or `r / c` (`c` a
+/// `ast` (simplified) with an output RANGE `r` of `n` iterations that the kernel reads as `r % c` or `r / c` (`c` a
 /// constant dividing `n`) split into `r0 * c + r1` (`r0` of `n / c` iterations, `r1` of `c`) where that leaves fewer
 /// divisions and remainders and some index moves along one half only (a load reused along the other): `r / c` and
 /// `r % c` fold to `r0` and `r1` (tinygrad `pm_split_ranges`, which splits at every `%`, and `simplify_merge_adjacent`,
@@ -43,8 +44,8 @@ pub fn simplify_and_collapse(ast: &UOp) -> UOp {
 /// along which the values' loads are reused in registers; a matrix stored in tiles of a register's rows
 /// (`QuantMatrix`), whose loads move along both halves, keeps its one column axis. Only reductions split (an
 /// elementwise kernel's vectors want the longest unit-stride axis: RoPE's pairs would leave 2 lanes), and only their
-/// output ranges (a quantized block's bit fields would split the reduce axis into axes of 2). The ranges are renumbered in order, a split one's halves
-/// taking consecutive ids.
+/// output ranges (a quantized block's bit fields would split the reduce axis into axes of 2). The ranges are
+/// renumbered in order, a split one's halves taking consecutive ids.
 pub fn split_ranges(ast: &UOp) -> UOp {
     let divmods = |u: &UOp| u.toposort().iter().filter(|x| matches!(x.op, Ops::FLOORDIV | Ops::FLOORMOD)).count();
     let (mut ast, mut tried) = (ast.clone(), rustc_hash::FxHashSet::default());

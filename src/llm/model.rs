@@ -80,7 +80,9 @@ struct Weight {
 
 /// Where a forward pass starts: a known position, or a bound symbolic variable (one compiled graph for every
 /// position: a TinyJit-replayed decode step, a prefill chunk) with the cache rows it attends over (`span`, past the
-/// last position: rounded up to a multiple of 128, so one graph serves 128 positions).
+/// last position: rounded up to a multiple of 128, so one graph serves 128 positions; a prompt chunk must end in its
+/// span's last 128 rows, which Gemma 3's local layers rely on to skip rows before their window, while the rows of a
+/// batched decode step may share their largest span).
 #[derive(Clone, Copy)]
 pub enum StartPos<'a> {
     Const(usize),
@@ -553,10 +555,12 @@ impl Transformer {
             let attn: Vec<Tensor> = groups
                 .iter()
                 .map(|(seq, rows, span, (causal, window))| {
-                    // (a local layer reads the rows its window can reach: each sequence's T tokens end in the span's
-                    // last 128 rows, so none sees a key before span - 128 - T - window)
+                    // (a local layer of one sequence's prompt chunk reads the rows its window can reach: its T tokens
+                    // end in the span's last 128 rows, so none sees a key before span - 128 - T - window. Not a decode
+                    // step's: a batched step's rows share the largest span and read every row, and a step alone must
+                    // sum its keys as batched, in the same bits)
                     let (visible, lo) = match (b.local, window, c.sliding_window) {
-                        (true, Some(m), Some(w)) => (m, span.saturating_sub(w + 128 + rows.len() / seq.len())),
+                        (true, Some(m), Some(w)) if seq.len() == 1 && rows.len() > 1 => (m, span.saturating_sub(w + 128 + rows.len())),
                         _ => (causal, 0),
                     };
                     let visible = visible.shrink(&[(0, rows.len()), (lo, *span)]);
