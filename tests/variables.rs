@@ -99,3 +99,38 @@ fn a_replay_must_bind_the_captured_variables() {
     let vals = Tensor::bind_var("vals", 0, 3, 2);
     assert_eq!(read_at(&table, &vals).0.to_vec::<f32>().unwrap(), [3.0]);
 }
+
+/// `cache` (`[ctx, w]`) with rows `start..start + T` replaced by `x` (`[T, w]`) where they are in the cache: row `r`
+/// takes `x`'s row `r - start` through a one-hot sum (how the LLM's prompt chunks enter their KV caches).
+fn write_rows(cache: &Tensor, x: &Tensor, start: &Tensor) -> Tensor {
+    let (ctx, t, w) = (cache.shape()[0], x.shape()[0], x.shape()[1]);
+    let off = Tensor::arange(0.0, ctx as f64, 1.0).reshape([ctx, 1]).cast(tinygrad::dtypes::INT32) - start.reshape([1, 1]);
+    let mask = off.ge(0).bitwise_and(off.lt(t as i32));
+    let at = off.reshape([ctx, 1, 1]).eq(Tensor::arange(0.0, t as f64, 1.0).cast(tinygrad::dtypes::INT32).reshape([1, t, 1]));
+    mask.where_(at.where_(x.reshape([1, t, w]), 0.0f32).sum(1), cache)
+}
+
+#[test]
+fn rows_written_at_a_variable_position_loop_over_those_rows_only() {
+    let _serial = serial();
+    let (ctx, t, w) = (64usize, 4usize, 8usize);
+    let old: Vec<f32> = (0..ctx * w).map(|i| i as f32).collect();
+    let new: Vec<f32> = (0..t * w).map(|i| 1000.0 + i as f32).collect();
+    let x = Tensor::from_slice(&new, [t, w]);
+    // (62: the last two rows fall past the cache's end and are dropped)
+    for start in [0usize, 5, 60, 62] {
+        let cache = Tensor::from_slice(&old, [ctx, w]);
+        cache.realize().unwrap();
+        cache.assign(write_rows(&cache, &x, &Tensor::bind_var("start", 0, ctx as i64 - 1, start as i64)));
+        let ren = tinygrad::renderer::Renderer::cpu();
+        let sched = tinygrad::schedule::create_schedule(&[cache.uop()], &ren);
+        let names: Vec<String> =
+            sched.items.iter().map(|it| tinygrad::codegen::full_rewrite(&it.ast, &ren, Some(&[])).unwrap().name).collect();
+        assert_eq!(names, [format!("E_{t}_{w}")], "start {start}: the store's loop covers the written rows only");
+        let mut want = old.clone();
+        for (r, row) in new.chunks(w).enumerate().filter(|(r, _)| start + r < ctx) {
+            want[(start + r) * w..(start + r + 1) * w].copy_from_slice(row);
+        }
+        assert_eq!(cache.to_vec::<f32>().unwrap(), want, "start {start}");
+    }
+}

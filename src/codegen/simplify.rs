@@ -7,7 +7,7 @@
 //! where an output RANGE read as `r % c` or `r / c` splits into two that some load tells apart (an output merging a
 //! head axis with the head's lanes gets its head axis back: [`split_ranges`], tinygrad `pm_split_ranges`).
 
-use crate::dtype::{dtypes, DType, Scalar};
+use crate::dtype::{dtypes, ConstValue, DType, Scalar};
 use crate::pm;
 use crate::uop::{var, Arg, AxisType, Ops, PatternMatcher, UOp, UPat};
 use rustc_hash::FxHashMap;
@@ -141,7 +141,8 @@ fn collapse(red: &UOp, cond: &UOp, v: &UOp) -> Option<UOp> {
 /// A store of `c ? a : (the old value)` (an update of part of a buffer: a KV cache's row, a slice assign) as a
 /// store of `a` gated by `c`, which reads nothing; and where a term of `c` pins one of the store's loops
 /// (`r == e`, `e` free of `r`), that loop collapsed: one store at `r := e`, gated by `0 <= e < n` (a decode step
-/// writes one row, not every row). `None` when the store is not of that form.
+/// writes one row, not every row); where two terms bound it to a window of `w` rows ([`window`]), a loop of `w`
+/// (a prompt chunk writes its rows). `None` when the store is not of that form.
 fn store_collapse(st: &UOp) -> Option<UOp> {
     let (idx, val) = (&st.src[0], &st.src[1]);
     let old = |u: &UOp| u.op == Ops::LOAD && u.src.len() == 1 && u.src[0] == *idx;
@@ -155,16 +156,41 @@ fn store_collapse(st: &UOp) -> Option<UOp> {
     };
     let terms = split_and(&c);
     let loops: Vec<UOp> = idx.src[1].toposort().into_iter().filter(|u| u.op == Ops::RANGE).collect();
-    let pin = loops.iter().find_map(|r| terms.iter().enumerate().find_map(|(k, t)| pinned(t, r).map(|e| (r, k, e))));
-    let Some((r, k, e)) = pin else {
+    let pin = loops.iter().find_map(|r| terms.iter().enumerate().find_map(|(k, t)| pinned(t, r).map(|e| (r, vec![k], e))));
+    let Some((r, used, e)) = pin.or_else(|| loops.iter().find_map(|r| window(&terms, r).map(|(ks, e)| (r, ks.to_vec(), e)))) else {
         return Some(UOp::new(Ops::STORE, st.dtype, [idx.with_src([idx.src[0].clone(), idx.src[1].clone(), c]), a.clone()], Arg::None));
     };
     let e = e.cast(r.dtype);
     let valid = &e.cmplt(0).logical_not() & &e.cmplt(&r.src[0]);
     let mut at_e = Gather { map: [(r.clone(), e)].into_iter().collect(), valid: valid.clone() };
-    let gate = terms.iter().enumerate().filter(|&(j, _)| j != k).fold(valid, |g, (_, t)| &g & &at_e.sub(t));
+    let gate = terms.iter().enumerate().filter(|(j, _)| !used.contains(j)).fold(valid, |g, (_, t)| &g & &at_e.sub(t));
     let (i, a) = (at_e.sub(&idx.src[1]), at_e.sub(a));
     Some(UOp::new(Ops::STORE, st.dtype, [idx.with_src([idx.src[0].clone(), i, gate]), a], Arg::None).simplify())
+}
+
+/// Where terms `o < w` and `!(o < 0)` of a store's gate, with `o = r + b` (`r` the loop `r` through exact casts, `b`
+/// free of it, `w` a constant below its size), bound the loop to a window of `w` rows: their indices and `r`'s
+/// value `r' - b` in a new loop `r'` of `w` iterations (a chunk of tokens written into a KV cache at a variable
+/// position writes its rows, not every row).
+fn window(terms: &[UOp], r: &UOp) -> Option<([usize; 2], UOp)> {
+    terms.iter().enumerate().find_map(|(hi, t)| {
+        let (o, w) = (&t.src[0], t.src[1].const_int()?);
+        let b = match (t.op == Ops::CMPLT && o.dtype.is_int() && o.op == Ops::ADD, &o.src[..]) {
+            (true, [x, b] | [b, x]) if is_range(x, r) && !b.toposort().contains(r) => b,
+            _ => return None,
+        };
+        let not_negative = |u: &UOp| {
+            let lt0 = &u.src[0];
+            u.op == Ops::CMPNE
+                && matches!(u.src[1].const_value(), Some(ConstValue::Bool(true)))
+                && lt0.op == Ops::CMPLT
+                && lt0.src[0] == *o
+                && lt0.src[1].const_int() == Some(0)
+        };
+        let lo = terms.iter().position(not_negative)?;
+        let n = r.src[0].const_int()?;
+        (0 < w && w < n).then(|| ([hi, lo], &UOp::range(UOp::const_(r.src[0].dtype, w as i64), r.axis().0, r.axis().1) - &b.cast(r.dtype)))
+    })
 }
 
 /// The terms of a conjunction: `a & (b & c)` -> `[a, b, c]`.
