@@ -547,8 +547,13 @@ fn threads(k: &mut Kernel, a: &Analysis, vaxis: Option<&UOp>) {
         let n = range_size(&rngs[i]);
         n >= t && (n.is_multiple_of(t) || n >= 8 * t)
     });
-    let pick =
-        pick.or_else(|| k.upcastable_dims().into_iter().filter(|&i| range_size(&rngs[i]) >= t).max_by_key(|&i| range_size(&rngs[i])));
+    // (else the longest, first one along which the largest load moves: along an axis it ignores each core reads it
+    // whole, as attention's values for each head of a group)
+    let largest = a.loads.iter().max_by_key(|l| l.src[0].src[0].dtype.size);
+    let moves = |i: usize| largest.is_none_or(|l| !ignores(l, &rngs[i]));
+    let pick = pick.or_else(|| {
+        k.upcastable_dims().into_iter().filter(|&i| range_size(&rngs[i]) >= t).max_by_key(|&i| (moves(i), range_size(&rngs[i])))
+    });
     if let Some(i) = pick {
         let _ = k.apply_opt(Opt::new(OptOps::Thread, i, range_size(&rngs[i])));
     }
