@@ -530,9 +530,9 @@ fn upcast_elementwise(k: &mut Kernel, a: &Analysis, vaxis: Option<&UOp>) {
     }
 }
 
-/// THREAD: the outermost output loop that splits evenly over the cores (or is long enough not to care); in a
-/// register-tiled reduction whose vectors are column panels ([`panels`]) the vector axis first, so each core keeps its
-/// own panels in cache.
+/// THREAD: the outermost output loop that splits evenly over the cores (or is long enough not to care) and that a
+/// dominant load moves along; in a register-tiled reduction whose vectors are column panels ([`panels`]) the vector
+/// axis first, so each core keeps its own panels in cache.
 fn threads(k: &mut Kernel, a: &Analysis, vaxis: Option<&UOp>) {
     let t = k.ren.threads;
     if t <= 1 {
@@ -543,14 +543,21 @@ fn threads(k: &mut Kernel, a: &Analysis, vaxis: Option<&UOp>) {
     if let Some(v) = vaxis.filter(|v| a.reduces && k.lanes() > 1 && panels(a, v) && !shared_operand(a, v)) {
         dims.sort_by_key(|&i| rngs[i].axis().0 != v.axis().0);
     }
-    let pick = dims.iter().copied().find(|&i| {
-        let n = range_size(&rngs[i]);
-        n >= t && (n.is_multiple_of(t) || n >= 8 * t)
-    });
-    // (else the longest, first one along which the largest load moves: along an axis it ignores each core reads it
-    // whole, as attention's values for each head of a group)
-    let largest = a.loads.iter().max_by_key(|l| l.src[0].src[0].dtype.size);
+    // (the load of a buffer four times the size of any other's: along an axis it ignores, each core reads it whole,
+    // as attention's keys threaded by query token, its values by query head)
+    let loads = reduce_loads(&k.ast.toposort().into_iter().filter(|u| u.op == Ops::REDUCE).collect::<Vec<_>>());
+    let bytes = |l: &UOp| l.src[0].src[0].dtype.size.max(0) as usize * l.dtype.base().itemsize();
+    let largest = loads
+        .iter()
+        .max_by_key(|l| bytes(l))
+        .filter(|m| loads.iter().all(|l| l.src[0].src[0] == m.src[0].src[0] || 4 * bytes(l) <= bytes(m)));
     let moves = |i: usize| largest.is_none_or(|l| !ignores(l, &rngs[i]));
+    let even = |i: &usize| {
+        let n = range_size(&rngs[*i]);
+        n >= t && (n.is_multiple_of(t) || n >= 8 * t)
+    };
+    let pick = dims.iter().copied().filter(even).find(|&i| moves(i)).or_else(|| dims.iter().copied().find(even));
+    // (else the longest, first one along which that load moves)
     let pick = pick.or_else(|| {
         k.upcastable_dims().into_iter().filter(|&i| range_size(&rngs[i]) >= t).max_by_key(|&i| (moves(i), range_size(&rngs[i])))
     });
