@@ -12,7 +12,6 @@ typedef float float8 __attribute__((vector_size(32), aligned(4)));
 static inline __attribute__((always_inline)) float8 tg_fma_float8(float8 a, float8 b, float8 c) { return __builtin_ia32_vfmaddps256(a, b, c); }
 #endif
 typedef float float4 __attribute__((vector_size(16), aligned(4)));
-typedef float float2 __attribute__((vector_size(8), aligned(4)));
 void r_64_4_32_16(void** bufs, const int* vals, int core_start, int core_end) {
   (void)vals; (void)core_start; (void)core_end;
   float* restrict data0 = (float*)bufs[0];
@@ -51,17 +50,13 @@ void r_64_4_32_16(void** bufs, const int* vals, int core_start, int core_end) {
       acc2 = tg_fma_float8(val5, val10, tg_fma_float8(val4, val11, acc2));
       acc3 = tg_fma_float8(val5, val12, tg_fma_float8(val4, val13, acc3));
     }
-    float4 alu14 = (((float4){acc0[0], acc0[1], acc0[2], acc0[3]})+((float4){acc0[4], acc0[5], acc0[6], acc0[7]}));
-    float4 alu15 = (((float4){acc1[0], acc1[1], acc1[2], acc1[3]})+((float4){acc1[4], acc1[5], acc1[6], acc1[7]}));
-    float4 alu16 = (((float4){acc2[0], acc2[1], acc2[2], acc2[3]})+((float4){acc2[4], acc2[5], acc2[6], acc2[7]}));
-    float4 alu17 = (((float4){acc3[0], acc3[1], acc3[2], acc3[3]})+((float4){acc3[4], acc3[5], acc3[6], acc3[7]}));
-    float2 alu18 = (((float2){alu14[0], alu14[1]})+((float2){alu14[2], alu14[3]}));
-    float2 alu19 = (((float2){alu15[0], alu15[1]})+((float2){alu15[2], alu15[3]}));
-    float2 alu20 = (((float2){alu16[0], alu16[1]})+((float2){alu16[2], alu16[3]}));
-    float2 alu21 = (((float2){alu17[0], alu17[1]})+((float2){alu17[2], alu17[3]}));
-    data0[alu0] = (alu18[0]+alu18[1]);
-    data0[(alu0+1)] = (alu19[0]+alu19[1]);
-    data0[(alu0+2)] = (alu20[0]+alu20[1]);
-    data0[(alu0+3)] = (alu21[0]+alu21[1]);
+    float8 alu14 = (((float8){acc0[0], acc0[1], acc0[2], acc0[3], acc1[0], acc1[1], acc1[2], acc1[3]})+((float8){acc0[4], acc0[5], acc0[6], acc0[7], acc1[4], acc1[5], acc1[6], acc1[7]}));
+    float8 alu15 = (((float8){acc2[0], acc2[1], acc2[2], acc2[3], acc3[0], acc3[1], acc3[2], acc3[3]})+((float8){acc2[4], acc2[5], acc2[6], acc2[7], acc3[4], acc3[5], acc3[6], acc3[7]}));
+    float8 alu16 = (((float8){alu14[0], alu14[1], alu14[4], alu14[5], alu15[0], alu15[1], alu15[4], alu15[5]})+((float8){alu14[2], alu14[3], alu14[6], alu14[7], alu15[2], alu15[3], alu15[6], alu15[7]}));
+    float4 alu17 = (((float4){alu16[0], alu16[2], alu16[4], alu16[6]})+((float4){alu16[1], alu16[3], alu16[5], alu16[7]}));
+    data0[alu0] = alu17[0];
+    data0[(alu0+1)] = alu17[1];
+    data0[(alu0+2)] = alu17[2];
+    data0[(alu0+3)] = alu17[3];
   }
 }
