@@ -326,7 +326,7 @@ fn vectorize(sink: &UOp, v: &UOp, half: bool) -> UOp {
             .collect()
     };
     let mut out: Vec<UOp> = Vec::new();
-    let mut sums: Vec<(UOp, Ops, UOp)> = Vec::new();
+    let mut sums: Vec<HorizontalSum> = Vec::new();
     for u in &topo {
         // a node whose value is the same in every lane stays scalar (its sources may have been rebuilt)
         if u != v && !u.src.iter().any(|s| dep.contains(s)) {
@@ -448,6 +448,9 @@ fn vectorize(sink: &UOp, v: &UOp, half: bool) -> UOp {
     transpose_sums(&UOp::sink(out), &sums)
 }
 
+/// A vector accumulator, its reduction's op, and [`horizontal`] of it.
+type HorizontalSum = (UOp, Ops, UOp);
+
 /// `sink` with the horizontal sums of `sums` (each a vector accumulator, its op and [`horizontal`] of it) of 8 lanes
 /// or more taken four at a time where their accumulators read the same ranges, as one tree: each level pairs the vectors, a vector of
 /// both's low halves (of each of its segments) combined with one of their high halves, until one vector holds a
@@ -455,14 +458,14 @@ fn vectorize(sink: &UOp, v: &UOp, half: bool) -> UOp {
 /// lanes meet in the same order, so the sums are bit for bit those of separate trees, in a third fewer vector ops
 /// (SmolLM2's attention scores, 12 sums of 16 lanes each 4 keys, on one Zen 4 core from L2: 21.7 -> 18.3 us under
 /// gcc; clang already merged the separate trees, 18.9 either way).
-fn transpose_sums(sink: &UOp, sums: &[(UOp, Ops, UOp)]) -> UOp {
+fn transpose_sums(sink: &UOp, sums: &[HorizontalSum]) -> UOp {
     const GROUP: usize = 4;
     let ranges = |acc: &UOp| {
         let mut r: Vec<UOp> = acc.toposort().into_iter().filter(|u| u.op == Ops::RANGE).collect();
         r.sort_by_key(|r| r.axis().0);
         r
     };
-    let mut groups: Vec<(Vec<UOp>, Vec<&(UOp, Ops, UOp)>)> = Vec::new();
+    let mut groups: Vec<(Vec<UOp>, Vec<&HorizontalSum>)> = Vec::new();
     for s in sums.iter().filter(|(acc, ..)| acc.dtype.count >= 8) {
         let key = ranges(&s.0);
         match groups.iter_mut().find(|(k, g)| *k == key && g.len() < GROUP && g[0].0.dtype == s.0.dtype && g[0].1 == s.1) {
