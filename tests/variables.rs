@@ -134,3 +134,14 @@ fn rows_written_at_a_variable_position_loop_over_those_rows_only() {
         assert_eq!(cache.to_vec::<f32>().unwrap(), want, "start {start}");
     }
 }
+
+/// A store masked by loaded bools (no loop bound to a row or a window) writes where they are true and keeps the rest.
+#[test]
+fn a_store_masked_by_loaded_bools_writes_where_they_are_true() {
+    let _serial = serial();
+    let cache = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], [4]);
+    let mask = Tensor::from_slice(&[true, false, true, false], [4]);
+    tinygrad::Tensor::realize_all(&[&cache, &mask]).unwrap();
+    cache.assign(mask.where_(Tensor::full([4], 9.0f32), &cache));
+    assert_eq!(cache.to_vec::<f32>().unwrap(), [9.0, 2.0, 9.0, 4.0]);
+}

@@ -452,12 +452,12 @@ fn vectorize(sink: &UOp, v: &UOp, half: bool) -> UOp {
 type HorizontalSum = (UOp, Ops, UOp);
 
 /// `sink` with the horizontal sums of `sums` (each a vector accumulator, its op and [`horizontal`] of it) of 8 lanes
-/// or more taken four at a time where their accumulators read the same ranges, as one tree: each level pairs the vectors, a vector of
-/// both's low halves (of each of its segments) combined with one of their high halves, until one vector holds a
-/// segment of each; then each segment is halved as [`horizontal`] does, leaving one lane per accumulator. The same
-/// lanes meet in the same order, so the sums are bit for bit those of separate trees, in a third fewer vector ops
-/// (SmolLM2's attention scores, 12 sums of 16 lanes each 4 keys, on one Zen 4 core from L2: 21.7 -> 18.3 us under
-/// gcc; clang already merged the separate trees, 18.9 either way).
+/// or more taken four (or two) at a time where their accumulators read the same ranges, as one tree: each level pairs
+/// the vectors, a vector of both's low halves (of each of its segments) combined with one of their high halves, until
+/// one vector holds a segment of each; then each segment is halved as [`horizontal`] does, leaving one lane per
+/// accumulator. The same lanes meet in the same order, so the sums are bit for bit those of separate trees, in a
+/// third as many vector ops (SmolLM2's attention scores, 12 sums of 16 lanes each 4 keys, on one Zen 4 core from L2:
+/// 21.7 -> 17.5-17.8 us under gcc; clang, which had merged the separate trees, 19.0 -> 19.2-19.3).
 fn transpose_sums(sink: &UOp, sums: &[HorizontalSum]) -> UOp {
     const GROUP: usize = 4;
     let ranges = |acc: &UOp| {
@@ -474,6 +474,7 @@ fn transpose_sums(sink: &UOp, sums: &[HorizontalSum]) -> UOp {
         }
     }
     let mut map: FxHashMap<UOp, UOp> = FxHashMap::default();
+    // (in order: an accumulator that reads an earlier group's sum reads its combined tree's lane)
     for (_, g) in groups.iter().filter(|(_, g)| g.len().is_power_of_two() && g.len() > 1) {
         let (op, sc, lanes) = (g[0].1, g[0].0.dtype.scalar(), g[0].0.dtype.count as usize);
         let gep = |x: &UOp, i: usize| UOp::new(Ops::GEP, sc, [x.clone()], Arg::Int(i as i64));
@@ -483,7 +484,7 @@ fn transpose_sums(sink: &UOp, sums: &[HorizontalSum]) -> UOp {
             (0..n).flat_map(|s| (0..seg / 2).map(move |i| s * seg + i + if hi { seg / 2 } else { 0 })).map(|i| gep(x, i)).collect()
         };
         let shuffle = |ls: Vec<UOp>| UOp::new(Ops::VECTORIZE, sc.vec(ls.len() as u16), ls, Arg::None);
-        let (mut vs, mut seg): (Vec<UOp>, usize) = (g.iter().map(|s| s.0.clone()).collect(), lanes);
+        let (mut vs, mut seg): (Vec<UOp>, usize) = (g.iter().map(|s| s.0.substitute(&map)).collect(), lanes);
         while vs.len() > 1 {
             vs = vs
                 .chunks(2)

@@ -2,8 +2,9 @@
 //! identity, updated inside the ranges, and read after they END. Reductions over the same ranges (the lanes of
 //! an upcast) share one loop; a vector REDUCE gets a vector accumulator. (tinygrad `codegen/late/devectorizer.py` `reduce_to_acc`.)
 //! An INNER axis (a loop run inside the reduction's loops) makes the accumulators an array in memory instead.
-//! On CPU targets a reduction loop directly inside the THREAD loop also prefetches the next THREAD iteration's rows
-//! ([`add_prefetches`]; tinygrad has no counterpart).
+//! On CPU targets a reduction loop directly inside the THREAD loop also prefetches the next THREAD iteration's rows,
+//! and one under output loops the block of a buffer a THREAD iteration reads ([`add_prefetches`]; tinygrad has no
+//! counterpart).
 
 use super::opt::range_size;
 use crate::dtype::{dtypes, AddrSpace};
@@ -201,11 +202,19 @@ fn block_prefetches(body: &[UOp], thread: &UOp, outer: &[&UOp], large: &dyn Fn(&
     blocks
         .into_iter()
         .flat_map(|(buf, tile, item)| {
-            let (lines, ahead) = ((tile * item + 63) / 64, (BLOCK_AHEAD as i64 + tile * item - 1) / (tile * item) * tile);
-            let per = (lines + m - 1) / m;
-            let first = &(thread * tile + ahead) + &(&at * (per * 64 / item));
+            // (a block not a whole number of lines may straddle one more; past the last line an iteration wraps)
+            let bytes = tile * item;
+            let lines = (bytes + 63) / 64 + i64::from(bytes % 64 != 0);
+            let (ahead, per) = ((BLOCK_AHEAD as i64 + bytes - 1) / bytes * tile, (lines + m - 1) / m);
+            let at = at.clone();
             (0..per).map(move |j| {
-                let index = UOp::new(Ops::INDEX, buf.dtype, [buf.clone(), (&first + j * 64 / item).simplify()], Arg::None);
+                let line = (&(&at * per) + j).floormod(lines);
+                let index = UOp::new(
+                    Ops::INDEX,
+                    buf.dtype,
+                    [buf.clone(), (&(thread * tile + ahead) + &(&line * (64 / item))).simplify()],
+                    Arg::None,
+                );
                 UOp::new(Ops::CUSTOM, dtypes::VOID, [index], Arg::Str("__builtin_prefetch(&{0});".into()))
             })
         })
@@ -221,7 +230,8 @@ fn block_prefetches(body: &[UOp], thread: &UOp, outer: &[&UOp], large: &dyn Fn(&
 /// which the hardware prefetchers follow and prefetches one THREAD iteration on halved on Intel's cores (Gemma 3's
 /// output projection 10 -> 6.7 ms without them); with `sequential` (AMD's Zen: [`CpuFeatures::sequential_prefetch`])
 /// that stream is prefetched [`SEQUENTIAL_AHEAD`] bytes ahead in its own loop instead, where a loop step reads at least
-/// [`SEQUENTIAL_MIN_STEP`] bytes of it.
+/// [`SEQUENTIAL_MIN_STEP`] bytes of it. A reduction under output loops inside the THREAD loop prefetches the blocks
+/// a THREAD iteration reads instead ([`block_prefetches`]).
 /// In: a lowered kernel (accumulators, ENDs); out: the same with CUSTOM statements among its reduction ENDs'
 /// sources. Prefetches never fault, so an address one tile past a buffer's end is harmless. tinygrad has no
 /// counterpart.
@@ -239,11 +249,13 @@ pub fn add_prefetches(sink: &UOp, sequential: bool) -> UOp {
     let mut ends: FxHashMap<UOp, UOp> = FxHashMap::default();
     for end in topo.iter().filter(|u| u.op == Ops::END && u.src.iter().any(|s| s.op == Ops::RANGE && s != thread)) {
         let body = UOp::sink(end.src.iter().filter(|s| s.op != Ops::RANGE).cloned().collect::<Vec<_>>()).toposort();
-        // (only a reduction directly inside the THREAD loop: under another output loop, as a matmul's column tiles, the
-        // next THREAD iteration's rows are needed only after all of them, too late for a prefetch made now)
+        // (a reduction under another loop inside the THREAD loop: the next THREAD iteration's rows are needed only
+        // after all of that loop's iterations, too late for a prefetch made now; under output loops only, the block a
+        // THREAD iteration reads is prefetched further on instead, `block_prefetches`)
         let outer: Vec<&UOp> = body.iter().filter(|u| u.op == Ops::RANGE && *u != thread && !end.src.contains(u)).collect();
         if !outer.is_empty() {
-            let blocks = block_prefetches(&body, thread, &outer, &large);
+            let outputs = outer.iter().all(|r| r.axis().1 == AxisType::Loop);
+            let blocks = if outputs { block_prefetches(&body, thread, &outer, &large) } else { vec![] };
             if !blocks.is_empty() {
                 let (vals, ranges): (Vec<UOp>, Vec<UOp>) = end.src.iter().cloned().partition(|s| s.op != Ops::RANGE);
                 ends.insert(end.clone(), end.with_src(vals.into_iter().chain(blocks).chain(ranges).collect::<Vec<_>>()));

@@ -32,7 +32,19 @@ static SYMBOLIC_AND_COLLAPSE: LazyLock<PatternMatcher> = LazyLock::new(|| &*crat
 
 /// `ast` simplified, with its one-hot reductions collapsed into gathers.
 pub fn simplify_and_collapse(ast: &UOp) -> UOp {
-    crate::uop::graph_rewrite(ast, &SYMBOLIC_AND_COLLAPSE, &mut (), "simplify and reduce collapse")
+    unique_axes(&crate::uop::graph_rewrite(ast, &SYMBOLIC_AND_COLLAPSE, &mut (), "simplify and reduce collapse"))
+}
+
+/// `ast` with its ranges renumbered in order where two share an axis id (a store's loop bounded to a window keeps
+/// its loop's id, beside that loop in another store of the kernel).
+fn unique_axes(ast: &UOp) -> UOp {
+    let mut rngs: Vec<UOp> = ast.toposort().into_iter().filter(|u| u.op == Ops::RANGE).collect();
+    rngs.sort_by_key(|r| r.axis().0);
+    if rngs.windows(2).all(|w| w[0].axis().0 != w[1].axis().0) {
+        return ast.clone();
+    }
+    let map = rngs.iter().enumerate().map(|(i, r)| (r.clone(), UOp::range(r.src[0].clone(), i as i64, r.axis().1))).collect();
+    ast.substitute(&map)
 }
 
 /// `ast` (simplified) with an output RANGE `r` of `n` iterations that the kernel reads as `r % c` or `r / c` (`c` a
@@ -173,24 +185,28 @@ fn store_collapse(st: &UOp) -> Option<UOp> {
 /// value `r' - b` in a new loop `r'` of `w` iterations (a chunk of tokens written into a KV cache at a variable
 /// position writes its rows, not every row).
 fn window(terms: &[UOp], r: &UOp) -> Option<([usize; 2], UOp)> {
+    // (a signed `o`: an unsigned one wraps where `r' - b` would not)
     terms.iter().enumerate().find_map(|(hi, t)| {
-        let (o, w) = (&t.src[0], t.src[1].const_int()?);
-        let b = match (t.op == Ops::CMPLT && o.dtype.is_int() && o.op == Ops::ADD, &o.src[..]) {
+        let (o, w) = lt(t)?;
+        let w = w.const_int()?;
+        let b = match (o.dtype.is_int() && !o.dtype.is_unsigned() && o.op == Ops::ADD, &o.src[..]) {
             (true, [x, b] | [b, x]) if is_range(x, r) && !b.toposort().contains(r) => b,
             _ => return None,
         };
         let not_negative = |u: &UOp| {
-            let lt0 = &u.src[0];
             u.op == Ops::CMPNE
                 && matches!(u.src[1].const_value(), Some(ConstValue::Bool(true)))
-                && lt0.op == Ops::CMPLT
-                && lt0.src[0] == *o
-                && lt0.src[1].const_int() == Some(0)
+                && lt(&u.src[0]).is_some_and(|(x, z)| x == o && z.const_int() == Some(0))
         };
         let lo = terms.iter().position(not_negative)?;
         let n = r.src[0].const_int()?;
         (0 < w && w < n).then(|| ([hi, lo], &UOp::range(UOp::const_(r.src[0].dtype, w as i64), r.axis().0, r.axis().1) - &b.cast(r.dtype)))
     })
+}
+
+/// `(a, b)` when `u` is `a < b`.
+fn lt(u: &UOp) -> Option<(&UOp, &UOp)> {
+    (u.op == Ops::CMPLT && u.src.len() == 2).then(|| (&u.src[0], &u.src[1]))
 }
 
 /// The terms of a conjunction: `a & (b & c)` -> `[a, b, c]`.

@@ -550,14 +550,14 @@ fn threads(k: &mut Kernel, a: &Analysis, vaxis: Option<&UOp>) {
     let largest = loads
         .iter()
         .max_by_key(|l| bytes(l))
-        .filter(|m| loads.iter().all(|l| l.src[0].src[0] == m.src[0].src[0] || 4 * bytes(l) <= bytes(m)));
+        .filter(|m| bytes(m) > 0 && loads.iter().all(|l| l.src[0].src[0] == m.src[0].src[0] || 4 * bytes(l) <= bytes(m)));
     let moves = |i: usize| largest.is_none_or(|l| !ignores(l, &rngs[i]));
     let even = |i: &usize| {
         let n = range_size(&rngs[*i]);
         n >= t && (n.is_multiple_of(t) || n >= 8 * t)
     };
     let pick = dims.iter().copied().filter(even).find(|&i| moves(i)).or_else(|| dims.iter().copied().find(even));
-    // (else the longest, first one along which that load moves)
+    // (else the longest along which that load moves, the last of equals)
     let pick = pick.or_else(|| {
         k.upcastable_dims().into_iter().filter(|&i| range_size(&rngs[i]) >= t).max_by_key(|&i| (moves(i), range_size(&rngs[i])))
     });
