@@ -318,7 +318,10 @@ fn attention(q: &Tensor, layers: &[&(Tensor, Tensor)], visible: &Tensor, keys: s
     let vh = rows(|l| &l.1).permute([0, 2, 1, 3]).reshape([bs, nkv, 1, span, hd]);
     let scores = qh.matmul(&kh) * (1.0 / (hd as f32).sqrt());
     let scores = visible.reshape([bs, 1, 1, t, span]).where_(&scores, f32::NEG_INFINITY);
-    scores.softmax(-1).matmul(&vh).permute([0, 3, 1, 2, 4]).reshape([bs * t, c.n_heads * hd])
+    // (softmax's division after the values' sums: the exponentials computed once, into a buffer the sum and the
+    // values kernel both read; a softmax computed them again to normalize)
+    let e = (&scores - scores.max_keepdim(-1)).exp().contiguous();
+    (e.matmul(&vh) / e.sum_keepdim(-1)).permute([0, 3, 1, 2, 4]).reshape([bs * t, c.n_heads * hd])
 }
 
 impl Transformer {
