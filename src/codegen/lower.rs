@@ -196,7 +196,7 @@ fn block_prefetches(body: &[UOp], thread: &UOp, outer: &[&UOp], large: &dyn Fn(&
     }
     // (the output loops' iterations numbered 0..m, each prefetching its share of the lines)
     let (at, m) = outer.iter().fold((UOp::const_(dtypes::WEAKINT, 0), 1i64), |(at, m), r| {
-        let n = super::opt::range_size(r) as i64;
+        let n = range_size(r) as i64;
         (&(&at * n) + *r, m * n)
     });
     blocks

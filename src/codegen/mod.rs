@@ -3,7 +3,7 @@
 //! each in [`full_rewrite`]: simplify index math, collapse one-hot sums into gathers, split a reduction's output ranges
 //! read as `r % c` or `r / c`, apply opts (given, BEAM-searched or hand-coded), order reduce loops, decompose
 //! transcendentals, fuse multiply-adds, expand lane axes into vectors, lower reductions to accumulators (and, on CPUs,
-//! prefetch the next THREAD iteration's rows), linearize. Follows tinygrad `codegen/__init__.py`
+//! prefetch the next THREAD iteration's rows or a block further on), linearize. Follows tinygrad `codegen/__init__.py`
 //! (`full_rewrite_to_sink`, `linearize`).
 
 mod decompositions;

@@ -545,12 +545,21 @@ fn threads(k: &mut Kernel, a: &Analysis, vaxis: Option<&UOp>) {
     }
     // (the load of a buffer four times the size of any other's: along an axis it ignores, each core reads it whole,
     // as attention's keys threaded by query token, its values by query head)
-    let loads = reduce_loads(&k.ast.toposort().into_iter().filter(|u| u.op == Ops::REDUCE).collect::<Vec<_>>());
     let bytes = |l: &UOp| l.src[0].src[0].dtype.size.max(0) as usize * l.dtype.base().itemsize();
-    let largest = loads
+    let dominant = a
+        .loads
         .iter()
         .max_by_key(|l| bytes(l))
-        .filter(|m| bytes(m) > 0 && loads.iter().all(|l| l.src[0].src[0] == m.src[0].src[0] || 4 * bytes(l) <= bytes(m)));
+        .filter(|m| bytes(m) > 0 && a.loads.iter().all(|l| l.src[0].src[0] == m.src[0].src[0] || 4 * bytes(l) <= bytes(m)));
+    // (its load as the opts left it, split axes and all: the kernel walked again only where there is one)
+    let loads: Vec<UOp> = match dominant {
+        Some(m) => reduce_loads(&k.ast.toposort().into_iter().filter(|u| u.op == Ops::REDUCE).collect::<Vec<_>>())
+            .into_iter()
+            .filter(|l| l.src[0].src[0] == m.src[0].src[0])
+            .collect(),
+        None => vec![],
+    };
+    let largest = loads.first();
     let moves = |i: usize| largest.is_none_or(|l| !ignores(l, &rngs[i]));
     let even = |i: &usize| {
         let n = range_size(&rngs[*i]);
