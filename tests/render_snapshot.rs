@@ -205,3 +205,37 @@ fn vector_matrix_products_streamed_with_an_epilogue_and_in_halves() {
         assert!((g - want).abs() <= 0.05 * want.abs().max(1.0), "half column {j}: {g}, want {want}");
     }
 }
+
+/// Decode attention's scores over a float16 key cache of 1,024 rows of 3 key-value heads (SmolLM2's: 384-byte rows,
+/// 3 query heads each): a THREAD iteration reads its own block of key rows one head after another, strides the
+/// hardware prefetchers do not follow, so the block `BLOCK_AHEAD` bytes on is prefetched, its lines shared out among
+/// the output loops' iterations. The scores match f64 dot products.
+#[test]
+fn attention_scores_prefetch_the_next_block_of_keys() {
+    use tinygrad::dtypes::{FLOAT16, FLOAT32};
+    let (t, kv, g, hd) = (1024usize, 3usize, 3usize, 64usize);
+    let qs: Vec<f32> = (0..kv * g * hd).map(|i| ((i * 5) % 13) as f32 / 13.0 - 0.5).collect();
+    let ks: Vec<f32> = (0..t * kv * hd).map(|i| ((i * 7) % 17) as f32 / 17.0 - 0.5).collect();
+    let q = Tensor::from_slice(&qs, [kv, g, 1, hd]);
+    let k = Tensor::from_slice(&ks, [t, kv, hd]).cast(FLOAT16).realize().unwrap().clone();
+    let keys = k.permute([1, 0, 2]).reshape([kv, 1, t, hd]).cast(FLOAT32);
+    let scores = (&q * &keys).sum(3);
+    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8, sequential_prefetch: false };
+    let ren =
+        Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 64, mulacc: true, cpu: Some(cpu), ..Renderer::cpu() };
+    let sched = create_schedule(&[scores.uop()], &ren);
+    let src: String = sched.items.iter().map(|it| cstyle::render(&full_rewrite(&it.ast, &ren, None).unwrap())).collect();
+    // (2 rows of 384 bytes a THREAD iteration: 12 lines, 4 for each of the 3 heads' iterations, 3,072 bytes on)
+    let prefetches: Vec<&str> = src.lines().filter(|l| l.contains("__builtin_prefetch(&data2[")).collect();
+    assert_eq!(prefetches.len(), 4, "4 lines of the keys' block a head:\n{src}");
+    for (j, l) in prefetches.iter().enumerate() {
+        assert!(l.contains(&format!("+{})]);", 1536 + 32 * j)), "line {j} of the block 1,536 halves on:\n{src}");
+    }
+    let kh: Vec<f32> = k.cast(FLOAT32).to_vec::<f32>().unwrap();
+    let got = scores.to_vec::<f32>().unwrap();
+    for (i, s) in got.iter().enumerate() {
+        let (h, r) = (i / (g * t), i % t);
+        let want = (0..hd).map(|d| f64::from(qs[(i / t) * hd + d]) * f64::from(kh[(r * kv + h) * hd + d])).sum::<f64>() as f32;
+        assert!((s - want).abs() <= 1e-4 * want.abs().max(1.0), "score {i}: {s}, want {want}");
+    }
+}

@@ -184,13 +184,26 @@ const BLOCK_MAX: usize = 4096;
 fn block_prefetches(body: &[UOp], thread: &UOp, outer: &[&UOp], large: &dyn Fn(&UOp) -> bool) -> Vec<UOp> {
     let mut blocks: Vec<(UOp, i64, i64)> = Vec::new();
     let on: FxHashMap<UOp, UOp> = [(thread.clone(), thread + 1i64)].into_iter().collect();
+    let at0: FxHashMap<UOp, UOp> = [(thread.clone(), UOp::const_(thread.dtype, 0))].into_iter().collect();
+    // (the tile and the bounds within it of each base an index adds a constant to, in elements: simplified once each)
+    let mut bases: FxHashMap<UOp, Option<(i64, i128, i128)>> = FxHashMap::default();
     for l in body.iter().filter(|u| u.op == Ops::LOAD && u.src[0].op == Ops::INDEX && large(&u.src[0].src[0]) && u.src[0].src.len() == 2) {
         let (buf, idx) = (&l.src[0].src[0], &l.src[0].src[1]);
-        let Some(tile) = (&idx.substitute(&on) - idx).simplify().const_int().map(|t| t as i64) else { continue };
+        if blocks.iter().any(|(b, ..)| b == buf) {
+            continue;
+        }
+        let (base, off) = match (idx.op, idx.src.get(1).and_then(UOp::const_int)) {
+            (Ops::ADD, Some(c)) => (idx.src[0].clone(), c),
+            _ => (idx.clone(), 0),
+        };
+        let span = bases.entry(base.clone()).or_insert_with(|| {
+            let tile = (&base.substitute(&on) - &base).simplify().const_int()? as i64;
+            let (lo, hi) = base.substitute(&at0).simplify().bounds();
+            Some((tile, lo, hi))
+        });
+        let Some((tile, lo, hi)) = *span else { continue };
         let item = buf.dtype.base().itemsize() as i64;
-        let (lo, hi) = (idx - &(thread * tile)).simplify().bounds();
-        let fits = tile > 0 && tile * item <= BLOCK_MAX as i64 && lo >= 0 && hi + i128::from(l.dtype.count) <= i128::from(tile);
-        if fits && !blocks.iter().any(|(b, ..)| b == buf) {
+        if tile > 0 && tile * item <= BLOCK_MAX as i64 && lo + off >= 0 && hi + off + i128::from(l.dtype.count) <= i128::from(tile) {
             blocks.push((buf.clone(), tile, item));
         }
     }
