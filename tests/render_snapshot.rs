@@ -239,3 +239,32 @@ fn attention_scores_prefetch_the_next_block_of_keys() {
         assert!((s - want).abs() <= 1e-4 * want.abs().max(1.0), "score {i}: {s}, want {want}");
     }
 }
+
+/// An odd matmul, (67, 131) @ (131, 129), on the AVX2-like target: its right operand is packed into 16-column panels,
+/// the 129th column padded, and the product's padded columns dropped after. The panel copy reads each padded row's
+/// last vector whole and selects the real lanes (int32 lane masks, never a branch a lane); the copy that drops the
+/// padded columns stores whole vectors where every lane is real; the padded rows of the left operand load the last
+/// real row's address, no branch. The values match f64 products.
+#[test]
+fn padded_rows_load_whole_vectors_and_store_them_where_whole() {
+    let (m, k, n) = (67usize, 131usize, 129usize);
+    let xs: Vec<f32> = (0..m * k).map(|i| ((i * 7) % 19) as f32 / 19.0 - 0.5).collect();
+    let ws: Vec<f32> = (0..k * n).map(|i| ((i * 5) % 23) as f32 / 23.0 - 0.5).collect();
+    let y = Tensor::from_slice(&xs, [m, k]).matmul(&Tensor::from_slice(&ws, [k, n]));
+    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8, sequential_prefetch: false };
+    let ren =
+        Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 128, mulacc: true, cpu: Some(cpu), ..Renderer::cpu() };
+    let sched = create_schedule(&[y.uop()], &ren);
+    let src: Vec<String> = sched.items.iter().map(|it| cstyle::render(&full_rewrite(&it.ast, &ren, None).unwrap())).collect();
+    assert_eq!(src.len(), 3, "a panel copy, the product, the copy that drops the padded columns:\n{}", src.join("\n"));
+    let (iota, vload) = ("(int8){0, 1, 2, 3, 4, 5, 6, 7}", "float8 val");
+    assert!(src[0].contains(iota) && src[0].contains(vload) && !src[0].contains("?data1["), "lanes selected whole:\n{}", src[0]);
+    assert!(!src[1].contains("?data1["), "the left operand's padded rows load without a branch:\n{}", src[1]);
+    let whole = src[2].lines().filter(|l| l.contains("*((float8*)(&data0[")).count();
+    assert!(whole == 1 && src[2].lines().filter(|l| l.contains("if (")).count() == 9, "whole vectors where whole:\n{}", src[2]);
+    let got = y.to_vec::<f32>().unwrap();
+    for (i, g) in got.iter().enumerate() {
+        let want = (0..k).map(|j| f64::from(xs[i / n * k + j]) * f64::from(ws[j * n + i % n])).sum::<f64>() as f32;
+        assert!((g - want).abs() <= 1e-4 * want.abs().max(1.0), "element {i}: {g}, want {want}");
+    }
+}

@@ -65,7 +65,7 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
     // (where the products of unrolled lanes, and the accumulators' `acc + a*b`, fuse too)
     // (float16 vectors on CPUs that convert them in one instruction: x86-64-v3's F16C, AArch64)
     let half = ren.cpu.is_some_and(|c| c.avx2 || c.neon);
-    let sink = expand::expand(&sink, if ren.vector_bytes == 0 { 0 } else { ren.vector_bytes.max(16) }, ren.mulacc, half);
+    let sink = expand::expand(&sink, if ren.vector_bytes == 0 { 0 } else { ren.vector_bytes.max(16) }, ren.mulacc, half, ren.overread);
     spec::verify(&sink, &spec::KERNEL_SPEC, "expand");
     let sink = lower::lower_reduces(&sink, ren.mulacc);
     let sink = if ren.language == crate::renderer::Language::C {

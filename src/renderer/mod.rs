@@ -14,9 +14,10 @@ use crate::uop::{Opt, UOp};
 
 use std::sync::LazyLock;
 
-/// Bytes past a buffer's end that CPU kernels may read (the CPU allocator allocates them): one AVX-512 vector,
-/// so a vector load in a padded lane (PADTO on an output axis) stays inside the allocation.
-pub const CPU_OVERREAD: usize = 64;
+/// Bytes past a buffer's end that CPU kernels may read (the CPU allocator allocates them): two AVX-512 vectors, so
+/// a vector load in a padded lane (PADTO on an output axis) stays inside the allocation, as does a masked vector load
+/// of a padded row's last 16 floats starting up to 31 floats short of its end (a matmul operand's panel copy).
+pub const CPU_OVERREAD: usize = 128;
 
 /// A kernel ready to render: what codegen's `full_rewrite` makes and a renderer prints (tinygrad `ProgramSpec`, which
 /// `renderer/__init__.py` keeps beside `Renderer` for the same reason: the renderer needs nothing from codegen).

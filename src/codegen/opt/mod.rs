@@ -353,7 +353,8 @@ impl Kernel {
     /// Pads axis `r` to `padded` iterations: loads and stores in the extra ones are masked off, and reductions
     /// over it see their identity there. On an output axis, a float load whose padded lanes stay inside the buffer
     /// (plus the renderer's [`Renderer::overread`]) is left unmasked: what it reads there only reaches the masked
-    /// stores, and an unmasked load stays a vector load.
+    /// stores, and an unmasked load stays a vector load; any other load there that does not step by one element
+    /// along the axis reads at the last real iteration's address instead (a row of a matmul's left operand).
     fn padto(&mut self, r: &UOp, padded: usize) {
         let size = range_size(r);
         let (id, kind) = r.axis();
@@ -381,6 +382,13 @@ impl Kernel {
         for u in &topo {
             if u.op == Ops::INDEX && u.src.len() >= 2 && u.src[1].toposort().contains(&nr) {
                 if loads.get(u).is_some_and(|l| overread(u, l)) {
+                    continue;
+                }
+                // (a load on an output axis that does not walk it element by element reads the last real iteration's
+                // address in the padded ones: a matmul's padded rows of its left operand load with no branch)
+                if kind != AxisType::Reduce && loads.contains_key(u) && stride(&u.src[1], &nr) != Some(1) {
+                    let last = valid.where_(&nr, nr.const_like(size as i64 - 1));
+                    map.insert(u.clone(), u.substitute(&[(nr.clone(), last)].into_iter().collect()));
                     continue;
                 }
                 let v = if u.src.len() > 2 { &u.src[2] & &valid } else { valid.clone() };
