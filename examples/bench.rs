@@ -56,13 +56,21 @@ impl Bench {
     fn want(&self, name: &str) -> bool {
         name.contains(&self.filter)
     }
-    /// Times `f` (one warm-up, then the median of `runs` calls) and prints figure `name`'s JSON line.
+    /// Times `f` (warm-up calls for at least 3 calls and 50 ms, then the median of `runs` calls) and prints figure
+    /// `name`'s JSON line. (One warm-up call left a process's first figure at half speed under gcc: matmul_256 0.46x
+    /// numpy in `bench/compare.py`'s gcc pass, 1.0x when run again.)
     fn time(&self, name: &str, unit: Unit, runs: usize, f: impl Fn() -> Result<()>) -> Result<()> {
         let runs = self.runs.unwrap_or(runs).max(1);
         // (a GPU's launches return before its kernels end)
         let dev = tinygrad::runtime::open_device(&tinygrad::runtime::default_device())?;
         let f = || f().and_then(|()| dev.synchronize());
-        f()?;
+        let warm = Instant::now();
+        for i in 0.. {
+            f()?;
+            if i >= 2 && warm.elapsed().as_secs_f64() >= 0.05 {
+                break;
+            }
+        }
         let mut ts: Vec<f64> = (0..runs)
             .map(|_| {
                 let t = Instant::now();
