@@ -110,9 +110,10 @@ fn info_size(buf: &UOp) -> usize {
 /// If a variable is bound to two values.
 fn normalize(roots: &[UOp]) -> (UOp, Vec<UOp>, VarVals, bool) {
     let sink = UOp::sink(roots.to_vec());
-    let mut map: FxHashMap<UOp, UOp> = FxHashMap::default();
+    let topo = sink.toposort();
+    let mut map: FxHashMap<UOp, UOp> = FxHashMap::with_capacity_and_hasher(topo.len(), Default::default());
     let (mut inputs, mut vals, mut symbolic) = (Vec::new(), Vec::new(), false);
-    for u in sink.toposort() {
+    for u in topo {
         let new = match &u.arg {
             Arg::Buffer(b) => {
                 inputs.push(u.clone());

@@ -5,6 +5,7 @@
 use crate::dtype::{dtypes, AddrSpace};
 use crate::uop::{margs, reshape_groups, Arg, AxisType, GroupOp, Ops, Sint, UOp};
 use rustc_hash::FxHashMap;
+use std::rc::Rc;
 
 /// Contiguous (row-major) strides of `shape`.
 fn strides(shape: &[Sint]) -> Vec<Sint> {
@@ -27,13 +28,11 @@ fn idx_const(v: i64) -> UOp {
     UOp::const_(dtypes::WEAKINT, v)
 }
 
-/// `sum(idx[k] * strides[k])`.
+/// `sum(idx[k] * strides[k])` (no node for a stride of 1 or the sum's first 0).
 fn flat(idx: &[UOp], shape: &[Sint]) -> UOp {
-    idx.iter()
-        .zip(strides(shape))
-        .zip(shape)
-        .filter(|(_, s)| **s != Sint::Int(1))
-        .fold(idx_const(0), |acc, ((i, st), _)| &acc + &times(i, &st))
+    let terms = idx.iter().zip(strides(shape)).zip(shape).filter(|(_, s)| **s != Sint::Int(1));
+    let terms = terms.map(|((i, st), _)| if st == Sint::Int(1) { i.clone() } else { times(i, &st) });
+    terms.reduce(|acc, t| &acc + &t).unwrap_or_else(|| idx_const(0))
 }
 
 /// [`reshape_groups`] of symbolic shapes: grouped by value, each group's products checked symbolically (a symbol
@@ -90,7 +89,7 @@ impl Ctx<'_> {
     /// The value of tensor node `u` at index `idx` (one expression per dim), where `valid` holds. Iterative (an
     /// explicit stack of nodes to plan and to build), so a deep graph can't overflow the call stack.
     fn value(&mut self, u: &UOp, idx: Vec<UOp>, valid: Option<UOp>) -> UOp {
-        let root: Key = (u.clone(), idx, valid);
+        let root: Key = (u.clone(), idx.into(), valid);
         let mut stack: Vec<(Key, Option<Plan>)> = vec![(root.clone(), None)];
         while let Some((key, plan)) = stack.pop() {
             match plan {
@@ -114,9 +113,9 @@ impl Ctx<'_> {
                         self.memo.insert(key, v);
                     }
                     Err(plan) => {
-                        let kids = plan.kids.clone();
+                        let kids: Vec<(Key, Option<Plan>)> = plan.kids.iter().rev().map(|k| (k.clone(), None)).collect();
                         stack.push((key, Some(plan)));
-                        stack.extend(kids.into_iter().rev().map(|k| (k, None)));
+                        stack.extend(kids);
                     }
                 },
             }
@@ -125,7 +124,7 @@ impl Ctx<'_> {
     }
 
     /// `u`'s value at `idx` when it needs no other node's (loads, constants), else the nodes it needs and how.
-    fn plan(&mut self, u: &UOp, idx: &[UOp], valid: &Option<UOp>) -> Result<UOp, Plan> {
+    fn plan(&mut self, u: &UOp, idx: &Rc<[UOp]>, valid: &Option<UOp>) -> Result<UOp, Plan> {
         if let Some(buf) = self.bufs.get(u) {
             let buf = buf.clone();
             return Ok(self.load(&buf, &u.sym_shape().unwrap(), idx, valid));
@@ -136,16 +135,18 @@ impl Ctx<'_> {
             Arg::Ints(v) => v.clone(),
             a => panic!("{}: bad arg {a:?}", u.op),
         };
-        let same = |j: Vec<UOp>| Err(Plan { kids: vec![(u.src[0].clone(), j, valid.clone())], finish: Finish::Same });
+        let same = |j: Vec<UOp>| Err(Plan { kids: vec![(u.src[0].clone(), j.into(), valid.clone())], finish: Finish::Same });
         match u.op {
             Ops::BUFFER => Ok(self.load(u, shape, idx, valid)),
             Ops::CONST | Ops::DEFINE_VAR => Ok(u.clone()),
             Ops::RANGE => Ok(idx[0].cast(u.dtype)),
             op if GroupOp::ELEMENTWISE.contains(op) => {
-                let kids = u.src.iter().map(|s| (s.clone(), idx.to_vec(), valid.clone())).collect();
+                let kids = u.src.iter().map(|s| (s.clone(), idx.clone(), valid.clone())).collect();
                 Err(Plan { kids, finish: Finish::Alu(u.clone()) })
             }
-            Ops::CONTIGUOUS | Ops::DETACH | Ops::CONTIGUOUS_BACKWARD => same(idx.to_vec()),
+            Ops::CONTIGUOUS | Ops::DETACH | Ops::CONTIGUOUS_BACKWARD => {
+                Err(Plan { kids: vec![(u.src[0].clone(), idx.clone(), valid.clone())], finish: Finish::Same })
+            }
             Ops::RESHAPE => {
                 let ss = src_shape();
                 let mut j = Vec::with_capacity(ss.len());
@@ -164,7 +165,7 @@ impl Ctx<'_> {
             }
             Ops::PERMUTE => {
                 let mut j = vec![idx_const(0); idx.len()];
-                ints().iter().zip(idx).for_each(|(&p, i)| j[p as usize] = i.clone());
+                ints().iter().zip(idx.iter()).for_each(|(&p, i)| j[p as usize] = i.clone());
                 same(j)
             }
             Ops::EXPAND => {
@@ -199,13 +200,13 @@ impl Ctx<'_> {
                     j.push(i - b);
                 }
                 let Some(cond) = cond else { return same(j) };
-                Err(Plan { kids: vec![(u.src[0].clone(), j, and(valid.clone(), cond.clone()))], finish: Finish::Pad(cond) })
+                Err(Plan { kids: vec![(u.src[0].clone(), j.into(), and(valid.clone(), cond.clone()))], finish: Finish::Pad(cond) })
             }
             Ops::REDUCE_AXIS => {
                 let Arg::ReduceAxis(_, axes) = &u.arg else { unreachable!() };
                 let ss = src_shape();
                 let mut ranges = Vec::new();
-                let j = idx
+                let j: Vec<UOp> = idx
                     .iter()
                     .enumerate()
                     .map(|(k, i)| {
@@ -221,15 +222,16 @@ impl Ctx<'_> {
                         }
                     })
                     .collect();
-                Err(Plan { kids: vec![(u.src[0].clone(), j, valid.clone())], finish: Finish::Reduce(u.clone(), ranges) })
+                Err(Plan { kids: vec![(u.src[0].clone(), j.into(), valid.clone())], finish: Finish::Reduce(u.clone(), ranges) })
             }
             op => panic!("rangeify: can't index {op} (shape {shape:?})"),
         }
     }
 }
 
-/// A node to index: the tensor node, its index (one expression per dim) and the validity it is read under.
-type Key = (UOp, Vec<UOp>, Option<UOp>);
+/// A node to index: the tensor node, its index (one expression per dim, shared by the sources of an elementwise op)
+/// and the validity it is read under.
+type Key = (UOp, Rc<[UOp]>, Option<UOp>);
 
 /// The nodes a node's value needs, and how it is built from theirs.
 struct Plan {
@@ -251,7 +253,7 @@ enum Finish {
 /// returns the AST and the input BUFFERs by slot (from 1). An ASSIGN computes its value into its target.
 pub fn build_kernel(root: &UOp, out: &UOp, bufs: &FxHashMap<UOp, UOp>) -> (UOp, Vec<UOp>) {
     let shape = root.sym_shape().unwrap();
-    let mut ctx = Ctx { bufs, out, inputs: Vec::new(), next_axis: 0, memo: FxHashMap::default() };
+    let mut ctx = Ctx { bufs, out, inputs: Vec::new(), next_axis: 0, memo: FxHashMap::with_capacity_and_hasher(64, Default::default()) };
     let idx: Vec<UOp> = shape
         .iter()
         .map(|s| {

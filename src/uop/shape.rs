@@ -80,6 +80,8 @@ impl Sint {
     /// `self op other`, folded.
     fn alu(&self, op: Ops, other: &Sint) -> Sint {
         match (self, other) {
+            (Sint::Int(a), Sint::Int(b)) if op == Ops::MUL => Sint::Int(a.checked_mul(*b).expect("a dim's product overflows")),
+            (Sint::Int(a), Sint::Int(b)) if op == Ops::ADD => Sint::Int(a.checked_add(*b).expect("a dim's sum overflows")),
             (Sint::Int(a), Sint::Int(b)) => {
                 let v = exec_alu(op, dtypes::WEAKINT, &[ConstValue::Int(*a as i128), ConstValue::Int(*b as i128)]);
                 Sint::Int(usize::try_from(v.as_i128()).expect("a dim is not negative"))
