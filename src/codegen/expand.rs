@@ -263,7 +263,7 @@ fn lane_bounds(gate: &UOp, v: &UOp, dep: &FxHashSet<UOp>) -> Option<(Option<UOp>
     for t in gate.split_uop(Ops::AND) {
         match t.op {
             _ if !dep.contains(&t) => kept.push(t),
-            Ops::CMPLT if stride(&t.src[0], v) == Some(1) && !dep.contains(&t.src[1]) => {
+            Ops::CMPLT if t.src[0].dtype.is_int() && stride(&t.src[0], v) == Some(1) && !dep.contains(&t.src[1]) => {
                 let c = (&t.src[1] - &sub(&t.src[0], v, 0)).simplify();
                 let (lo, hi) = c.bounds();
                 (lo >= i128::from(i32::MIN) && hi <= i128::from(i32::MAX)).then_some(())?;

@@ -158,10 +158,9 @@ impl Ctx<'_> {
                     // (dims merged into one: the flat index itself, which stays below their product; the first dim
                     // of a split needs no modulo, the last no division)
                     let (f, gs) = (flat(&idx[a.clone()], &shape[a]), &ss[b]);
-                    let last = gs.len() - 1;
                     j.extend(gs.iter().zip(strides(gs)).enumerate().map(|(k, (s, st))| match (s, &st) {
                         (Sint::Int(1), _) => idx_const(0),
-                        _ if last == 0 => f.clone(),
+                        _ if gs.len() == 1 => f.clone(),
                         (_, Sint::Int(1)) => &f % &s.uop(),
                         _ if k == 0 => &f / &st.uop(),
                         _ => (&f / &st.uop()) % &s.uop(),
