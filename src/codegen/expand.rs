@@ -279,7 +279,7 @@ fn lane_bounds(gate: &UOp, v: &UOp, dep: &FxHashSet<UOp>) -> Option<(Option<UOp>
 /// ([`lane_bounds`]; a padded row's last vector: `col < 257`), as one vector load of all `w` lanes and a select of the
 /// lanes where `iota < count` (int32 lane masks) - where every lane's address, gate or not, lies in the buffer or the
 /// `overread` bytes after it. Lane by lane it was a compare, a branch and an insert a lane (a matmul operand's padded
-/// panel copy: 64-77 -> 54-57 us). The terms the same in every lane stay the load's gate.
+/// panel copy: 64-77 -> 51-57 us). The terms the same in every lane stay the load's gate.
 fn masked_load(u: &UOp, v: &UOp, dep: &FxHashSet<UOp>, overread: usize) -> Option<UOp> {
     let (w, idx) = (range_size(v), &u.src[0]);
     let buf = &idx.src[0];

@@ -183,7 +183,6 @@ const BLOCK_MAX: usize = 4096;
 /// the lines shared out among the output loops' iterations.
 fn block_prefetches(body: &[UOp], thread: &UOp, outer: &[&UOp], large: &dyn Fn(&UOp) -> bool) -> Vec<UOp> {
     let mut blocks: Vec<(UOp, i64, i64)> = Vec::new();
-    let on: FxHashMap<UOp, UOp> = [(thread.clone(), thread + 1i64)].into_iter().collect();
     let at0: FxHashMap<UOp, UOp> = [(thread.clone(), UOp::const_(thread.dtype, 0))].into_iter().collect();
     // (the tile and the bounds within it of each base an index adds a constant to, in elements: simplified once each)
     let mut bases: FxHashMap<UOp, Option<(i64, i128, i128)>> = FxHashMap::default();
@@ -197,7 +196,7 @@ fn block_prefetches(body: &[UOp], thread: &UOp, outer: &[&UOp], large: &dyn Fn(&
             _ => (idx.clone(), 0),
         };
         let span = bases.entry(base.clone()).or_insert_with(|| {
-            let tile = (&base.substitute(&on) - &base).simplify().const_int()? as i64;
+            let tile = super::opt::stride(&base, thread)? as i64;
             let (lo, hi) = base.substitute(&at0).simplify().bounds();
             Some((tile, lo, hi))
         });
