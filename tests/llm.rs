@@ -349,7 +349,8 @@ fn gemma3_decode_steps_do_not_depend_on_the_batch() {
 /// Gemma 3's local layers read only the cache rows their 512-token window can reach in a prompt chunk: an 8-token
 /// chunk at position 893 (its local layers read rows 253..901) and a 901-token forward from position 0 (every row
 /// read: its first tokens see the cache's start) give the same last-token logits, on the float path, up to the order
-/// of float32 sums; and on the integer path a batched decode step of two sequences at position 900 gives each the
+/// of float32 sums, as does a decode step at a bound position 900 (which reads every row and masks them to the
+/// window); and on the integer path a batched decode step of two sequences at position 900 gives each the
 /// bits of its step alone (steps read every row).
 #[test]
 fn gemma3_local_layers_read_only_their_window() {
@@ -373,12 +374,20 @@ fn gemma3_local_layers_read_only_their_window() {
     let cache = m.new_cache().unwrap();
     m.forward(&cache, &Tensor::from_slice(&ids[..n - 7], [n - 7]), StartPos::Const(0)).realize().unwrap();
     let chunk = m.forward(&cache, &Tensor::from_slice(&ids[n - 7..], [8]), StartPos::Const(n - 7)).to_vec::<f32>().unwrap();
-    let dot: f64 = whole.iter().zip(&chunk).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
-    let norm = |v: &[f32]| v.iter().map(|&a| f64::from(a) * f64::from(a)).sum::<f64>().sqrt();
-    let cos = dot / (norm(&whole) * norm(&chunk));
+    let cosine = |x: &[f32], y: &[f32]| {
+        let dot: f64 = x.iter().zip(y).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+        let norm = |v: &[f32]| v.iter().map(|&a| f64::from(a) * f64::from(a)).sum::<f64>().sqrt();
+        dot / (norm(x) * norm(y))
+    };
+    let cos = cosine(&whole, &chunk);
     assert!(cos >= 0.99999, "cosine {cos}");
     let top = |v: &[f32]| (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b])).unwrap();
     assert_eq!(top(&whole), top(&chunk));
+    // a decode step at a bound position masks its local layers' keys to the window too (it reads every row)
+    let step = m.forward(&filled(&m), &last, StartPos::Var(&pos("start_pos"), span)).to_vec::<f32>().unwrap();
+    let cos = cosine(&whole, &step);
+    assert!(cos >= 0.99999, "decode step: cosine {cos}");
+    assert_eq!(top(&whole), top(&step));
     // (the bits on the integer path, whose sums are exact whether a row is alone or batched)
     let m = {
         let _int = Context::new(&[(&QUANT_DOT, 1)]);

@@ -558,12 +558,13 @@ impl Transformer {
             let attn: Vec<Tensor> = groups
                 .iter()
                 .map(|(seq, rows, span, (causal, window))| {
-                    // (a local layer of one sequence's prompt chunk reads the rows its window can reach: its T tokens
-                    // end in the span's last 128 rows, so none sees a key before span - 128 - T - window. Not a decode
-                    // step's: a batched step's rows share the largest span and read every row, and a step alone must
-                    // sum its keys as batched, in the same bits)
+                    // (a local layer masks keys to its window; one sequence's prompt chunk also reads only the rows
+                    // the window can reach: its T tokens end in the span's last 128 rows, so none sees a key before
+                    // span - 128 - T - window. A decode step reads every row: a batched step's rows share the largest
+                    // span, and a step alone must sum its keys as batched, in the same bits)
                     let (visible, lo) = match (b.local, window, c.sliding_window) {
                         (true, Some(m), Some(w)) if seq.len() == 1 && rows.len() > 1 => (m, span.saturating_sub(w + 128 + rows.len())),
+                        (true, Some(m), _) => (m, 0),
                         _ => (causal, 0),
                     };
                     let visible = visible.shrink(&[(0, rows.len()), (lo, *span)]);
