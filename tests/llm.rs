@@ -272,8 +272,9 @@ fn gemma3_integer_path_stays_near_the_float_path() {
 
 /// A decode step's logits on the integer path have the same bits for a sequence stepping alone and batched with
 /// others (the server's promise that a stream's tokens do not depend on its neighbours): the reference prompts
-/// prefilled into two sets of caches, then one step each alone and one step of all of them together; then a step that
-/// a prompt chunk joins, beside the chunk's prefill alone.
+/// prefilled into two sets of caches, then one step each alone and one step of all of them together (at known
+/// positions, bound ones, and bound ones over a bound span); then a step that a prompt chunk joins, beside the chunk's
+/// prefill alone.
 fn decode_steps_do_not_depend_on_the_batch(file: &GgufFile, reference_name: &str) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let m = {
@@ -312,6 +313,15 @@ fn decode_steps_do_not_depend_on_the_batch(file: &GgufFile, reference_name: &str
         let differ = one.iter().zip(&together[i * vocab..(i + 1) * vocab]).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
         assert_eq!(differ, 0, "sequence {i}: {differ} of {vocab} logits differ between a bound step alone and batched");
     }
+    // the same with the span a bound variable too (`StartPos::Blocks`, the server's and a session's decode steps)
+    let blocks = Tensor::bind_var("span_blocks", 1, 1, 1);
+    let rows: Vec<_> = batched.iter().zip(&pos).map(|(c, v)| (c, StartPos::Blocks(v, &blocks))).collect();
+    let together = m.decode(&ids(&next), &rows).to_vec::<f32>().unwrap();
+    for (i, c) in alone.iter().enumerate() {
+        let one = m.forward(c, &ids(&next[i..=i]), StartPos::Blocks(&pos[i], &blocks)).to_vec::<f32>().unwrap();
+        let differ = one.iter().zip(&together[i * vocab..(i + 1) * vocab]).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert_eq!(differ, 0, "sequence {i}: {differ} of {vocab} logits differ between a span-variable step alone and batched");
+    }
     // a prompt chunk joining the step (the server's continuous batching: the first prompt again, into a fresh cache,
     // padded to 8 tokens, over its own span): each row still gets its alone logits, and the chunk its prefill's
     let (alone, batched) = (filled(), filled());
@@ -320,7 +330,7 @@ fn decode_steps_do_not_depend_on_the_batch(file: &GgufFile, reference_name: &str
     let (start, last) =
         (Tensor::bind_var("prefill_start", 0, 127, 0), Tensor::bind_var("prefill_last", 0, 127, prompts[0].len() as i64 - 1));
     let (fresh_joined, fresh_alone) = (m.new_cache().unwrap(), m.new_cache().unwrap());
-    let rows: Vec<_> = batched.iter().zip(&pos).map(|(c, v)| (c, StartPos::Var(v, span))).collect();
+    let rows: Vec<_> = batched.iter().zip(&pos).map(|(c, v)| (c, StartPos::Blocks(v, &blocks))).collect();
     let all: Vec<u32> = next.iter().chain(&chunk).copied().collect();
     let together = m.decode_and_prefill(&ids(&all), &rows, (&fresh_joined, &start, &last, chunk.len())).to_vec::<f32>().unwrap();
     let b = prompts.len();
@@ -328,7 +338,7 @@ fn decode_steps_do_not_depend_on_the_batch(file: &GgufFile, reference_name: &str
     let differ = prefilled.iter().zip(&together[b * vocab..]).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
     assert_eq!(differ, 0, "the chunk: {differ} of {vocab} logits differ between its prefill alone and joining a step");
     for (i, c) in alone.iter().enumerate() {
-        let one = m.forward(c, &ids(&next[i..=i]), StartPos::Var(&pos[i], span)).to_vec::<f32>().unwrap();
+        let one = m.forward(c, &ids(&next[i..=i]), StartPos::Blocks(&pos[i], &blocks)).to_vec::<f32>().unwrap();
         let differ = one.iter().zip(&together[i * vocab..(i + 1) * vocab]).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
         assert_eq!(differ, 0, "sequence {i}: {differ} of {vocab} logits differ between a step alone and one a chunk joins");
     }
@@ -338,6 +348,44 @@ fn decode_steps_do_not_depend_on_the_batch(file: &GgufFile, reference_name: &str
 fn smollm2_decode_steps_do_not_depend_on_the_batch() {
     let Some(file) = model("SmolLM2-135M-Instruct.Q4_1.gguf") else { return };
     decode_steps_do_not_depend_on_the_batch(&file, "smollm2_reference.json");
+}
+
+/// A session's decode steps attend over a span that is a bound variable (`StartPos::Blocks`): steps from position
+/// 120 to 140 cross a 128-row span's end on the one capture (nothing scheduled after it), and each step's logits
+/// match a whole forward's at that position (float path: cosine at least 0.99999, the same top token).
+#[test]
+fn smollm2_decode_steps_cross_spans_on_one_capture() {
+    let Some(file) = model("SmolLM2-135M-Instruct.Q4_1.gguf") else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let m = {
+        let _float = Context::new(&[(&QUANT_DOT, 0), (&HALF_KV, 0)]);
+        Transformer::from_gguf(&file, "CPU", 256).unwrap()
+    };
+    let mut ids: Vec<u32> = (0..120).map(|i| 1000 + (i * 7919) % 20000).collect();
+    let mut session = Session::new(&m).unwrap();
+    let mut logits = vec![session.prefill(&ids).unwrap()];
+    let mut scheduled = 0;
+    for i in 0..20 {
+        let top = |v: &[f32]| (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b])).unwrap() as u32;
+        ids.push(top(logits.last().unwrap()));
+        logits.push(session.step(*ids.last().unwrap()).unwrap());
+        if i == 2 {
+            scheduled = schedule_count();
+        }
+    }
+    let after = schedule_count();
+    let x = Tensor::from_slice(&ids.iter().map(|&i| i as i32).collect::<Vec<_>>(), [ids.len()]);
+    let whole = m.logits(&m.new_cache().unwrap(), &x, StartPos::Const(0)).to_vec::<f32>().unwrap();
+    for (k, step) in logits.iter().enumerate().skip(1) {
+        let at = &whole[(119 + k) * m.cfg.vocab..(120 + k) * m.cfg.vocab];
+        let dot: f64 = at.iter().zip(step).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+        let norm = |v: &[f32]| v.iter().map(|&a| f64::from(a) * f64::from(a)).sum::<f64>().sqrt();
+        let cos = dot / (norm(at) * norm(step));
+        assert!(cos >= 0.99999, "position {}: cosine {cos}", 119 + k);
+        let top = |v: &[f32]| (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b])).unwrap();
+        assert_eq!(top(at), top(step), "position {}", 119 + k);
+    }
+    assert_eq!(after, scheduled, "decode steps past the capture scheduled");
 }
 
 #[test]
@@ -350,7 +398,7 @@ fn gemma3_decode_steps_do_not_depend_on_the_batch() {
 /// chunk at position 893 (its local layers read rows 253..901) and a 901-token forward from position 0 (every row
 /// read: its first tokens see the cache's start) give the same last-token logits, on the float path, up to the order
 /// of float32 sums, as does a decode step at a bound position 900 (which reads every row and masks them to the
-/// window); and on the integer path a batched decode step of two sequences at position 900 gives each the
+/// window, its span a bound variable as the server's); and on the integer path a batched decode step of two sequences at position 900 gives each the
 /// bits of its step alone (steps read every row).
 #[test]
 fn gemma3_local_layers_read_only_their_window() {
@@ -384,7 +432,8 @@ fn gemma3_local_layers_read_only_their_window() {
     let top = |v: &[f32]| (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b])).unwrap();
     assert_eq!(top(&whole), top(&chunk));
     // a decode step at a bound position masks its local layers' keys to the window too (it reads every row)
-    let step = m.forward(&filled(&m), &last, StartPos::Var(&pos("start_pos"), span)).to_vec::<f32>().unwrap();
+    let blocks = Tensor::bind_var("span_blocks", 1, 8, 8);
+    let step = m.forward(&filled(&m), &last, StartPos::Blocks(&pos("start_pos"), &blocks)).to_vec::<f32>().unwrap();
     let cos = cosine(&whole, &step);
     assert!(cos >= 0.99999, "decode step: cosine {cos}");
     assert_eq!(top(&whole), top(&step));

@@ -109,3 +109,45 @@ fn tinyjit_runs_a_function_that_bakes_in_a_size() {
         close(&got, &want, &format!("m={i}"));
     }
 }
+
+/// A symbolic dim from a bound variable among the inputs (a decode step's span in blocks), captured while its value
+/// is 1: reductions over it keep it (not dropped as a dim of 1), and a reshape that splits rows into (blocks, 4)
+/// beside a stack's new dim groups by symbol, so every later value replays the capture with the concrete graph's
+/// results and nothing scheduled.
+#[test]
+fn tinyjit_captured_at_a_symbolic_dim_of_1_replays_other_values() {
+    jit_over_blocks("CPU");
+}
+
+/// As [`tinyjit_captured_at_a_symbolic_dim_of_1_replays_other_values`] on the interpreter, whose launch grid fixes
+/// symbolic dims at their bound values: each value gets a capture of its own (replays at a value seen before).
+#[test]
+fn tinyjit_captures_each_value_a_launch_grid_bakes_in() {
+    jit_over_blocks("PYTHON");
+}
+
+fn jit_over_blocks(dev: &str) {
+    let _dev = Context::new(&[]).dev(dev);
+    let rows = Tensor::from_slice(&data(16 * 6, 4), [16, 6]);
+    rows.realize().unwrap();
+    let at = |x: &Tensor, n: &Sint| {
+        let s = x.stack(&[x], 0).shrink_sym(&[(0.into(), 2.into()), (0.into(), &Sint::Int(4) * n), (0.into(), 6.into())]);
+        let s = s.reshape_sym(&[2.into(), n.clone(), 4.into(), 2.into(), 3.into()]).permute([0, 3, 4, 1, 2]);
+        let e = (&s - s.max_keepdim(vec![3usize, 4])).exp().contiguous();
+        e.sum_keepdim(vec![3usize, 4]).reshape([2, 2, 3]) + s.sum(vec![3usize, 4])
+    };
+    let r = rows.clone();
+    let mut jit = TinyJit::new(move |x: &[Tensor]| Ok(vec![at(&r, &Sint::from_uop(&x[0].uop()))]));
+    let mut seen = std::collections::HashMap::new();
+    for n in [1usize, 1, 1, 2, 4, 3, 1, 2, 2, 2, 4] {
+        let before = schedule_count();
+        let got = jit.call(&[Tensor::bind_var("blocks", 1, 4, n as i64)]).unwrap().remove(0);
+        // (a capture at the first value serves all on the CPU; on the interpreter each value's third call replays)
+        let calls = *seen.entry(n).and_modify(|c| *c += 1).or_insert(1);
+        if (dev == "CPU" && seen.values().sum::<usize>() > 2) || calls > 2 {
+            assert_eq!(schedule_count(), before, "call at blocks={n} scheduled");
+        }
+        let want = at(&rows, &Sint::Int(n)).to_vec::<f32>().unwrap();
+        close(&got.to_vec::<f32>().unwrap(), &want, &format!("blocks={n}"));
+    }
+}

@@ -4,7 +4,7 @@
 //! loop opens with the reduction loops it nests in, so what ignores it is placed inside it too (the C compiler hoists it).
 
 use crate::dtype::dtypes;
-use crate::uop::{Arg, Ops, UOp};
+use crate::uop::{Arg, AxisType, Ops, UOp};
 use rustc_hash::FxHashMap;
 
 /// The UOps of `sink` in print order: RANGE opens a loop, END closes the loops among its sources.
@@ -12,9 +12,16 @@ pub fn linearize(sink: &UOp) -> Vec<UOp> {
     order(&sink.toposort())
 }
 
+/// Whether loop `r` opens outside the THREAD loop: an output loop of symbolic size (a decode step's blocks of keys),
+/// so that each core's part of each of its iterations is one contiguous block, where a THREAD loop outside it would
+/// stride each core across all of them.
+pub fn outside_thread(r: &UOp) -> bool {
+    r.axis().1 == AxisType::Loop && r.src[0].const_int().is_none()
+}
+
 fn order<'a>(topo: &'a [UOp]) -> Vec<UOp> {
     let mut ranges: Vec<&UOp> = topo.iter().filter(|u| u.op == Ops::RANGE).collect();
-    ranges.sort_by_key(|r| (r.axis().1.order(), r.axis().0));
+    ranges.sort_by_key(|r| (!outside_thread(r), r.axis().1.order(), r.axis().0));
     assert!(ranges.len() <= 64, "linearize: more than 64 loops");
     let bit = |r: &UOp| 1u64 << ranges.iter().position(|x| *x == r).unwrap();
     // nodes by position in `topo`: the tables below are indexed by it

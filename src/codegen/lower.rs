@@ -180,12 +180,18 @@ const BLOCK_MAX: usize = 4096;
 /// iteration's own block of at most [`BLOCK_MAX`] bytes (`thread * tile + o`, `0 <= o < tile`: attention's scores
 /// over a few keys a THREAD iteration, one head's part of each key after another, a walk by 384-byte strides that
 /// the hardware prefetchers do not follow) has the block [`BLOCK_AHEAD`] bytes on prefetched, one prefetch per line,
-/// the lines shared out among the output loops' iterations.
+/// the lines shared out among the output loops' iterations. Output loops of symbolic size open outside the THREAD
+/// loop ([`super::linearize::outside_thread`]): a block is then one THREAD iteration's within one of their iterations.
 fn block_prefetches(body: &[UOp], thread: &UOp, outer: &[&UOp], large: &dyn Fn(&UOp) -> bool) -> Vec<UOp> {
-    let mut blocks: Vec<(UOp, i64, i64)> = Vec::new();
-    let at0: FxHashMap<UOp, UOp> = [(thread.clone(), UOp::const_(thread.dtype, 0))].into_iter().collect();
+    let mut blocks: Vec<(UOp, i64, i64, UOp)> = Vec::new();
+    let zero = |r: &UOp| (r.clone(), UOp::const_(r.dtype, 0));
+    let (outside, outer): (Vec<&UOp>, Vec<&UOp>) = outer.iter().partition(|r| super::linearize::outside_thread(r));
+    let at0: FxHashMap<UOp, UOp> = outside.iter().copied().chain([thread]).map(zero).collect();
+    // (where the outside loops' iteration puts a base: the base with every other range at 0, less its value at 0)
+    let inner0: FxHashMap<UOp, UOp> =
+        body.iter().filter(|u| u.op == Ops::RANGE && !outside.contains(u)).chain([thread]).map(zero).collect();
     // (the tile and the bounds within it of each base an index adds a constant to, in elements: simplified once each)
-    let mut bases: FxHashMap<UOp, Option<(i64, i128, i128)>> = FxHashMap::default();
+    let mut bases: FxHashMap<UOp, Option<(i64, i128, i128, UOp)>> = FxHashMap::default();
     for l in body.iter().filter(|u| u.op == Ops::LOAD && u.src[0].op == Ops::INDEX && large(&u.src[0].src[0]) && u.src[0].src.len() == 2) {
         let (buf, idx) = (&l.src[0].src[0], &l.src[0].src[1]);
         if blocks.iter().any(|(b, ..)| b == buf) {
@@ -198,12 +204,16 @@ fn block_prefetches(body: &[UOp], thread: &UOp, outer: &[&UOp], large: &dyn Fn(&
         let span = bases.entry(base.clone()).or_insert_with(|| {
             let tile = super::opt::stride(&base, thread)? as i64;
             let (lo, hi) = base.substitute(&at0).simplify().bounds();
-            Some((tile, lo, hi))
+            let origin = match outside.is_empty() {
+                true => UOp::const_(dtypes::WEAKINT, 0),
+                false => (&base.substitute(&inner0) - &base.substitute(&at0).substitute(&inner0)).simplify(),
+            };
+            Some((tile, lo, hi, origin))
         });
-        let Some((tile, lo, hi)) = *span else { continue };
+        let Some((tile, lo, hi, origin)) = span.clone() else { continue };
         let item = buf.dtype.base().itemsize() as i64;
         if tile > 0 && tile * item <= BLOCK_MAX as i64 && lo + off >= 0 && hi + off + i128::from(l.dtype.count) <= i128::from(tile) {
-            blocks.push((buf.clone(), tile, item));
+            blocks.push((buf.clone(), tile, item, origin));
         }
     }
     // (the output loops' iterations numbered 0..m, each prefetching its share of the lines)
@@ -213,7 +223,7 @@ fn block_prefetches(body: &[UOp], thread: &UOp, outer: &[&UOp], large: &dyn Fn(&
     });
     blocks
         .into_iter()
-        .flat_map(|(buf, tile, item)| {
+        .flat_map(|(buf, tile, item, origin)| {
             // (a block not a whole number of lines may straddle one more; past the last line an iteration wraps)
             let bytes = tile * item;
             let lines = (bytes + 63) / 64 + i64::from(bytes % 64 != 0);
@@ -224,7 +234,7 @@ fn block_prefetches(body: &[UOp], thread: &UOp, outer: &[&UOp], large: &dyn Fn(&
                 let index = UOp::new(
                     Ops::INDEX,
                     buf.dtype,
-                    [buf.clone(), (&(thread * tile + ahead) + &(&line * (64 / item))).simplify()],
+                    [buf.clone(), (&(&(thread * tile + ahead) + &origin) + &(&line * (64 / item))).simplify()],
                     Arg::None,
                 );
                 UOp::new(Ops::CUSTOM, dtypes::VOID, [index], Arg::Str("__builtin_prefetch(&{0});".into()))

@@ -122,7 +122,8 @@ fn reduce_unparented(red: &UOp) -> Option<UOp> {
         return None;
     }
     let v = if parented.is_empty() { red.src[0].cast(red.dtype) } else { red.with_src([vec![red.src[0].clone()], parented].concat()) };
-    let size = |r: &UOp| r.src[0].cast(red.dtype.scalar());
+    // (a loop of one iteration may have become its index, a constant: a factor of 1)
+    let size = |r: &UOp| if r.op == Ops::RANGE { r.src[0].cast(red.dtype.scalar()) } else { UOp::const_(red.dtype.scalar(), 1) };
     Some(unparented.iter().fold(v, |v, r| match op {
         Ops::ADD => &v * &size(r),
         Ops::MUL => v.alu(Ops::POW, &[&size(r)]),

@@ -3,7 +3,7 @@
 //! the model; each request gets a slot whose KV cache it keeps after it ends, so a later prompt that starts the
 //! same way (a chat's next turn) prefills only what is new.
 
-use super::generate::{chunk_inputs, span, Sampler, PREFILL_CHUNK};
+use super::generate::{chunk_inputs, span_blocks, Sampler, PREFILL_CHUNK};
 use super::model::{KvCache, StartPos, Transformer};
 use crate::error::{Error, Result};
 use crate::{Tensor, TinyJit};
@@ -129,10 +129,10 @@ struct Active {
     made: usize,
 }
 
-/// The decode step a batcher's TinyJit replays: one capture per (sequences in the batch, cache rows they attend, a
-/// prompt chunk's length run in the same pass or 0, the cache rows it attends), for any slots (their caches are
-/// inputs).
-type StepKey = (usize, usize, usize, usize);
+/// The decode step a batcher's TinyJit replays: one capture per (sequences in the batch, a prompt chunk's length run
+/// in the same pass or 0, the cache rows it attends), for any slots (their caches are inputs) and any span of the
+/// rows' (a bound variable).
+type StepKey = (usize, usize, usize);
 type StepFn<'m> = Box<dyn FnMut(&[Tensor], &StepKey) -> Result<Vec<Tensor>> + 'm>;
 /// A prompt chunk's pass, replayed by a TinyJit: one capture per (chunk length, cache rows attended), for any slot.
 type ChunkKey = (usize, usize);
@@ -146,16 +146,17 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
         Ok(s) => s,
         Err(e) => return fail_all(rx, &e),
     };
-    // inputs: the token ids (the rows' then the chunk's), each row's position (a bound variable), the chunk's start
-    // and last token's index (bound variables) if it has one, then each row's cache tensors, then the chunk's
+    // inputs: the token ids (the rows' then the chunk's), the rows' span in blocks and each row's position (bound
+    // variables), the chunk's start and last token's index (bound variables) if it has one, then each row's cache
+    // tensors, then the chunk's
     let per_cache = 2 * model.cfg.n_layers;
-    let f: StepFn = Box::new(move |x: &[Tensor], &(b, span, len, chunk_span): &StepKey| {
-        let vars = 1 + b + if len > 0 { 2 } else { 0 };
+    let f: StepFn = Box::new(move |x: &[Tensor], &(b, len, chunk_span): &StepKey| {
+        let vars = 2 + b + if len > 0 { 2 } else { 0 };
         let caches: Vec<KvCache> = x[vars..].chunks(per_cache).map(KvCache::from_tensors).collect();
-        let rows: Vec<_> = caches.iter().zip(&x[1..=b]).map(|(c, v)| (c, StartPos::Var(v, span))).collect();
+        let rows: Vec<_> = caches.iter().zip(&x[2..2 + b]).map(|(c, v)| (c, StartPos::Blocks(v, &x[1]))).collect();
         Ok(vec![match len {
             0 => model.decode(&x[0], &rows),
-            _ => model.decode_and_prefill(&x[0], &rows, (&caches[b], &x[1 + b], &x[2 + b], chunk_span)),
+            _ => model.decode_and_prefill(&x[0], &rows, (&caches[b], &x[2 + b], &x[3 + b], chunk_span)),
         }])
     });
     let mut step = TinyJit::with_args(f);
@@ -212,21 +213,22 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
             continue;
         }
         // one decode step for every active request: row b feeds its token at its slot's position, through its slot's
-        // cache (an input, so the step's capture serves any slots: one per number of rows and span); the joining
+        // cache (an input, so the step's capture serves any slots and spans: one per number of rows); the joining
         // chunk's tokens follow the rows', padded to [`JOIN_CHUNK`] ([`chunk_inputs`])
         let b = active.len();
-        let mut key: StepKey = (b, active.iter().map(|a| span(slots[a.slot].tokens.len() + 1, ctx)).max().unwrap_or(ctx), 0, 0);
+        let mut key: StepKey = (b, 0, 0);
         let mut ids: Vec<i32> = active.iter().map(|a| a.next as i32).collect();
-        let mut inputs: Vec<Tensor> = (0..b)
-            .map(|k| Tensor::bind_var(&format!("start_pos{k}"), 0, ctx as i64 - 1, slots[active[k].slot].tokens.len() as i64))
+        let end = active.iter().map(|a| slots[a.slot].tokens.len() + 1).max().unwrap_or(ctx);
+        let mut inputs: Vec<Tensor> = std::iter::once(span_blocks(end, ctx))
+            .chain((0..b).map(|k| Tensor::bind_var(&format!("start_pos{k}"), 0, ctx as i64 - 1, slots[active[k].slot].tokens.len() as i64)))
             .collect();
         inputs.extend(active.iter().flat_map(|a| slots[a.slot].cache.tensors()));
         if let Some((i, r, n)) = &joining {
             let at = slots[*i].tokens.len();
             let ([_, start, last], (len, _, span)) = chunk_inputs(&r.prompt[at..at + n], at, JOIN_CHUNK, ctx);
-            (key.2, key.3) = (len, span);
+            (key.1, key.2) = (len, span);
             ids.extend(r.prompt[at..at + n].iter().map(|&t| t as i32).chain(std::iter::repeat(0)).take(len));
-            inputs.splice(b..b, [start, last]);
+            inputs.splice(1 + b..1 + b, [start, last]);
             inputs.extend(slots[*i].cache.tensors());
         }
         inputs.insert(0, Tensor::from_slice(&ids, [ids.len()]));

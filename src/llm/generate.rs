@@ -1,9 +1,9 @@
 //! Generation. In: a [`Transformer`] and prompt tokens. Out: next tokens, one at a time: the prompt prefilled in
-//! chunks, then one decode step per token, replayed by a TinyJit whose start position is a bound variable (so
-//! every token after the first two runs the captured kernels: no scheduling, no compiling), and sampled greedily
+//! chunks, then one decode step per token, replayed by a TinyJit whose start position and span are bound variables
+//! (so every token after the first two runs the captured kernels: no scheduling, no compiling), and sampled greedily
 //! or by temperature, top-k and top-p from a seeded generator (tinygrad `llm/model.py` `generate`).
 
-use super::model::{KvCache, StartPos, Transformer};
+use super::model::{KvCache, StartPos, Transformer, SPAN};
 use crate::error::{Error, Result};
 use crate::{Tensor, TinyJit};
 
@@ -79,18 +79,21 @@ impl Sampler {
     }
 }
 
-/// The decode step a session's TinyJit replays, one capture per span of cache rows attended.
-type DecodeFn<'m> = Box<dyn FnMut(&[Tensor], &usize) -> Result<Vec<Tensor>> + 'm>;
-type DecodeStep<'m> = TinyJit<DecodeFn<'m>, usize>;
+/// The decode step a session's TinyJit replays: one capture, its position and span bound variables.
+type DecodeFn<'m> = Box<dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>> + 'm>;
+type DecodeStep<'m> = TinyJit<DecodeFn<'m>>;
 
-/// Decode steps attend over the cache rows up to the next multiple of this past the position: one captured graph
-/// per 128 positions, and attention that grows with the context used, not the context allowed.
-const SPAN: usize = 128;
-
-/// The cache rows a pass attends over when its last position is `end - 1`: `end` rounded up to a multiple of
+/// The cache rows a prompt chunk attends over when its last position is `end - 1`: `end` rounded up to a multiple of
 /// [`SPAN`], at most the context `ctx`.
 pub(crate) fn span(end: usize, ctx: usize) -> usize {
     (end.div_ceil(SPAN) * SPAN).min(ctx)
+}
+
+/// The bound variable `span_blocks`: how many [`SPAN`]s of cache rows a decode step whose last position is `end - 1`
+/// attends over ([`StartPos::Blocks`]), in a context of `ctx`. Decode steps attend over what the context has used,
+/// not what it allows, in one captured graph for every span.
+pub(crate) fn span_blocks(end: usize, ctx: usize) -> Tensor {
+    Tensor::bind_var("span_blocks", 1, ctx.div_ceil(SPAN) as i64, end.div_ceil(SPAN) as i64)
 }
 
 /// A model with its KV cache filled up to `pos`: prefill a prompt, then decode one token at a time.
@@ -147,8 +150,8 @@ impl<'m> Session<'m> {
     pub fn new(model: &'m Transformer) -> Result<Session<'m>> {
         let cache = model.new_cache()?;
         let c = cache.clone();
-        let f: DecodeFn<'m> = Box::new(move |x: &[Tensor], span: &usize| Ok(vec![model.forward(&c, &x[0], StartPos::Var(&x[1], *span))]));
-        Ok(Session { model, cache, pos: 0, decode: TinyJit::with_args(f) })
+        let f: DecodeFn<'m> = Box::new(move |x: &[Tensor]| Ok(vec![model.forward(&c, &x[0], StartPos::Blocks(&x[1], &x[2]))]));
+        Ok(Session { model, cache, pos: 0, decode: TinyJit::new(f) })
     }
 
     fn room(&self, n: usize) -> Result<()> {
@@ -178,8 +181,8 @@ impl<'m> Session<'m> {
         self.room(1)?;
         let max = self.model.cfg.max_context as i64 - 1;
         let pos = Tensor::bind_var("start_pos", 0, max, self.pos as i64);
-        let span = span(self.pos + 1, self.model.cfg.max_context);
-        let out = self.decode.call_with(&[Tensor::from_slice(&[token as i32], [1]), pos], span)?;
+        let blocks = span_blocks(self.pos + 1, self.model.cfg.max_context);
+        let out = self.decode.call(&[Tensor::from_slice(&[token as i32], [1]), pos, blocks])?;
         self.pos += 1;
         out[0].to_vec::<f32>()
     }

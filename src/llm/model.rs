@@ -9,6 +9,7 @@
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::nn::gguf::{GgufFile, GgufValue, QuantMatrix, QuantRows};
+use crate::uop::Sint;
 use crate::{dtypes, Tensor};
 use std::cell::OnceCell;
 
@@ -79,15 +80,22 @@ struct Weight {
 }
 
 /// Where a forward pass starts: a known position, or a bound symbolic variable (one compiled graph for every
-/// position: a TinyJit-replayed decode step, a prefill chunk) with the cache rows it attends over (`span`, past the
-/// last position: rounded up to a multiple of 128, so one graph serves 128 positions; a prompt chunk must end in its
-/// span's last 128 rows, which Gemma 3's local layers rely on to skip rows before their window, while the rows of a
-/// batched decode step may share their largest span).
+/// position: a TinyJit-replayed prefill chunk) with the cache rows it attends over (`span`, past the last position:
+/// rounded up to a multiple of 128, so one graph serves 128 positions; a prompt chunk must end in its span's last 128
+/// rows, which Gemma 3's local layers rely on to skip rows before their window, while the rows of a batched decode
+/// step may share their largest span); or, for a single token (a decode step), a bound variable position attending
+/// over [`SPAN`] times the bound variable `blocks` rows (`Blocks(start, blocks)`: one compiled graph for every
+/// position and span, as tinygrad's decode attends over `start_pos + 1` rows).
 #[derive(Clone, Copy)]
 pub enum StartPos<'a> {
     Const(usize),
     Var(&'a Tensor, usize),
+    Blocks(&'a Tensor, &'a Tensor),
 }
+
+/// The granule of the cache rows a pass with a variable position attends over: spans are multiples of it, and a KV
+/// cache holds a whole number of them.
+pub const SPAN: usize = 128;
 
 /// One sequence of a forward pass: its cache, where its tokens enter it, how many of the pass's tokens are its (they
 /// follow the earlier sequences'), and which of them gives its logits: the token at a bound variable's index, or
@@ -99,15 +107,16 @@ struct Seq<'a> {
     pick: Option<&'a Tensor>,
 }
 
-/// One sequence's KV cache: for each layer, its keys and values, `[max_context, n_kv_heads * head_dim]` of the
-/// model's cache dtype (float16, or float32 under `HALF_KV=0`), written in place by the forward passes that use it. Cloning shares the buffers.
+/// One sequence's KV cache: for each layer, its keys and values, `[rows, n_kv_heads * head_dim]` (rows: the context
+/// rounded up to a multiple of [`SPAN`]) of the model's cache dtype (float16, or float32 under `HALF_KV=0`), written
+/// in place by the forward passes that use it. Cloning shares the buffers.
 #[derive(Clone)]
 pub struct KvCache {
     layers: Vec<(Tensor, Tensor)>,
 }
 
 impl KvCache {
-    /// The cache's tensors, each layer's keys then its values (`2 * n_layers` of `[max_context, n_kv_heads *
+    /// The cache's tensors, each layer's keys then its values (`2 * n_layers` of `[rows, n_kv_heads *
     /// head_dim]`): passed to a TinyJit as inputs, one capture serves every cache of the model.
     pub fn tensors(&self) -> Vec<Tensor> {
         self.layers.iter().flat_map(|(k, v)| [k.clone(), v.clone()]).collect()
@@ -274,10 +283,11 @@ fn rope(x: &Tensor, (cos, sin): &(Tensor, Tensor), interleaved: bool) -> Tensor 
 }
 
 /// Sequences whose attention runs as one set of kernels: their range among a pass's sequences, their tokens' range
-/// among its tokens, the cache rows they attend over, and their causal mask and sliding-window mask (`[rows, span]`).
-type Group = (std::ops::Range<usize>, std::ops::Range<usize>, usize, (Tensor, Option<Tensor>));
+/// among its tokens, the cache rows they attend over (the span's dims: see [`attention`]), and their causal mask and
+/// sliding-window mask (`[rows, span dims..]`).
+type Group = (std::ops::Range<usize>, std::ops::Range<usize>, Vec<Sint>, (Tensor, Option<Tensor>));
 
-/// `cache` (`[max_context, width]`) with rows `start..start+T` replaced by `x` (`[T, width]`, cast to the cache's
+/// `cache` (`[rows, width]`) with rows `start..start+T` replaced by `x` (`[T, width]`, cast to the cache's
 /// dtype).
 fn write_rows(cache: &Tensor, x: &Tensor, start: StartPos) -> Tensor {
     let (ctx, t, w) = (cache.shape()[0], x.shape()[0], x.shape()[1]);
@@ -289,8 +299,10 @@ fn write_rows(cache: &Tensor, x: &Tensor, start: StartPos) -> Tensor {
             mask.where_(x.pad(&[(s as i64, (ctx - s - t) as i64), (0, 0)]), cache)
         }
         // (an integer compare of the row with the variable: codegen stores the one row it pins)
-        StartPos::Var(var, _) if t == 1 => rows.cast(dtypes::INT32).eq(var.cast(dtypes::INT32).reshape([1, 1])).where_(x, cache),
-        StartPos::Var(var, _) => {
+        StartPos::Var(var, _) | StartPos::Blocks(var, _) if t == 1 => {
+            rows.cast(dtypes::INT32).eq(var.cast(dtypes::INT32).reshape([1, 1])).where_(x, cache)
+        }
+        StartPos::Var(var, _) | StartPos::Blocks(var, _) => {
             // row r takes token r - start when that is in 0..T: a one-hot sum codegen turns into a gated load,
             // stored only in the rows it covers
             let off = &rows.cast(dtypes::INT32) - &var.cast(dtypes::INT32).reshape([1, 1]);
@@ -301,27 +313,40 @@ fn write_rows(cache: &Tensor, x: &Tensor, start: StartPos) -> Tensor {
     }
 }
 
-/// Attention of `B` sequences' queries `q` (`[B * T, heads * head_dim]`, T a sequence) over rows `keys` of their
-/// caches (`layers[b]`: layer's keys and values of sequence b), key rows masked by `visible` (`[B * T, keys.len()]`,
-/// true where seen); each query head attends over its group's key head. Out: `[B * T, heads * head_dim]`.
-fn attention(q: &Tensor, layers: &[&(Tensor, Tensor)], visible: &Tensor, keys: std::ops::Range<usize>, c: &Config) -> Tensor {
-    let (hd, nkv, bs, span) = (c.head_dim, c.n_kv_heads, layers.len(), keys.len());
-    let (g, t) = (c.n_heads / nkv, q.shape()[0] / bs);
-    // (a batch's caches are separate buffers: the kernels read them side by side, as a stack)
+/// Attention of `B` sequences' queries `q` (`[B * T, heads * head_dim]`, T a sequence) over rows `lo..span` of their
+/// caches (`layers[b]`: layer's keys and values of sequence b), the span given as its dims `keys` (`[span]`, or
+/// `[blocks, SPAN]` where `blocks` is symbolic and `lo` 0: the kernels then see a static axis of keys to upcast and
+/// thread), key rows masked by `visible` (`[B * T, keys..]` over `lo..span`, true where seen); each query head attends
+/// over its group's key head. Out: `[B * T, heads * head_dim]`.
+fn attention(q: &Tensor, layers: &[&(Tensor, Tensor)], visible: &Tensor, (lo, keys): (usize, &[Sint]), c: &Config) -> Tensor {
+    let (hd, nkv, bs, int) = (c.head_dim, c.n_kv_heads, layers.len(), Sint::Int);
+    let (g, t, hi) = (c.n_heads / nkv, q.shape()[0] / bs, Sint::product(keys));
+    let keys: Vec<Sint> = if lo == 0 { keys.to_vec() } else { vec![&hi - &int(lo)] };
+    let (nk, ones) = (keys.len(), vec![int(1); keys.len()]);
+    let shape = |parts: &[&[Sint]]| parts.concat();
+    let head = |n: usize| [int(bs), int(nkv), int(g), int(t)][..n].to_vec();
+    // (a batch's caches are separate buffers: the kernels read them side by side, as a stack, whose rows are then
+    // shrunk to the span, so that no reshape meets a symbolic dim beside new 1s): [B, keys.., kv heads, head_dim]
     let rows = |pick: fn(&(Tensor, Tensor)) -> &Tensor| {
-        let r: Vec<Tensor> =
-            layers.iter().map(|l| pick(l).shrink(&[(keys.start, keys.end), (0, nkv * hd)]).reshape([span, nkv, hd])).collect();
-        r[0].stack(&r[1..].iter().collect::<Vec<_>>(), 0).cast(dtypes::FLOAT32)
+        let r: Vec<&Tensor> = layers.iter().map(|l| pick(l)).collect();
+        let s = r[0].stack(&r[1..], 0);
+        let s = s.shrink_sym(&[(int(0), int(bs)), (int(lo), hi.clone()), (int(0), int(nkv * hd))]);
+        s.reshape_sym(&shape(&[&[int(bs)], &keys, &[int(nkv), int(hd)]])).cast(dtypes::FLOAT32)
     };
-    let qh = q.reshape([bs, t, nkv, g, hd]).permute([0, 2, 3, 1, 4]);
-    let kh = rows(|l| &l.0).permute([0, 2, 3, 1]).reshape([bs, nkv, 1, hd, span]);
-    let vh = rows(|l| &l.1).permute([0, 2, 1, 3]).reshape([bs, nkv, 1, span, hd]);
-    let scores = qh.matmul(&kh) * (1.0 / (hd as f32).sqrt());
-    let scores = visible.reshape([bs, 1, 1, t, span]).where_(&scores, f32::NEG_INFINITY);
+    let qh = q.reshape([bs, t, nkv, g, hd]).permute([0, 2, 3, 1, 4]).reshape_sym(&shape(&[&head(4), &ones, &[int(hd)]]));
+    let kh = rows(|l| &l.0).permute([vec![0, nk + 1], (1..=nk).collect(), vec![nk + 2]].concat());
+    let kh = kh.reshape_sym(&shape(&[&head(2), &[int(1), int(1)], &keys, &[int(hd)]]));
+    let scores = (qh * kh).sum(-1) * (1.0 / (hd as f32).sqrt());
+    let scores = visible.reshape_sym(&shape(&[&[int(bs), int(1), int(1), int(t)], &keys])).where_(&scores, f32::NEG_INFINITY);
     // (softmax's division after the values' sums: the exponentials computed once, into a buffer the sum and the
     // values kernel both read; a softmax computed them again to normalize)
-    let e = (&scores - scores.max_keepdim(-1)).exp().contiguous();
-    (e.matmul(&vh) / e.sum_keepdim(-1)).permute([0, 3, 1, 2, 4]).reshape([bs * t, c.n_heads * hd])
+    let axes: Vec<usize> = (4..4 + nk).collect();
+    let e = (&scores - scores.max_keepdim(axes.clone())).exp().contiguous();
+    let vh = rows(|l| &l.1).permute([vec![0, nk + 1, nk + 2], (1..=nk).collect()].concat());
+    let vh = vh.reshape_sym(&shape(&[&head(2), &[int(1), int(1), int(hd)], &keys]));
+    let out = (e.reshape_sym(&shape(&[&head(4), &[int(1)], &keys])) * vh).sum((5..5 + nk).collect::<Vec<_>>());
+    let sums = e.sum_keepdim(axes).reshape([bs, nkv, g, t, 1]);
+    (out / sums).permute([0, 3, 1, 2, 4]).reshape([bs * t, c.n_heads * hd])
 }
 
 impl Transformer {
@@ -384,7 +409,10 @@ impl Transformer {
     pub fn new_cache(&self) -> Result<KvCache> {
         let c = &self.cfg;
         let zeros = || {
-            let t = Tensor::zeros([c.max_context, c.n_kv_heads * c.head_dim]).cast(self.kv_dtype).to(self.device.as_str()).contiguous();
+            let t = Tensor::zeros([c.max_context.div_ceil(SPAN) * SPAN, c.n_kv_heads * c.head_dim])
+                .cast(self.kv_dtype)
+                .to(self.device.as_str())
+                .contiguous();
             t.realize().map(|_| t.clone())
         };
         Ok(KvCache { layers: (0..c.n_layers).map(|_| Ok((zeros()?, zeros()?))).collect::<Result<_>>()? })
@@ -461,6 +489,8 @@ impl Transformer {
         let c = &self.cfg;
         let n = tokens.shape()[0];
         let (hd, nh, nkv, ctx) = (c.head_dim, c.n_heads, c.n_kv_heads, c.max_context);
+        // (the cache's rows: the context rounded up to a whole number of spans)
+        let cap = ctx.div_ceil(SPAN) * SPAN;
         let dev = self.device.as_str();
         assert_eq!(
             seqs.iter().map(|s| s.len).sum::<usize>(),
@@ -477,19 +507,25 @@ impl Transformer {
             x = x * (c.dim as f32).sqrt();
         }
         // each sequence's positions ([len] float32) and the cache rows it attends over
-        let spans: Vec<(Tensor, usize)> = seqs
+        let spans: Vec<(Tensor, Vec<Sint>)> = seqs
             .iter()
             .map(|&Seq { start, len: t, .. }| match start {
                 StartPos::Const(s) => {
                     assert!(s + t <= ctx, "forward: tokens {s}..{} pass the KV cache's {ctx}", s + t);
                     // (the positions as data, not constants: a rotary angle folded from a constant rounds otherwise
                     // than one from a variable, as a batched step's are, and each position would be a new kernel)
-                    (Tensor::from_slice(&(s..s + t).map(|p| p as f32).collect::<Vec<_>>(), [t]).to(dev), s + t)
+                    (Tensor::from_slice(&(s..s + t).map(|p| p as f32).collect::<Vec<_>>(), [t]).to(dev), vec![Sint::Int(s + t)])
                 }
                 StartPos::Var(v, span) => {
                     assert!(span <= ctx, "forward: a span of {span} rows passes the KV cache's {ctx}");
                     let s = v.cast(dtypes::FLOAT32).reshape([1]);
-                    (if t == 1 { s } else { s + Tensor::arange(0.0, t as f64, 1.0) }, span)
+                    (if t == 1 { s } else { s + Tensor::arange(0.0, t as f64, 1.0) }, vec![Sint::Int(span)])
+                }
+                StartPos::Blocks(v, blocks) => {
+                    assert_eq!(t, 1, "forward: {t} tokens at a position whose span is a variable");
+                    let blocks = Sint::from_uop(&blocks.uop());
+                    assert!(blocks.max() * SPAN <= cap, "forward: spans of up to {} rows pass the KV cache's {cap}", blocks.max() * SPAN);
+                    (v.cast(dtypes::FLOAT32).reshape([1]), vec![blocks, Sint::Int(SPAN)])
                 }
             })
             .collect();
@@ -497,16 +533,26 @@ impl Transformer {
             |parts: &[Tensor]| if parts.len() == 1 { parts[0].clone() } else { parts[0].cat(&parts[1..].iter().collect::<Vec<_>>(), 0) };
         let positions = cat(&spans.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>());
         // key position j is visible to query i when j <= start + i (and, in a local layer, j > start + i - window)
-        let visible = |pos: &Tensor, span: usize| {
-            let j = Tensor::arange(0.0, span as f64, 1.0).reshape([1, span]);
-            let qpos = pos.reshape([pos.shape()[0], 1]);
+        // (a symbolic span's key index as blocks * SPAN + key, from the two dims: one flat index would be split
+        // again by a modulo of the span)
+        let visible = |pos: &Tensor, keys: &[Sint]| {
+            let j = match keys {
+                [Sint::Int(span)] => Tensor::arange(0.0, *span as f64, 1.0).reshape([1, *span]),
+                [blocks, _] => {
+                    let b = Tensor::arange(0.0, (cap / SPAN) as f64, 1.0).shrink_sym(&[(0.into(), blocks.clone())]);
+                    (b.reshape_sym(&[1.into(), blocks.clone(), 1.into()]) * SPAN as f64)
+                        + Tensor::arange(0.0, SPAN as f64, 1.0).reshape([1, 1, SPAN])
+                }
+                _ => unreachable!("a span's dims are (span) or (blocks, SPAN)"),
+            };
+            let qpos = pos.reshape([[pos.shape()[0]].as_slice(), &vec![1; keys.len()]].concat());
             let causal = j.le(&qpos);
             let window = c.sliding_window.map(|w| causal.bitwise_and(j.gt(&(&qpos - w as f32))));
             (causal, window)
         };
         // the sequences whose attention runs as one set of kernels: neighbouring single tokens that attend over the
         // same span (a batched decode step's rows: llama-server's batched slots, B times the rows a kernel, split over
-        // the cores), else each alone; with each group's masks ([group rows, span])
+        // the cores), else each alone; with each group's masks ([group rows, span dims..])
         let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
         for (i, s) in seqs.iter().enumerate() {
             match runs.last_mut() {
@@ -519,8 +565,9 @@ impl Transformer {
             .map(|r| {
                 let pos = cat(&spans[r.clone()].iter().map(|(p, _)| p.clone()).collect::<Vec<_>>());
                 let tokens = offs[r.start]..offs[r.end - 1] + seqs[r.end - 1].len;
-                let span = spans[r.start].1;
-                (r, tokens, span, visible(&pos, span))
+                let span = spans[r.start].1.clone();
+                let masks = visible(&pos, &span);
+                (r, tokens, span, masks)
             })
             .collect();
         let global_angles = rope_angles(&positions, c.rope_theta, hd, dev);
@@ -557,19 +604,21 @@ impl Transformer {
             let q = q.reshape([n, nh * hd]);
             let attn: Vec<Tensor> = groups
                 .iter()
-                .map(|(seq, rows, span, (causal, window))| {
+                .map(|(seq, rows, keys, (causal, window))| {
                     // (a local layer masks keys to its window; one sequence's prompt chunk also reads only the rows
                     // the window can reach: its T tokens end in the span's last 128 rows, so none sees a key before
                     // span - 128 - T - window. A decode step reads every row: a batched step's rows share the largest
                     // span, and a step alone must sum its keys as batched, in the same bits)
-                    let (visible, lo) = match (b.local, window, c.sliding_window) {
-                        (true, Some(m), Some(w)) if seq.len() == 1 && rows.len() > 1 => (m, span.saturating_sub(w + 128 + rows.len())),
-                        (true, Some(m), _) => (m, 0),
-                        _ => (causal, 0),
+                    let (visible, lo) = match (b.local, window, c.sliding_window, &keys[..]) {
+                        (true, Some(m), Some(w), &[Sint::Int(span)]) if seq.len() == 1 && rows.len() > 1 => {
+                            let lo = span.saturating_sub(w + SPAN + rows.len());
+                            (m.shrink(&[(0, rows.len()), (lo, span)]), lo)
+                        }
+                        (true, Some(m), _, _) => (m.clone(), 0),
+                        _ => (causal.clone(), 0),
                     };
-                    let visible = visible.shrink(&[(0, rows.len()), (lo, *span)]);
                     let layers: Vec<&(Tensor, Tensor)> = seqs[seq.clone()].iter().map(|s| &s.cache.layers[l]).collect();
-                    attention(&q.shrink(&[(rows.start, rows.end), (0, nh * hd)]), &layers, &visible, lo..*span, c)
+                    attention(&q.shrink(&[(rows.start, rows.end), (0, nh * hd)]), &layers, &visible, (lo, keys), c)
                 })
                 .collect();
             let mut out = project(&Input::new(cat(&attn).contiguous()), &b.o);

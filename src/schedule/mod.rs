@@ -168,6 +168,22 @@ fn sym_indexable(roots: &[UOp]) -> bool {
     })
 }
 
+/// The names of the variables in `roots`' symbolic dims.
+fn dim_vars(roots: &[UOp]) -> Vec<Arc<str>> {
+    let mut names: Vec<Arc<str>> = Vec::new();
+    for u in UOp::sink(roots.to_vec()).toposort() {
+        let Arg::Sints(dims) = &u.arg else { continue };
+        for d in dims.iter().filter_map(|d| if let Sint::Sym(s) = d { Some(s) } else { None }) {
+            for b in d.toposort().into_iter().filter(|b| b.op == Ops::BIND) {
+                if !names.iter().any(|n| **n == *b.var_name()) {
+                    names.push(b.var_name().into());
+                }
+            }
+        }
+    }
+    names
+}
+
 /// `roots` with every symbolic dim at its bound value.
 fn concretize(roots: &[UOp]) -> Vec<UOp> {
     let mut new: FxHashMap<UOp, UOp> = FxHashMap::default();
@@ -210,6 +226,26 @@ fn unbind(roots: &[UOp]) -> Vec<UOp> {
 
 thread_local! {
     static SCHEDULES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    static BAKED: std::cell::RefCell<Vec<Arc<str>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The variables of symbolic dims that this thread's schedules since the last call baked in at their bound values
+/// (their kernels fixed to those values: a GPU's launch grid, or a broadcast rangeify could not tell), cleared. What
+/// tells a TinyJit that its capture serves only those values.
+pub fn take_baked_vars() -> Vec<Arc<str>> {
+    BAKED.with(|b| std::mem::take(&mut *b.borrow_mut()))
+}
+
+/// Adds `names` to this thread's baked variables (each once: a nested capture's, for the capture around it).
+pub fn restore_baked_vars(names: impl IntoIterator<Item = Arc<str>>) {
+    BAKED.with(|b| {
+        let mut b = b.borrow_mut();
+        for n in names {
+            if !b.contains(&n) {
+                b.push(n);
+            }
+        }
+    });
 }
 
 /// How many schedules this thread has made ([`create_schedule`] calls, cache hits included): a TinyJit replay
@@ -228,6 +264,7 @@ pub fn create_schedule(roots: &[UOp], ren: &Renderer) -> Schedule {
     let concrete;
     // (a GPU launch grid is sized before the kernel runs: symbolic axes there wait for launch-time sizes)
     let roots = if symbolic && (ren.has_local || !sym_indexable(roots)) {
+        restore_baked_vars(dim_vars(roots));
         concrete = concretize(roots);
         (key, inputs, var_vals, _) = normalize(&concrete);
         &concrete[..]

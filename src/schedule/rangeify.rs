@@ -36,12 +36,32 @@ fn flat(idx: &[UOp], shape: &[Sint]) -> UOp {
 }
 
 /// [`reshape_groups`] of symbolic shapes: grouped by value, each group's products checked symbolically (a symbol
-/// whose value equals another dim's could group wrongly), else one group.
+/// whose value equals another dim's could group wrongly: one bound to 1 beside 1s), then grouped with each symbol a
+/// number of its own (a large prime), checked again, else one group.
 fn sym_groups(dst: &[Sint], src: &[Sint]) -> Vec<(std::ops::Range<usize>, std::ops::Range<usize>)> {
+    const PRIMES: [usize; 2] = [10_007, 10_009];
+    let mut syms: Vec<&Sint> = Vec::new();
     let val = |s: &[Sint]| s.iter().map(Sint::value).collect::<Vec<_>>();
+    let ok = |g: &[(std::ops::Range<usize>, std::ops::Range<usize>)]| {
+        g.iter().all(|(a, b)| Sint::product(&dst[a.clone()]) == Sint::product(&src[b.clone()]))
+    };
     let groups = reshape_groups(&val(dst), &val(src));
-    if groups.iter().all(|(a, b)| Sint::product(&dst[a.clone()]) == Sint::product(&src[b.clone()])) {
+    if ok(&groups) {
         return groups;
+    }
+    for d in dst.iter().chain(src).filter(|d| d.int().is_none()) {
+        if !syms.contains(&d) {
+            syms.push(d);
+        }
+    }
+    if syms.len() <= PRIMES.len() {
+        let id = |s: &[Sint]| -> Vec<usize> {
+            s.iter().map(|d| d.int().unwrap_or_else(|| PRIMES[syms.iter().position(|x| *x == d).expect("a symbol")])).collect()
+        };
+        let groups = reshape_groups(&id(dst), &id(src));
+        if ok(&groups) {
+            return groups;
+        }
     }
     vec![(0..dst.len(), 0..src.len())]
 }

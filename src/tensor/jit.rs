@@ -10,7 +10,8 @@
 //! TinyJits are captured by the outer one, bound variables among the inputs ([`Tensor::bind_var`]) take their new
 //! values at each replay (a KV-cache decoder's position: one capture serves every token), so do those in inputs'
 //! symbolic dims ([`Tensor::shrink_sym`] of a buffer sized for the maximum: one capture serves every batch size
-//! once a run at a second value made the same kernels on the same buffers; else other values run the function),
+//! once a run at a second value made the same kernels on the same buffers; else other values run the function;
+//! where a schedule baked a variable's value into the kernels, a GPU's launch grid, each value gets its own capture),
 //! random draws take the RNG's next counters at each replay (written into the counter buffers the captured kernels
 //! read), and reading tensor data while capturing (values that would be baked in) is an error.
 
@@ -47,6 +48,9 @@ struct Captured {
     vals: Vec<(Arc<str>, i64)>,
     /// Whether a run at other values of variables in symbolic dims made the same kernels (`None`: not seen yet).
     general: Option<bool>,
+    /// The variables whose values the schedules baked into the kernels: a call at other values of theirs captures
+    /// anew.
+    baked: Vec<Arc<str>>,
     /// The random draws made while capturing: each replay gives them the next counters.
     draws: Vec<super::random::Draw>,
 }
@@ -59,7 +63,13 @@ pub struct JitState {
     calls: usize,
     replays: usize,
     captured: Option<Captured>,
+    /// Captures for other values of the variables the capture baked in, by those values (at most [`MAX_BAKED`]).
+    others: Vec<(Vec<i64>, JitState)>,
 }
+
+/// The most captures a TinyJit keeps for other values of baked-in variables (a GPU decode step's spans) before it
+/// drops them all.
+const MAX_BAKED: usize = 64;
 
 impl JitState {
     /// Runs (first call), captures (second) or replays (later) `f` on `inputs`, as [`TinyJit::call`].
@@ -78,9 +88,10 @@ impl JitState {
         self.replays
     }
     /// Whether the capture serves every value of the inputs' symbolic dims: `None` until a run at a second value
-    /// (or without a capture), `Some(false)` where that run made other kernels (those values run the function).
+    /// (or without a capture), `Some(false)` where that run made other kernels (those values run the function) or
+    /// where the schedules baked a variable's value in (other values get captures of their own).
     pub fn general(&self) -> Option<bool> {
-        self.captured.as_ref().and_then(|c| c.general)
+        self.captured.as_ref().and_then(|c| if c.baked.is_empty() { c.general } else { Some(false) })
     }
 }
 
@@ -203,7 +214,11 @@ fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Re
     let aliases: Vec<usize> = bufs.iter().map(|b| bufs.iter().position(|x| x == b).unwrap()).collect();
     let Some(cap) = &state.captured else {
         let outer = super::random::start_recording();
+        let before = crate::schedule::take_baked_vars();
         let (out, mut kernels) = engine::capture(|| run_f(f, all));
+        let baked = crate::schedule::take_baked_vars();
+        // (an enclosing capture's too)
+        crate::schedule::restore_baked_vars(before.into_iter().chain(baked.iter().cloned()));
         let draws = super::random::stop_recording(outer);
         let out = out?;
         if kernels.is_empty() {
@@ -215,9 +230,23 @@ fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Re
         if general == Some(true) {
             kernels.plan_memory(&bufs.iter().chain(outputs.iter().map(|(b, _)| b)).cloned().collect::<Vec<_>>());
         }
-        state.captured = Some(Captured { kernels, inputs: bufs, specs, aliases, outputs, vars: var_specs, vals: vars, draws, general });
+        state.captured =
+            Some(Captured { kernels, inputs: bufs, specs, aliases, outputs, vars: var_specs, vals: vars, draws, general, baked });
         return Ok(out);
     };
+    // values baked into the kernels changed (a symbolic dim on a GPU): those values have a capture of their own
+    let value = |vals: &[(Arc<str>, i64)], n: &Arc<str>| vals.iter().find(|(m, _)| m == n).map(|(_, v)| *v);
+    if cap.baked.iter().any(|n| value(&vars, n) != value(&cap.vals, n)) {
+        let key: Vec<i64> = cap.baked.iter().map(|n| value(&vars, n).unwrap_or(0)).collect();
+        if state.others.len() >= MAX_BAKED {
+            state.others.clear();
+        }
+        let i = state.others.iter().position(|(k, _)| *k == key).unwrap_or_else(|| {
+            state.others.push((key, JitState::default()));
+            state.others.len() - 1
+        });
+        return step(&mut state.others[i].1, all, f);
+    }
     // the same variables (name and bounds: the kernels were simplified with those bounds) in the same places
     if var_specs != cap.vars {
         let names = |v: &[UOp]| v.iter().map(|x| format!("{:?}", x.arg)).collect::<Vec<_>>().join(", ");
@@ -271,6 +300,8 @@ fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Re
     for d in &cap.draws {
         super::random::redraw(d)?;
     }
+    // (an enclosing capture holds these kernels too: their baked values are its as well)
+    crate::schedule::restore_baked_vars(cap.baked.iter().cloned());
     cap.kernels.replay(&swap, &vars)?;
     state.replays += 1;
     Ok(cap

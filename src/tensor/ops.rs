@@ -564,15 +564,16 @@ impl Tensor {
         self.reshape([s[..start].to_vec(), vec![s[start..].iter().product()]].concat())
     }
 
-    /// Reduces `axes` with `op` (ADD, MUL or MAX), keeping them as size 1.
+    /// Reduces `axes` with `op` (ADD, MUL or MAX), keeping them as size 1 (a symbolic dim is reduced whatever its
+    /// bound value).
     fn reduce(&self, op: Ops, axes: &[usize], keepdim: bool) -> Tensor {
-        let shape = self.shape();
-        let axes: Vec<usize> = axes.iter().copied().filter(|&a| shape[a] != 1 || !keepdim).collect();
-        let r = if axes.iter().all(|&a| shape[a] == 1) { self.clone() } else { self.reduce_axis(op, &axes) };
+        let (shape, one) = (self.sym_shape(), Sint::Int(1));
+        let axes: Vec<usize> = axes.iter().copied().filter(|&a| shape[a] != one || !keepdim).collect();
+        let r = if axes.iter().all(|&a| shape[a] == one) { self.clone() } else { self.reduce_axis(op, &axes) };
         if keepdim {
             return r;
         }
-        r.reshape(shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect::<Vec<_>>())
+        r.reshape_sym(&shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, d)| d.clone()).collect::<Vec<_>>())
     }
     fn reduce_axis(&self, op: Ops, axes: &[usize]) -> Tensor {
         let u = self.uop();
