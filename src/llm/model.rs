@@ -325,13 +325,16 @@ fn attention(q: &Tensor, layers: &[&(Tensor, Tensor)], visible: &Tensor, (lo, ke
     let (nk, ones) = (keys.len(), vec![int(1); keys.len()]);
     let shape = |parts: &[&[Sint]]| parts.concat();
     let head = |n: usize| [int(bs), int(nkv), int(g), int(t)][..n].to_vec();
-    // (a batch's caches are separate buffers: the kernels read them side by side, as a stack, whose rows are then
-    // shrunk to the span, so that no reshape meets a symbolic dim beside new 1s): [B, keys.., kv heads, head_dim]
+    // (a batch's caches are separate buffers: the kernels read them side by side, as a stack; each gains its dim of 1
+    // by a symbolic reshape, which keeps a symbolic dim bound to 1 in its place, and is cast to float32 first, so the
+    // stack's sum of gated loads adds float vectors, not float16 lane by lane): [B, keys.., kv heads, head_dim]
     let rows = |pick: fn(&(Tensor, Tensor)) -> &Tensor| {
-        let r: Vec<&Tensor> = layers.iter().map(|l| pick(l)).collect();
-        let s = r[0].stack(&r[1..], 0);
-        let s = s.shrink_sym(&[(int(0), int(bs)), (int(lo), hi.clone()), (int(0), int(nkv * hd))]);
-        s.reshape_sym(&shape(&[&[int(bs)], &keys, &[int(nkv), int(hd)]])).cast(dtypes::FLOAT32)
+        let one = shape(&[&[int(1)], &keys, &[int(nkv), int(hd)]]);
+        let r: Vec<Tensor> = layers
+            .iter()
+            .map(|l| pick(l).shrink_sym(&[(int(lo), hi.clone()), (int(0), int(nkv * hd))]).reshape_sym(&one).cast(dtypes::FLOAT32))
+            .collect();
+        r[0].cat(&r[1..].iter().collect::<Vec<_>>(), 0)
     };
     let qh = q.reshape([bs, t, nkv, g, hd]).permute([0, 2, 3, 1, 4]).reshape_sym(&shape(&[&head(4), &ones, &[int(hd)]]));
     let kh = rows(|l| &l.0).permute([vec![0, nk + 1], (1..=nk).collect(), vec![nk + 2]].concat());
@@ -551,12 +554,14 @@ impl Transformer {
             (causal, window)
         };
         // the sequences whose attention runs as one set of kernels: neighbouring single tokens that attend over the
-        // same span (a batched decode step's rows: llama-server's batched slots, B times the rows a kernel, split over
-        // the cores), else each alone; with each group's masks ([group rows, span dims..])
+        // same constant span (a batched decode step's rows at a known span: B times the rows a kernel, split over the
+        // cores), else each alone; with each group's masks ([group rows, span dims..]). (Rows over a symbolic span run
+        // alone: their kernels thread the keys, and a stack's rows threaded over the cores read through gated loads,
+        // which clang compiled 7x slower: SmolLM2's values kernel of 2 rows took 267 us a layer, each row alone 20.)
         let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
         for (i, s) in seqs.iter().enumerate() {
             match runs.last_mut() {
-                Some(r) if s.len == 1 && seqs[r.start].len == 1 && spans[r.start].1 == spans[i].1 => r.end = i + 1,
+                Some(r) if s.len == 1 && seqs[r.start].len == 1 && spans[r.start].1 == spans[i].1 && spans[i].1.len() == 1 => r.end = i + 1,
                 _ => runs.push(i..i + 1),
             }
         }

@@ -304,18 +304,12 @@ fn register_tile(k: &mut Kernel, a: &Analysis, vaxis: Option<UOp>) -> Option<UOp
     None
 }
 
-/// How many iterations loop `r` may run: its size, or a symbolic size's largest value (a decode step's blocks of
-/// keys at the longest span: what sizes the work, where [`range_size`]'s 1 keeps splits off the axis).
-fn extent(r: &UOp) -> usize {
-    r.src[0].const_int().map_or_else(|| usize::try_from(r.src[0].bounds().1).unwrap_or(1).max(1), |n| n as usize)
-}
-
 /// `(vector axis, row axis)` of an outer-product tile of full vectors, where the reduce axis's vectors (`red`) would
 /// be a quarter register or less over a long reduction (a conv weight gradient summing 20-wide rows): vectors
 /// gathered along an output axis that a small load walks with unit stride, rows along one the other operand
 /// ignores (what BEAM finds for beautiful_mnist's conv weight gradients: 3x faster).
 fn vector_outer_product(a: &Analysis, red: Option<&(UOp, usize)>) -> Option<(UOp, UOp)> {
-    let long = a.reds.iter().map(extent).fold(1usize, usize::saturating_mul) >= 1024;
+    let long = a.reds.iter().map(range_size).product::<usize>() >= 1024;
     let narrow = a.lanes >= 8 && red.is_none_or(|(_, w)| 4 * w <= a.lanes);
     if !(long && narrow) {
         return None;
@@ -404,7 +398,7 @@ fn vector_tile(k: &mut Kernel, a: &Analysis, v: &UOp, vregs: usize) {
 /// may fill every register, the broadcasts being the multiply-adds' memory operands (8 rows: what BEAM finds, 66 ->
 /// 100-110 GFLOP/s). Returns the registers a row takes and the registers the rows may fill.
 fn widen_narrow_vectors(k: &mut Kernel, a: &Analysis, v: &UOp, vregs: usize) -> (usize, usize) {
-    let long = a.reds.iter().map(extent).fold(1usize, usize::saturating_mul) >= 1024;
+    let long = a.reds.iter().map(range_size).product::<usize>() >= 1024;
     if !(long && vregs == 2 && axis_of(k, v.axis().0).is_some_and(|i| k.full_shape()[i] == 2)) {
         return (vregs, a.budget);
     }
