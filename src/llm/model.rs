@@ -554,14 +554,12 @@ impl Transformer {
             (causal, window)
         };
         // the sequences whose attention runs as one set of kernels: neighbouring single tokens that attend over the
-        // same constant span (a batched decode step's rows at a known span: B times the rows a kernel, split over the
-        // cores), else each alone; with each group's masks ([group rows, span dims..]). (Rows over a symbolic span run
-        // alone: their kernels thread the keys, and a stack's rows threaded over the cores read through gated loads,
-        // which clang compiled 7x slower: SmolLM2's values kernel of 2 rows took 267 us a layer, each row alone 20.)
+        // same span (a batched decode step's rows: llama-server's batched slots, B times the rows a kernel, split over
+        // the cores), else each alone; with each group's masks ([group rows, span dims..])
         let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
         for (i, s) in seqs.iter().enumerate() {
             match runs.last_mut() {
-                Some(r) if s.len == 1 && seqs[r.start].len == 1 && spans[r.start].1 == spans[i].1 && spans[i].1.len() == 1 => r.end = i + 1,
+                Some(r) if s.len == 1 && seqs[r.start].len == 1 && spans[r.start].1 == spans[i].1 => r.end = i + 1,
                 _ => runs.push(i..i + 1),
             }
         }

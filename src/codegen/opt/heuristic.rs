@@ -35,9 +35,25 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
     } else {
         upcast_elementwise(&mut k, &a, vaxis.as_ref());
     }
+    upcast_stack_axes(&mut k, &a);
     threads(&mut k, &a, vaxis.as_ref());
     locals(&mut k);
     k.applied_opts
+}
+
+/// UPCAST: a short output axis (2 to 4) that picks among buffers, as a stack of separate KV caches does (loads of
+/// two or more buffers gated by it, their addresses not moving along it), is upcast whole: each lane then reads its
+/// own buffer with no gate. Left to THREAD, its gates stay in the reduction loop, and clang compiles a gated float16
+/// vector load 7x slower than gcc (a 2-row decode step's values kernel over a symbolic span: 267 us a layer).
+fn upcast_stack_axes(k: &mut Kernel, a: &Analysis) {
+    for r in &a.outs {
+        let n = range_size(r);
+        let picks = |l: &&UOp| l.src[0].src.get(2).is_some_and(|g| g.toposort().contains(r)) && ignores(l, r);
+        let bufs: Vec<&UOp> = a.loads.iter().filter(picks).map(|l| &l.src[0].src[0]).collect();
+        if (2..=4).contains(&n) && bufs.iter().any(|b| *b != bufs[0]) {
+            try_apply(k, OptOps::Upcast, r.axis().0, n);
+        }
+    }
 }
 
 /// TC: a sum of products a tensor core takes goes on the first core and reduce axis it fits, the rows' and columns'
