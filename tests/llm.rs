@@ -39,17 +39,29 @@ fn ints(v: &serde_json::Value) -> Vec<u32> {
 }
 
 /// The model with every projection dequantized to float32 (`QUANT_DOT=0`) and a float32 KV cache (`HALF_KV=0`), as
-/// the numpy reference computes.
-fn float_model(file: &GgufFile) -> Transformer {
+/// the numpy reference computes, with a context of `ctx` tokens.
+fn float_model(file: &GgufFile, ctx: usize) -> Transformer {
     let _float = Context::new(&[(&QUANT_DOT, 0), (&HALF_KV, 0)]);
-    Transformer::from_gguf(file, "CPU", 128).unwrap()
+    Transformer::from_gguf(file, "CPU", ctx).unwrap()
+}
+
+/// The cosine of the angle between logits `a` and `b`, in float64.
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum();
+    let norm = |v: &[f32]| v.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt();
+    dot / (norm(a) * norm(b))
+}
+
+/// The index of the largest of `v` (the greedy token).
+fn top(v: &[f32]) -> usize {
+    (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b])).unwrap()
 }
 
 /// Every check of the module doc on `file` against `reference`; returns the greedy continuation of the first prompt.
 fn matches_reference(file: &GgufFile, reference: &[serde_json::Value]) -> String {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let tok = tokenizer_from_gguf(file).unwrap();
-    let model = float_model(file);
+    let model = float_model(file, 128);
     let mut first = String::new();
     for r in reference {
         let (prompt, ids, greedy) = (r["prompt"].as_str().unwrap(), ints(&r["ids"]), ints(&r["greedy"]));
@@ -148,7 +160,7 @@ fn batcher_serves_requests_together_and_reuses_prefixes() {
     let Some(file) = model("SmolLM2-135M-Instruct.Q4_1.gguf") else { return };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let tok = tokenizer_from_gguf(&file).unwrap();
-    let batcher = Batcher::spawn(float_model(&file), move |t| tok.is_end(t), 4);
+    let batcher = Batcher::spawn(float_model(&file, 128), move |t| tok.is_end(t), 4);
     let run = |prompts: &[Vec<u32>], max_tokens: usize| -> Vec<(usize, Vec<u32>, Finish)> {
         let rxs: Vec<_> = prompts
             .iter()
@@ -238,7 +250,7 @@ fn near_the_float_path(file: &GgufFile, reference: &[serde_json::Value]) {
         let _int = Context::new(&[(&QUANT_DOT, 1)]);
         Transformer::from_gguf(file, "CPU", 128).unwrap()
     };
-    let float = float_model(file);
+    let float = float_model(file, 128);
     let (mut steps, mut same_top, mut worst) = (0, 0, 1.0f64);
     for r in reference {
         let (ids, greedy) = (ints(&r["ids"]), ints(&r["greedy"]));
@@ -357,17 +369,13 @@ fn smollm2_decode_steps_do_not_depend_on_the_batch() {
 fn smollm2_decode_steps_cross_spans_on_one_capture() {
     let Some(file) = model("SmolLM2-135M-Instruct.Q4_1.gguf") else { return };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let m = {
-        let _float = Context::new(&[(&QUANT_DOT, 0), (&HALF_KV, 0)]);
-        Transformer::from_gguf(&file, "CPU", 256).unwrap()
-    };
+    let m = float_model(&file, 256);
     let mut ids: Vec<u32> = (0..120).map(|i| 1000 + (i * 7919) % 20000).collect();
     let mut session = Session::new(&m).unwrap();
     let mut logits = vec![session.prefill(&ids).unwrap()];
     let mut scheduled = 0;
     for i in 0..20 {
-        let top = |v: &[f32]| (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b])).unwrap() as u32;
-        ids.push(top(logits.last().unwrap()));
+        ids.push(top(logits.last().unwrap()) as u32);
         logits.push(session.step(*ids.last().unwrap()).unwrap());
         if i == 2 {
             scheduled = schedule_count();
@@ -378,11 +386,8 @@ fn smollm2_decode_steps_cross_spans_on_one_capture() {
     let whole = m.logits(&m.new_cache().unwrap(), &x, StartPos::Const(0)).to_vec::<f32>().unwrap();
     for (k, step) in logits.iter().enumerate().skip(1) {
         let at = &whole[(119 + k) * m.cfg.vocab..(120 + k) * m.cfg.vocab];
-        let dot: f64 = at.iter().zip(step).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
-        let norm = |v: &[f32]| v.iter().map(|&a| f64::from(a) * f64::from(a)).sum::<f64>().sqrt();
-        let cos = dot / (norm(at) * norm(step));
+        let cos = cosine(at, step);
         assert!(cos >= 0.99999, "position {}: cosine {cos}", 119 + k);
-        let top = |v: &[f32]| (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b])).unwrap();
         assert_eq!(top(at), top(step), "position {}", 119 + k);
     }
     assert_eq!(after, scheduled, "decode steps past the capture scheduled");
@@ -398,16 +403,13 @@ fn gemma3_decode_steps_do_not_depend_on_the_batch() {
 /// chunk at position 893 (its local layers read rows 253..901) and a 901-token forward from position 0 (every row
 /// read: its first tokens see the cache's start) give the same last-token logits, on the float path, up to the order
 /// of float32 sums, as does a decode step at a bound position 900 (which reads every row and masks them to the
-/// window, its span a bound variable as the server's); and on the integer path a batched decode step of two sequences at position 900 gives each the
-/// bits of its step alone (steps read every row).
+/// window, its span a bound variable as the server's); and on the integer path a batched decode step of two sequences
+/// at position 900 gives each the bits of its step alone (steps read every row).
 #[test]
 fn gemma3_local_layers_read_only_their_window() {
     let Some(file) = model("gemma-3-270m-q4_k_m.gguf") else { return };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let m = {
-        let _float = Context::new(&[(&QUANT_DOT, 0), (&HALF_KV, 0)]);
-        Transformer::from_gguf(&file, "CPU", 1024).unwrap()
-    };
+    let m = float_model(&file, 1024);
     assert_eq!(m.cfg.sliding_window, Some(512));
     let (n, span) = (900, 1024);
     let ids: Vec<i32> = (0..=n as i32).map(|i| 1000 + (i * 7919) % 20000).collect();
@@ -422,14 +424,8 @@ fn gemma3_local_layers_read_only_their_window() {
     let cache = m.new_cache().unwrap();
     m.forward(&cache, &Tensor::from_slice(&ids[..n - 7], [n - 7]), StartPos::Const(0)).realize().unwrap();
     let chunk = m.forward(&cache, &Tensor::from_slice(&ids[n - 7..], [8]), StartPos::Const(n - 7)).to_vec::<f32>().unwrap();
-    let cosine = |x: &[f32], y: &[f32]| {
-        let dot: f64 = x.iter().zip(y).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
-        let norm = |v: &[f32]| v.iter().map(|&a| f64::from(a) * f64::from(a)).sum::<f64>().sqrt();
-        dot / (norm(x) * norm(y))
-    };
     let cos = cosine(&whole, &chunk);
     assert!(cos >= 0.99999, "cosine {cos}");
-    let top = |v: &[f32]| (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b])).unwrap();
     assert_eq!(top(&whole), top(&chunk));
     // a decode step at a bound position masks its local layers' keys to the window too (it reads every row)
     let blocks = Tensor::bind_var("span_blocks", 1, 8, 8);

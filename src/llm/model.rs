@@ -97,6 +97,11 @@ pub enum StartPos<'a> {
 /// cache holds a whole number of them.
 pub const SPAN: usize = 128;
 
+/// The rows of a KV cache for a context of `ctx` tokens: `ctx` rounded up to a multiple of [`SPAN`].
+fn cache_rows(ctx: usize) -> usize {
+    ctx.div_ceil(SPAN) * SPAN
+}
+
 /// One sequence of a forward pass: its cache, where its tokens enter it, how many of the pass's tokens are its (they
 /// follow the earlier sequences'), and which of them gives its logits: the token at a bound variable's index, or
 /// (None) its last.
@@ -412,7 +417,7 @@ impl Transformer {
     pub fn new_cache(&self) -> Result<KvCache> {
         let c = &self.cfg;
         let zeros = || {
-            let t = Tensor::zeros([c.max_context.div_ceil(SPAN) * SPAN, c.n_kv_heads * c.head_dim])
+            let t = Tensor::zeros([cache_rows(c.max_context), c.n_kv_heads * c.head_dim])
                 .cast(self.kv_dtype)
                 .to(self.device.as_str())
                 .contiguous();
@@ -492,8 +497,7 @@ impl Transformer {
         let c = &self.cfg;
         let n = tokens.shape()[0];
         let (hd, nh, nkv, ctx) = (c.head_dim, c.n_heads, c.n_kv_heads, c.max_context);
-        // (the cache's rows: the context rounded up to a whole number of spans)
-        let cap = ctx.div_ceil(SPAN) * SPAN;
+        let cap = cache_rows(ctx);
         let dev = self.device.as_str();
         assert_eq!(
             seqs.iter().map(|s| s.len).sum::<usize>(),
