@@ -11,7 +11,8 @@ tokens over the wall time from the first request sent to the last token received
 `--long N`: while `--streams` streams (the first of `--streams`) decode, a request with a prompt of about N tokens
 arrives (the server needs `--max_context` above N); prints each stream's median gap between tokens before it came
 and its worst and 95th-percentile gaps from its arrival until its first token, and their ratios to the median (the worst
-gap before it came tells the machine's own noise) (llama-server keeps streams going by
+gap before it came tells the machine's own noise), then the same gaps over those of a control round without the
+prompt at the same tokens (a stream's own gap grows with its context: what the prompt adds, apart from that) (llama-server keeps streams going by
 running long prompts a chunk at a time in the streams' decode steps). Two warm-ups come first: a new step compiles at
 its first call and is captured at its second.
 """
@@ -30,9 +31,19 @@ def stream(url, prompt, tokens, out, i, times=None):
       if (chunk := json.loads(line[6:])).get("usage"): out[i] = chunk["usage"]["completion_tokens"]
       elif times is not None: times.append(time.perf_counter())
 
-def long_prompt(url, n, streams, tokens, sentence):
+def control(url, streams, tokens):
+  """Each stream's gaps between tokens with no prompt arriving: a gap grows with the stream's context (its attention
+  reads more cache rows), so a gap during the prompt is also compared with the gap at the same token here."""
+  times, out = [[] for _ in range(streams)], [0] * streams
+  threads = [threading.Thread(target=stream, args=(url, PROMPTS[i % len(PROMPTS)], tokens, out, i, times[i])) for i in range(streams)]
+  for th in threads: th.start()
+  for th in threads: th.join()
+  return [[b - a for a, b in zip(ts, ts[1:])] for ts in times]
+
+def long_prompt(url, n, streams, tokens, sentence, ctrl=None):
   """Each stream's median gap before a prompt of about `n` tokens arrives and its worst gap until that prompt's
-  first token (one streamed token: its prefill is the wait)."""
+  first token (one streamed token: its prefill is the wait); with `ctrl` ([`control`]'s gaps), also each gap over
+  the control's at the same token (the median of the 21 control gaps around it)."""
   times, out = [[] for _ in range(streams)], [0] * (streams + 1)
   threads = [threading.Thread(target=stream, args=(url, PROMPTS[i % len(PROMPTS)], tokens, out, i, times[i])) for i in range(streams)]
   for th in threads: th.start()
@@ -51,6 +62,12 @@ def long_prompt(url, n, streams, tokens, sentence):
     p95 = sorted(g for g, _ in during)[len(during) * 95 // 100] if during else 0
     print(f"stream {i}: idle gap {idle * 1e3:.1f} ms (worst before the prompt {max(before) * 1e3:.1f} ms), during the prompt: worst gap "
           f"{worst * 1e3:.1f} ms ({at:+.2f} s from its arrival), {worst / idle:.2f}x; 95th percentile {p95 * 1e3:.1f} ms, {p95 / idle:.2f}x")
+    if ctrl and during:
+      c = ctrl[i]
+      same = lambda k: sorted(c[max(0, k - 10):k + 11])[len(c[max(0, k - 10):k + 11]) // 2]
+      rel = sorted((b - a) / same(k) for k, (a, b) in enumerate(zip(ts, ts[1:])) if b > sent and a < done and k < len(c))
+      print(f"  over the gap at the same token without the prompt ({same(0) * 1e3:.1f} ms at the start): worst {rel[-1]:.2f}x, "
+            f"95th percentile {rel[len(rel) * 95 // 100]:.2f}x, median {rel[len(rel) // 2]:.2f}x")
 
 def run(url, n, tokens):
   out = [0] * n
@@ -76,7 +93,8 @@ if __name__ == "__main__":
       print("warm-up (compiles and captures the decode steps for these slots and the prompt chunks joining them):")
       long_prompt(a.url, a.long, n, a.tokens, "A lazy dog sleeps under a tree while the fox runs. ")
     print("measured:")
-    long_prompt(a.url, a.long, n, a.tokens, "The quick brown fox jumps over the lazy dog. ")
+    ctrl = control(a.url, n, a.tokens)
+    long_prompt(a.url, a.long, n, a.tokens, "The quick brown fox jumps over the lazy dog. ", ctrl)
     raise SystemExit
   for n in map(int, a.streams.split(",")):
     for _ in range(a.rounds): made, s = run(a.url, n, a.tokens)

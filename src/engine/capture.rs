@@ -2,10 +2,11 @@
 //! realizes tensors. Out: the [`Kernels`] it launched on this thread, which [`Kernels::replay`] runs again on
 //! other buffers and variable values, skipping scheduling and codegen. TinyJit (`tensor::jit`) is built on it.
 
-use super::{info, new_buffer, run_items, ExecItem};
+use super::{batchable, in_batch, info, new_buffer, queue, run_items, ExecItem};
 use crate::error::{Error, Result};
 use crate::uop::UOp;
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -152,14 +153,23 @@ impl Kernels {
     /// # Panics
     /// If a variable's value does not fit an `int`.
     pub fn replay(&self, swap: &FxHashMap<&UOp, UOp>, vars: &[(Arc<str>, i64)]) -> Result<()> {
+        let recording = CAPTURING.with(|c| !c.borrow().is_empty());
         let items = self.items.iter().map(|ei| {
+            // (an item on the captured buffers and variables runs as it is: a decode step's thousand kernels
+            // are mostly those, and copying each showed in its profile)
+            if !recording && !ei.has_vars() && !ei.bufs.iter().any(|b| swap.contains_key(b)) {
+                return Cow::Borrowed(ei);
+            }
             let mut ei = ei.clone();
             ei.bufs.iter_mut().filter_map(|b| swap.get(&*b).map(|n| (b, n))).for_each(|(b, n)| *b = n.clone());
             ei.rebind(vars);
             record(&ei);
-            ei
+            Cow::Owned(ei)
         });
-        run_items(items.collect())
+        if queue::spans_queues(&self.items) {
+            return run_items(items.map(Cow::into_owned).collect());
+        }
+        in_batch(batchable(&self.items), || items.into_iter().try_for_each(|ei| ei.run().map(drop)))
     }
 }
 

@@ -20,6 +20,7 @@ pub use capture::{capture, new_buffer_like, Kernels};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 pub use search::beam_search;
+use smallvec::SmallVec;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -320,6 +321,11 @@ impl ExecItem {
         }
     }
 
+    /// Whether the kernel reads a variable (one that [`ExecItem::rebind`] may change).
+    fn has_vars(&self) -> bool {
+        self.runner().is_some_and(|r| !r.kernel.vars.is_empty())
+    }
+
     /// The values of the kernel's variables among `var_vals` replaced (a TinyJit replay's bound inputs).
     ///
     /// # Panics
@@ -351,17 +357,18 @@ impl ExecItem {
             let holds = self.bufs.get(slot).map_or(0, |b| info(b).size * b.dtype.itemsize());
             assert!(holds >= bytes, "kernel {}: argument {slot} holds {holds} bytes, the kernel indexes {bytes}", runner.kernel.name);
         }
-        let ptrs = self.bufs.iter().map(mem).collect::<Result<Vec<_>>>()?;
+        // (on the stack: a TinyJit replay launches a thousand kernels a token, and allocations showed in its profile)
+        let ptrs = self.bufs.iter().map(mem).collect::<Result<SmallVec<[*mut u8; 16]>>>()?;
         assert!(
             !is_borrowed(&self.bufs[0]),
             "kernel {}: writes a tensor made by Tensor::from_blob, whose memory is read-only host bytes; write a .contiguous() copy",
             runner.kernel.name
         );
         // each buffer locked once (written: exclusive), in address order so concurrent launches can't deadlock
-        let mut order: Vec<usize> = (0..ptrs.len()).filter(|&i| !ptrs[..i].contains(&ptrs[i])).collect();
-        order.sort_by_key(|&i| ptrs[i]);
+        let mut order: SmallVec<[usize; 16]> = (0..ptrs.len()).filter(|&i| !ptrs[..i].contains(&ptrs[i])).collect();
+        order.sort_unstable_by_key(|&i| ptrs[i]);
         let lock = |i: usize| &info(&self.bufs[i]).mem.get().unwrap().downcast_ref::<Mem>().unwrap().lock;
-        let (mut _written, mut _read) = (None, Vec::with_capacity(order.len()));
+        let (mut _written, mut _read) = (None, SmallVec::<[_; 16]>::new());
         for i in order {
             if i == 0 {
                 _written = Some(lock(i).write());
@@ -896,9 +903,18 @@ fn run_items(items: Vec<ExecItem>) -> Result<()> {
     if queue::spans_queues(&items) {
         return queue::run_queues(items);
     }
-    let batch = items.iter().all(|ei| ei.dev.rt.launcher() == runtime::Launcher::HostThreads)
-        && items.iter().any(|ei| ei.runner().is_some_and(|r| crate::runtime::cpu::parallel_launch(&r.kernel)));
-    let run = move || items.into_iter().try_for_each(|ei| ei.run().map(drop));
+    in_batch(batchable(&items), move || items.into_iter().try_for_each(|ei| ei.run().map(drop)))
+}
+
+/// Whether `items`, on one queue, run as one batch of the CPU's team: they all run on host threads and one of them
+/// splits over the cores.
+fn batchable(items: &[ExecItem]) -> bool {
+    items.iter().all(|ei| ei.dev.rt.launcher() == runtime::Launcher::HostThreads)
+        && items.iter().any(|ei| ei.runner().is_some_and(|r| crate::runtime::cpu::parallel_launch(&r.kernel)))
+}
+
+/// Runs `run` holding the CPU's team when `batch` ([`batchable`]).
+fn in_batch<R>(batch: bool, run: impl FnOnce() -> R) -> R {
     if batch {
         crate::runtime::cpu::run_batch(run)
     } else {
