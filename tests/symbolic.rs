@@ -60,6 +60,12 @@ fn identities_and_terms() {
     check(x.maximum(&y - 10), x.clone()); // max by bounds
     check(z.maximum(&z), z.clone()); // max(x,x) -> x
     check(x.const_like(3) + 4, x.const_like(7)); // constant folding
+    check(x.alu(Ops::POW, &[&x.const_like(3)]), &(&x * &x) * &x); // x**3 -> x*x*x
+    check(x.alu(Ops::POW, &[&x.const_like(4)]), {
+        let x2 = &x * &x;
+        &x2 * &x2
+    }); // x**4 -> (x*x)*(x*x)
+    check(x.alu(Ops::POW, &[&x.const_like(0)]), x.const_like(1)); // x**0 -> 1
 }
 
 #[test]

@@ -213,6 +213,15 @@ fn int_semantics() {
         &[-8.0, f64::NAN, 1.0, 2.0],
     );
     assert!(std::panic::catch_unwind(|| Tensor::from([1i32]).pow(-1)).is_err());
+    // constant exponents become multiplies, a reciprocal and a square root (tinygrad `simplify_pow`)
+    let b = Tensor::from([-1.5f32, 0.0, 0.5, 3.0]);
+    check(&b.pow(3), dtypes::FLOAT32, &[-3.375, 0.0, 0.125, 27.0]);
+    check(&b.pow(6), dtypes::FLOAT32, &[11.390625, 0.0, 0.015625, 729.0]);
+    check(&b.pow(0), dtypes::FLOAT32, &[1.0, 1.0, 1.0, 1.0]);
+    check(&b.pow(-2), dtypes::FLOAT32, &[1.0 / 2.25, f64::INFINITY, 4.0, 1.0 / 9.0]);
+    check(&b.pow(2.5), dtypes::FLOAT32, &[f64::NAN, 0.0, 0.5f64.powf(2.5), 3.0f64.powf(2.5)]);
+    check(&b.pow(0.75), dtypes::FLOAT32, &[f64::NAN, 0.0, 0.5f64.powf(0.75), 3.0f64.powf(0.75)]);
+    check(&x.pow(3), dtypes::INT32, &[343.0, -343.0, 343.0, -343.0]);
     check(&x.bitwise_not(), dtypes::INT32, &[-8.0, 6.0, -8.0, 6.0]);
     check(&!Tensor::from([0u8, 5]), dtypes::UINT8, &[255.0, 250.0]);
     check(&!Tensor::from([0u64, 5]), dtypes::UINT64, &[u64::MAX as f64, (u64::MAX - 5) as f64]);

@@ -540,6 +540,7 @@ static SYMBOLIC_EXTRA: LazyLock<PatternMatcher> = LazyLock::new(|| {
         x() * (x() + 1).alu(RECIPROCAL, []).named("d") => |x, d| 1 - d,
         x() * ((x() + 1).alu(RECIPROCAL, []).named("d") * y()) => |x, y, d| y * (1 - d),
         x() * ((x() + 1).alu(RECIPROCAL, []).named("d") + y()) => |x, y, d| &(1 - d) + &(x * y),
+        x().alu(POW, [cvar("c")]) => |x, c| simplify_pow(x, c),                            // x**3 -> x*x*x
         // where
         var("c").dtype(BOOL).logical_not().where_(var("t"), var("f")) => |c, t, f| c.where_(f, t),   // !c?t:f -> c?f:t
         UPat::ops(GroupOp::BINARY).src([var("c").where_(var("t"), var("f")), var("c").where_(var("tt"), var("ff"))]).named("a") =>
@@ -595,6 +596,36 @@ static SYMBOLIC_EXTRA: LazyLock<PatternMatcher> = LazyLock::new(|| {
     }
 });
 const DIVMOD: OpSet = OpSet::of(&[FLOORDIV, FLOORMOD]);
+
+/// `x ** c` for a constant `c` of at most 1024 in size as multiplications, and for a float `x` a reciprocal and a
+/// square root (tinygrad `simplify_pow`): Gemma's GELU takes `x ** 3` as two multiplies, where C's `powf` on each
+/// lane took 17 us a layer. Other exponents stay POW.
+fn simplify_pow(x: &UOp, c: &UOp) -> Option<UOp> {
+    fn times(x: &UOp, n: u32) -> UOp {
+        match n {
+            0 => x.const_like(1),
+            1 => x.clone(),
+            _ => {
+                let y = times(x, n / 2);
+                let y2 = y.alu(MUL, &[&y]);
+                if n % 2 == 1 {
+                    y2.alu(MUL, &[x])
+                } else {
+                    y2
+                }
+            }
+        }
+    }
+    let c = c.const_value()?.as_f64();
+    let float = x.dtype.is_float();
+    match c {
+        _ if c.is_nan() || c.abs() > 1024.0 => None,
+        _ if c < 0.0 => float.then(|| x.alu(RECIPROCAL, &[]).alu(POW, &[&x.const_like(-c)])),
+        _ if c.fract() == 0.0 => Some(times(x, c as u32)),
+        _ if c.fract() == 0.5 && float => Some(times(x, c as u32).alu(MUL, &[&x.alu(SQRT, &[])])),
+        _ => None,
+    }
+}
 
 /// All symbolic rules (tinygrad `symbolic`): [`SYMBOLIC_SIMPLE`], canonical operand order, then the rest.
 pub static SYMBOLIC: LazyLock<PatternMatcher> = LazyLock::new(|| &(&*SYMBOLIC_SIMPLE + &*COMMUTATIVE) + &*SYMBOLIC_EXTRA);
