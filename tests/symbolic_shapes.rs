@@ -151,3 +151,20 @@ fn jit_over_blocks(dev: &str) {
         close(&got.to_vec::<f32>().unwrap(), &want, &format!("blocks={n}"));
     }
 }
+
+/// A kernel looping over a symbolic dim counts its operations at the dim's largest value, as the CPU decides at load
+/// whether its launches split over the cores (an LLM's attention over `span_blocks` blocks of keys, counted at one
+/// block, ran on one core at every span).
+#[test]
+fn a_symbolic_loop_counts_its_operations_at_its_largest() {
+    use tinygrad::codegen::full_rewrite;
+    use tinygrad::renderer::Renderer;
+    use tinygrad::schedule::create_schedule;
+    let big = Tensor::from_slice(&data(64 * 4096, 5), [64, 4096]);
+    big.realize().unwrap();
+    let rows = Sint::bound("rows", 1, 4096, 1);
+    let t = big.shrink_sym(&[(0.into(), 64.into()), (0.into(), rows)]).sum_keepdim(1);
+    let s = create_schedule(&[t.uop()], &Renderer::cpu());
+    let ops: Vec<u64> = s.items.iter().map(|i| full_rewrite(&i.ast, &Renderer::cpu(), None).unwrap().ops).collect();
+    assert!(ops.iter().any(|&n| n >= 64 * 4096), "ops per kernel {ops:?}: the sum over up to 4096 rows counted as fewer");
+}

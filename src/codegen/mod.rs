@@ -100,11 +100,16 @@ pub fn kernel(ast: &UOp, ren: &Renderer) -> Kernel {
 }
 
 /// ALU ops of non-index dtype (and reduce updates), each weighted by the iterations of the loops it sits in:
-/// the product of the sizes of the RANGEs it depends on, less those its reductions closed.
+/// the product of the sizes of the RANGEs it depends on, less those its reductions closed. A loop of symbolic size
+/// counts at its largest: what decides whether launches split over the cores ([`parallel_launch`]), so an LLM's
+/// attention over a span of `span_blocks` blocks of keys splits at every span, as it does at the largest.
+///
+/// [`parallel_launch`]: crate::runtime::cpu::parallel_launch
 fn count_ops(topo: &[UOp]) -> u64 {
     let ranges: Vec<&UOp> = topo.iter().filter(|u| u.op == Ops::RANGE).take(64).collect();
     let bit = |r: &UOp| ranges.iter().position(|x| *x == r).map_or(0, |i| 1u64 << i);
-    let iters = |m: u64| (0..ranges.len()).filter(|i| m >> i & 1 != 0).map(|i| range_size(ranges[i]) as u64).product::<u64>();
+    let size = |r: &UOp| r.src[0].const_int().map_or_else(|| r.src[0].bounds().1.clamp(1, u32::MAX.into()) as u64, |n| n as u64);
+    let iters = |m: u64| (0..ranges.len()).filter(|i| m >> i & 1 != 0).map(|i| size(ranges[i])).product::<u64>();
     let mut masks: rustc_hash::FxHashMap<&UOp, u64> = rustc_hash::FxHashMap::default();
     let mut total = 0;
     for u in topo {
