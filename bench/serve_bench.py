@@ -66,7 +66,7 @@ def long_prompt(url, n, streams, tokens, sentence, ctrl=None):
       c = ctrl[i]
       same = lambda k: sorted(c[max(0, k - 10):k + 11])[len(c[max(0, k - 10):k + 11]) // 2]
       rel = sorted((b - a) / same(k) for k, (a, b) in enumerate(zip(ts, ts[1:])) if b > sent and a < done and k < len(c))
-      print(f"  over the gap at the same token without the prompt ({same(0) * 1e3:.1f} ms at the start): worst {rel[-1]:.2f}x, "
+      if rel: print(f"  over the gap at the same token without the prompt ({same(0) * 1e3:.1f} ms at the start): worst {rel[-1]:.2f}x, "
             f"95th percentile {rel[len(rel) * 95 // 100]:.2f}x, median {rel[len(rel) // 2]:.2f}x")
 
 def run(url, n, tokens):

@@ -260,9 +260,12 @@ pub static QUANT_DOT: ContextVar = ContextVar::new("QUANT_DOT", 1);
 /// 1 stores an LLM's KV cache as float16 (llama.cpp's default `--cache-type-k/v f16`: half the bytes attention
 /// reads), 0 as float32 (the numpy reference's). Read when a model loads. Default 1.
 pub static HALF_KV: ContextVar = ContextVar::new("HALF_KV", 1);
+/// 1 appends each CPU kernel's address and name to `/tmp/perf-<pid>.map` as the in-process linker loads it, so `perf
+/// report` names the kernels of any run (perf's convention for JIT code). Default 0.
+pub static PERF_MAP: ContextVar = ContextVar::new("PERF_MAP", 0);
 
 /// Every [`ContextVar`] above with the values it accepts, for [`check_settings`].
-static CONTEXT_VARS: [(&ContextVar, i64, i64); 19] = [
+static CONTEXT_VARS: [(&ContextVar, i64, i64); 20] = [
     (&DEBUG, 0, 7),
     (&BEAM, 0, 1024),
     (&NOOPT, 0, 1),
@@ -282,6 +285,7 @@ static CONTEXT_VARS: [(&ContextVar, i64, i64); 19] = [
     (&RING_ALLREDUCE_THRESHOLD, 0, i64::MAX),
     (&QUANT_DOT, 0, 1),
     (&HALF_KV, 0, 1),
+    (&PERF_MAP, 0, 1),
 ];
 
 static DEV_GLOBAL: LazyLock<RwLock<String>> = LazyLock::new(|| RwLock::new(getenv_str("DEV", "")));

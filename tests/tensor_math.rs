@@ -2,9 +2,12 @@
 //! rounding, bitcasts of every same-size pair, round half to even, closeness, int semantics of mod/pow/shifts.
 
 use half::{bf16, f16};
+use tinygrad::codegen::full_rewrite;
 use tinygrad::dtype::{dtypes, ConstValue, DType};
+use tinygrad::renderer::Renderer;
+use tinygrad::schedule::create_schedule;
 use tinygrad::tensor::{default_device, IntoOperand};
-use tinygrad::{engine, Tensor};
+use tinygrad::{engine, Ops, Tensor};
 
 /// A tensor of `dt` holding the raw little-endian `bits` (one `u64` per element).
 fn from_bits(bits: &[u64], dt: DType) -> Tensor {
@@ -222,6 +225,11 @@ fn int_semantics() {
     check(&b.pow(2.5), dtypes::FLOAT32, &[f64::NAN, 0.0, 0.5f64.powf(2.5), 3.0f64.powf(2.5)]);
     check(&b.pow(0.75), dtypes::FLOAT32, &[f64::NAN, 0.0, 0.5f64.powf(0.75), 3.0f64.powf(0.75)]);
     check(&x.pow(3), dtypes::INT32, &[343.0, -343.0, 343.0, -343.0]);
+    for e in [3.0, -2.0, 2.5, -0.5] {
+        let s = create_schedule(&[b.pow(e).uop()], &Renderer::cpu());
+        let pows = s.items.iter().flat_map(|i| full_rewrite(&i.ast, &Renderer::cpu(), None).unwrap().uops).filter(|u| u.op == Ops::POW);
+        assert_eq!(pows.count(), 0, "x ** {e} kept a POW");
+    }
     check(&x.bitwise_not(), dtypes::INT32, &[-8.0, 6.0, -8.0, 6.0]);
     check(&!Tensor::from([0u8, 5]), dtypes::UINT8, &[255.0, 250.0]);
     check(&!Tensor::from([0u64, 5]), dtypes::UINT64, &[u64::MAX as f64, (u64::MAX - 5) as f64]);

@@ -154,7 +154,7 @@ impl Kernels {
     /// If a variable's value does not fit an `int`.
     pub fn replay(&self, swap: &FxHashMap<&UOp, UOp>, vars: &[(Arc<str>, i64)]) -> Result<()> {
         let recording = CAPTURING.with(|c| !c.borrow().is_empty());
-        let items = self.items.iter().map(|ei| {
+        let mut items = self.items.iter().map(|ei| {
             // (an item on the captured buffers and variables runs as it is: a decode step's thousand kernels
             // are mostly those, and copying each showed in its profile)
             if !recording && !ei.has_vars() && !ei.bufs.iter().any(|b| swap.contains_key(b)) {
@@ -169,7 +169,7 @@ impl Kernels {
         if queue::spans_queues(&self.items) {
             return run_items(items.map(Cow::into_owned).collect());
         }
-        in_batch(batchable(&self.items), || items.into_iter().try_for_each(|ei| ei.run().map(drop)))
+        in_batch(batchable(&self.items), || items.try_for_each(|ei| ei.run().map(drop)))
     }
 }
 

@@ -35,7 +35,8 @@ pub struct LinearKernel {
     pub global_size: [usize; 3],
     /// Threads of a workgroup in each dimension (tinygrad `local_size`); 1, 1, 1 without LOCAL axes.
     pub local_size: [usize; 3],
-    /// Estimated floating-point (or integer ALU) operations of one run.
+    /// Estimated floating-point (or integer ALU) operations of one run, a loop of symbolic size counted at its largest
+    /// (an upper bound: DEBUG=2's GFLOPS for such a kernel read high at smaller values).
     pub ops: u64,
     /// Bytes of the buffers the kernel touches (each once).
     pub mem: u64,

@@ -69,11 +69,12 @@ extern "C" fn gnu_f2h_ieee(f: f32) -> u16 {
 /// Appends `functions` (address, size in bytes, name) to `/tmp/perf-<pid>.map`, where `perf report` looks up the
 /// code of a JIT (`PERF_MAP=1`): per-kernel time in a profile of a real workload, without DEBUG=2's timing.
 fn perf_map<'a>(functions: impl Iterator<Item = (usize, u64, &'a str)>) {
-    use std::io::Write;
+    use std::{io::Write, os::unix::fs::OpenOptionsExt};
     let path = format!("/tmp/perf-{}.map", std::process::id());
     let lines: String = functions.map(|(at, size, name)| format!("{at:x} {size:x} {name}\n")).collect();
     // (best effort: a profile without names is all a failed write costs)
-    let _ = std::fs::OpenOptions::new().create(true).append(true).open(path).and_then(|mut f| f.write_all(lines.as_bytes()));
+    let file = std::fs::OpenOptions::new().create(true).append(true).custom_flags(libc::O_NOFOLLOW).open(path);
+    let _ = file.and_then(|mut f| f.write_all(lines.as_bytes()));
 }
 
 impl Image {
@@ -165,7 +166,7 @@ impl Image {
             .filter(|(name, _)| !name.is_empty())
             .collect();
         let map = map.make_exec().map_err(|e| format!("making code executable: {e}"))?;
-        if crate::helpers::getenv("PERF_MAP", 0) != 0 {
+        if crate::helpers::PERF_MAP.value() != 0 {
             let funcs = file.symbols().filter(|s| s.kind() == SymbolKind::Text && s.size() > 0);
             perf_map(
                 funcs.filter_map(|s| Some((origin + base.get(&s.section_index()?)? + s.address() as usize, s.size(), s.name().ok()?))),

@@ -620,7 +620,7 @@ fn simplify_pow(x: &UOp, c: &UOp) -> Option<UOp> {
     let float = x.dtype.is_float();
     match c {
         _ if c.is_nan() || c.abs() > 1024.0 => None,
-        _ if c < 0.0 => float.then(|| x.alu(RECIPROCAL, &[]).alu(POW, &[&x.const_like(-c)])),
+        _ if c < 0.0 => (float && (-c).fract() % 0.5 == 0.0).then(|| x.alu(RECIPROCAL, &[]).alu(POW, &[&x.const_like(-c)])),
         _ if c.fract() == 0.0 => Some(times(x, c as u32)),
         _ if c.fract() == 0.5 && float => Some(times(x, c as u32).alu(MUL, &[&x.alu(SQRT, &[])])),
         _ => None,
