@@ -108,7 +108,7 @@ pub fn kernel(ast: &UOp, ren: &Renderer) -> Kernel {
 fn count_ops(topo: &[UOp]) -> u64 {
     let ranges: Vec<&UOp> = topo.iter().filter(|u| u.op == Ops::RANGE).take(64).collect();
     let bit = |r: &UOp| ranges.iter().position(|x| *x == r).map_or(0, |i| 1u64 << i);
-    let size = |r: &UOp| r.src[0].const_int().map_or_else(|| r.src[0].bounds().1.clamp(1, u32::MAX.into()) as u64, |n| n as u64);
+    let size = |r: &UOp| r.src[0].bounds().1.clamp(0, u32::MAX.into()) as u64;
     let iters = |m: u64| (0..ranges.len()).filter(|i| m >> i & 1 != 0).map(|i| size(ranges[i])).fold(1, u64::saturating_mul);
     let mut masks: rustc_hash::FxHashMap<&UOp, u64> = rustc_hash::FxHashMap::default();
     let mut total = 0;
