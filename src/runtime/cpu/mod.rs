@@ -85,17 +85,29 @@ impl Device for CpuDevice {
         }
     }
     /// A [`CpuProgram`] whose launches split the THREAD axis over the cores when the kernel has one and is big
-    /// enough to pay for it (2^19 operations or 4-byte words moved: below that, waking the pool costs about what the split saves; a decoder's 0.5 MB matmuls ran 20% faster unsplit).
+    /// enough to pay for it ([`parallel_launch`] on the team, [`POOL_SPLIT`] on the pool).
     fn load(&self, k: &LinearKernel, compiled: &Compiled) -> Result<Box<dyn Program>> {
         let mut p = CpuProgram::load(compiled)?;
-        p.parallel = parallel_launch(k);
+        (p.parallel, p.on_pool) = (parallel_launch(k), k.ops.max(k.mem / 4) >= POOL_SPLIT);
         Ok(Box::new(p))
     }
 }
 
-/// Whether launches of `k` split its THREAD axis over the cores: it has one, and is big enough to pay for it.
+/// Operations or bytes moved from which a launch in a batch splits over the team's spinning helpers (handing a chunk
+/// over costs about a microsecond; 2^17 operations take one core 5-10 us, 128 KB from DRAM 10-15 us). A decode
+/// step's matrix-vector products (0.2-0.6 MB of weights) split from here: one core of a 2-core Xeon streams about 9
+/// GB/s of the 18 both read, and a SmolLM2 step went 10.0 -> 4.6-4.9 ms; a softmax's exponentials over 9 x 1024
+/// scores (46 K operations, 73 KB) ran 2.7 us whole and 6.8 split.
+const TEAM_SPLIT: u64 = 1 << 17;
+
+/// As [`TEAM_SPLIT`], for a launch outside a batch, on the pool, in operations or 4-byte words moved: waking a pool
+/// thread costs about what splitting a 0.5 MB matmul saves.
+const POOL_SPLIT: u64 = 1 << 19;
+
+/// Whether launches of `k` in a batch split its THREAD axis over the cores: it has one, and is big enough to pay for
+/// it on the team ([`TEAM_SPLIT`]).
 pub fn parallel_launch(k: &LinearKernel) -> bool {
-    k.outer > 1 && k.ops.max(k.mem / 4) >= 1 << 19 && NUM_CPU_THREADS.value() > 1
+    k.outer > 1 && k.ops.max(k.mem) >= TEAM_SPLIT && NUM_CPU_THREADS.value() > 1
 }
 
 // **************** allocator ****************
@@ -351,6 +363,8 @@ pub struct CpuProgram {
     _code: Arc<Code>,
     /// Whether [`Program::launch`] splits the THREAD axis over the cores.
     pub parallel: bool,
+    /// Whether a split launch splits on the pool too, outside a batch (else it runs on this thread alone).
+    pub on_pool: bool,
 }
 
 /// Objects by content, each with its loaded code while a program holds it.
@@ -407,7 +421,12 @@ impl CpuProgram {
                 let f = f.ok_or_else(|| Error::Load { name: name.to_string(), msg: "the object does not define it".into() })?;
                 // SAFETY: every kernel is rendered with the `KernelFn` ABI; the pointer is used only while `code` lives,
                 // which every program made from it holds.
-                Ok(CpuProgram { f: unsafe { std::mem::transmute::<*const (), KernelFn>(f) }, _code: code.clone(), parallel: false })
+                Ok(CpuProgram {
+                    f: unsafe { std::mem::transmute::<*const (), KernelFn>(f) },
+                    _code: code.clone(),
+                    parallel: false,
+                    on_pool: true,
+                })
             })
             .collect()
     }
@@ -424,16 +443,21 @@ impl Program for CpuProgram {
 impl CpuProgram {
     /// Runs the kernel on `bufs` (buffer start pointers, in the kernel's argument order) with variable values `vals`,
     /// over `outer` iterations of its THREAD axis: `[0, outer)` in `min(outer, NUM_CPU_THREADS)` contiguous chunks
-    /// on the pool when `parallel`, else one call over `[0, max(outer, 1))` on this thread. Returns the wall time.
+    /// when `parallel`, on the team this thread's batch holds ([`run_batch`]) or else, where [`CpuProgram::on_pool`],
+    /// on the pool; otherwise one call over `[0, max(outer, 1))` on this thread. Returns the wall time.
     /// As [`Program::launch`], the pointers must be live buffers the kernel may use alone.
     pub fn run(&self, bufs: &[*mut u8], vals: &[i32], outer: usize, parallel: bool) -> Duration {
         let st = Instant::now();
         let l = Launch { f: self.f, bufs: bufs.as_ptr(), vals: vals.as_ptr() };
         let n = outer.min(threads());
-        if !parallel || n <= 1 {
-            l.run(0, outer.max(1));
-        } else if !HELD.with(|h| h.borrow().as_deref().is_some_and(|t| t.run(l, outer, n))) {
-            POOL.install(|| (0..n).into_par_iter().with_max_len(1).for_each(|i| l.run(i * outer / n, (i + 1) * outer / n)));
+        let split = parallel && n > 1;
+        // (on the team this thread's batch holds, else on the pool where that pays, else here)
+        if !(split && HELD.with(|h| h.borrow().as_deref().is_some_and(|t| t.run(l, outer, n)))) {
+            if split && self.on_pool {
+                POOL.install(|| (0..n).into_par_iter().with_max_len(1).for_each(|i| l.run(i * outer / n, (i + 1) * outer / n)));
+            } else {
+                l.run(0, outer.max(1));
+            }
         }
         st.elapsed()
     }
@@ -531,7 +555,7 @@ mod tests {
     fn compile_load_launch() {
         let cc = ClangCompiler::new().unwrap();
         let src = fresh(AXPB);
-        let prog = CpuProgram::load(&cc.compile("axpb", &src).unwrap()).unwrap();
+        let mut prog = CpuProgram::load(&cc.compile("axpb", &src).unwrap()).unwrap();
         std::fs::remove_file(entry_path(&cc, &src)).unwrap(); // tests leave no fresh kernels behind
         let a = CpuAllocator::new();
         let n = 1000;
@@ -552,6 +576,12 @@ mod tests {
         }
         let object = cc.compile("axpb", AXPB).unwrap().object;
         assert!(CpuProgram::load_all(&object, &["nope"]).is_err_and(|e| matches!(e, Error::Load { .. })));
+        // a launch too small to pay for waking the pool runs whole outside a batch (on the team below, it splits)
+        prog.on_pool = false;
+        prog.run(&[out.as_ptr(), inp.as_ptr(), starts.as_ptr()], &[7], n, true);
+        let mut bytes = vec![0u8; n * 4];
+        a.copyout(&mut bytes, &starts).unwrap();
+        assert_eq!(i32s(&bytes), vec![0; n], "chunk starts of a launch that does not split on the pool");
         // in a batch, on the team: launches back to back (helpers spinning) and after a pause (helpers asleep)
         let _g = Context::new(&[(&NUM_CPU_THREADS, 2)]);
         run_batch(|| {
