@@ -230,11 +230,34 @@ struct Shared {
     job: Mutex<Option<(u64, Launch, usize, usize)>>,
     /// Bumped once per launch.
     epoch: std::sync::atomic::AtomicU64,
-    /// Chunks the helpers finished of the current launch.
+    /// The next chunk of the current launch to claim, as `epoch << 32 | chunk`: whichever thread comes first takes a
+    /// chunk, so a helper the OS has not run yet (a 2-core machine also serving HTTP) leaves its chunk to the launching
+    /// thread instead of stalling the launch for a time slice.
+    claim: std::sync::atomic::AtomicU64,
+    /// Chunks finished of the current launch.
     done: std::sync::atomic::AtomicUsize,
     /// Helpers asleep (waiting on `wake`).
     sleeping: std::sync::atomic::AtomicUsize,
     wake: parking_lot::Condvar,
+}
+
+impl Shared {
+    /// Runs chunks of launch `l` (epoch `e`, `[0, outer)` in `n` chunks) while any is left to claim.
+    fn run_chunks(&self, e: u64, l: Launch, outer: usize, n: usize) {
+        use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+        let mut at = self.claim.load(Acquire);
+        while at >> 32 == e && ((at & 0xffff_ffff) as usize) < n {
+            match self.claim.compare_exchange_weak(at, at + 1, AcqRel, Acquire) {
+                Ok(_) => {
+                    let c = (at & 0xffff_ffff) as usize;
+                    l.run(c * outer / n, (c + 1) * outer / n);
+                    self.done.fetch_add(1, Release);
+                    at = self.claim.load(Acquire);
+                }
+                Err(now) => at = now,
+            }
+        }
+    }
 }
 
 /// See [`TEAM`].
@@ -251,6 +274,7 @@ impl Team {
         let shared = Arc::new(Shared {
             job: Mutex::new(None),
             epoch: 0.into(),
+            claim: 0.into(),
             done: 0.into(),
             sleeping: 0.into(),
             wake: parking_lot::Condvar::new(),
@@ -259,15 +283,15 @@ impl Team {
             let sh = shared.clone();
             std::thread::Builder::new()
                 .name(format!("tinygrad-cpu-team-{i}"))
-                .spawn(move || Team::help(&sh, i))
+                .spawn(move || Team::help(&sh))
                 .expect("starting a CPU team thread");
         }
         Team { shared, helpers }
     }
 
-    /// Helper `i`'s loop: for each launch, chunk `i` of it if it has one.
-    fn help(sh: &Shared, i: usize) {
-        use std::sync::atomic::Ordering::{Acquire, Release, SeqCst};
+    /// A helper's loop: for each launch, the chunks of it left to claim.
+    fn help(sh: &Shared) {
+        use std::sync::atomic::Ordering::{Acquire, SeqCst};
         let mut seen = 0u64;
         loop {
             let (since, mut spins) = (Instant::now(), 0u32);
@@ -288,15 +312,13 @@ impl Team {
             // (the job may be a later one than the epoch seen: its own epoch is what this helper has done)
             let Some((e, l, outer, n)) = *sh.job.lock() else { continue };
             seen = e;
-            if i < n {
-                l.run(i * outer / n, (i + 1) * outer / n);
-                sh.done.fetch_add(1, Release);
-            }
+            sh.run_chunks(e, l, outer, n);
         }
     }
 
-    /// Runs `l` over `[0, outer)` in `n` chunks, the first here and the others on helpers 1..n; `false` (nothing
-    /// run) when the team has fewer than `n - 1` helpers (`NUM_CPU_THREADS` raised after it started).
+    /// Runs `l` over `[0, outer)` in `n` chunks, each claimed by this thread or a helper, whichever comes first
+    /// ([`Shared::claim`]); `false` (nothing run) when the team has fewer than `n - 1` helpers (`NUM_CPU_THREADS`
+    /// raised after it started).
     fn run(&self, l: Launch, outer: usize, n: usize) -> bool {
         use std::sync::atomic::Ordering::{Acquire, SeqCst};
         if n > self.helpers + 1 {
@@ -304,16 +326,17 @@ impl Team {
         }
         self.shared.done.store(0, SeqCst);
         let e = self.shared.epoch.load(SeqCst) + 1;
+        self.shared.claim.store(e << 32, SeqCst);
         *self.shared.job.lock() = Some((e, l, outer, n));
         self.shared.epoch.store(e, SeqCst);
         if self.shared.sleeping.load(SeqCst) > 0 {
             let _job = self.shared.job.lock();
             self.shared.wake.notify_all();
         }
-        l.run(0, outer / n);
+        self.shared.run_chunks(e, l, outer, n);
         // (spinning, then yielding: a helper waiting for this core, as when more threads than cores run, gets it)
         let mut spins = 0u32;
-        while self.shared.done.load(Acquire) < n - 1 {
+        while self.shared.done.load(Acquire) < n {
             spins = spins.saturating_add(1);
             if spins < 4096 {
                 std::hint::spin_loop();
@@ -598,6 +621,33 @@ mod tests {
                 assert_eq!(i32s(&bytes), (0..n).map(|i| if i < 500 { 0 } else { 500 }).collect::<Vec<i32>>(), "round {round}");
             }
         });
+    }
+
+    #[test]
+    fn the_launching_thread_runs_the_chunks_no_helper_claimed() {
+        let cc = ClangCompiler::new().unwrap();
+        let prog = CpuProgram::load(&cc.compile("axpb", AXPB).unwrap()).unwrap();
+        let a = CpuAllocator::new();
+        let n = 1000;
+        let (out, inp, starts) = (a.alloc(n * 4).unwrap(), a.alloc(n * 4).unwrap(), a.alloc(n * 4).unwrap());
+        let (bufs, vals) = ([out.as_ptr(), inp.as_ptr(), starts.as_ptr()], [0]);
+        let l = Launch { f: prog.f, bufs: bufs.as_ptr(), vals: vals.as_ptr() };
+        // (shared state with no helper threads: launch 7's four chunks, all left to this thread)
+        let sh = Shared {
+            job: Mutex::new(None),
+            epoch: 7.into(),
+            claim: (7 << 32).into(),
+            done: 0.into(),
+            sleeping: 0.into(),
+            wake: Default::default(),
+        };
+        sh.run_chunks(6, l, n, 4);
+        assert_eq!(sh.done.load(Relaxed), 0, "a stale launch's epoch claims nothing");
+        sh.run_chunks(7, l, n, 4);
+        assert_eq!(sh.done.load(Relaxed), 4);
+        let mut bytes = vec![0u8; n * 4];
+        a.copyout(&mut bytes, &starts).unwrap();
+        assert_eq!(i32s(&bytes), (0..n).map(|i| (i / 250 * 250) as i32).collect::<Vec<_>>(), "each chunk ran once, with its own start");
     }
 
     #[test]
