@@ -193,9 +193,10 @@ static POOL: LazyLock<rayon::ThreadPool> = LazyLock::new(|| {
 });
 
 /// Runs `f`, a batch of kernel launches, with the cores' [`Team`] held by this thread when no other batch holds
-/// it: each parallel launch then runs its first chunk here while the team's threads, spinning between launches,
-/// take the others (a decode step launches ~1,000 kernels; a sleeping pool thread woken per launch cost a tenth of
-/// the step in the scheduler). Another batch at the same time, or a launch outside a batch, uses the pool.
+/// it: each parallel launch's chunks are then taken by this thread and the team's, which spin between launches,
+/// whichever comes first (a decode step launches ~1,000 kernels; a sleeping pool thread woken per launch cost a tenth
+/// of the step in the scheduler). Another batch at the same time, or a launch outside a batch, uses the pool where
+/// the launch is big enough for it ([`CpuProgram::on_pool`]), else runs whole on this thread.
 pub fn run_batch<R>(f: impl FnOnce() -> R) -> R {
     match TEAM.try_lock() {
         Some(team) if threads() > 1 => {
@@ -230,7 +231,8 @@ struct Shared {
     job: Mutex<Option<(u64, Launch, usize, usize)>>,
     /// Bumped once per launch.
     epoch: std::sync::atomic::AtomicU64,
-    /// The next chunk of the current launch to claim, as `epoch << 32 | chunk`: whichever thread comes first takes a
+    /// The next chunk of the current launch to claim, as `epoch << 32 | chunk` (the epoch's low 32 bits: launches
+    /// outnumber 2^32 in a day of serving): whichever thread comes first takes a
     /// chunk, so a helper the OS has not run yet (a 2-core machine also serving HTTP) leaves its chunk to the launching
     /// thread instead of stalling the launch for a time slice.
     claim: std::sync::atomic::AtomicU64,
@@ -246,7 +248,8 @@ impl Shared {
     fn run_chunks(&self, e: u64, l: Launch, outer: usize, n: usize) {
         use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
         let mut at = self.claim.load(Acquire);
-        while at >> 32 == e && ((at & 0xffff_ffff) as usize) < n {
+        // (the claim holds the epoch's low 32 bits)
+        while at >> 32 == e & 0xffff_ffff && ((at & 0xffff_ffff) as usize) < n {
             match self.claim.compare_exchange_weak(at, at + 1, AcqRel, Acquire) {
                 Ok(_) => {
                     let c = (at & 0xffff_ffff) as usize;
@@ -605,7 +608,9 @@ mod tests {
         let mut bytes = vec![0u8; n * 4];
         a.copyout(&mut bytes, &starts).unwrap();
         assert_eq!(i32s(&bytes), vec![0; n], "chunk starts of a launch that does not split on the pool");
-        // in a batch, on the team: launches back to back (helpers spinning) and after a pause (helpers asleep)
+        // in a batch, on the team: launches back to back (helpers spinning) and after a pause (helpers asleep); on the
+        // pool where another test holds the team
+        prog.on_pool = true;
         let _g = Context::new(&[(&NUM_CPU_THREADS, 2)]);
         run_batch(|| {
             for round in 0..200 {
@@ -632,22 +637,26 @@ mod tests {
         let (out, inp, starts) = (a.alloc(n * 4).unwrap(), a.alloc(n * 4).unwrap(), a.alloc(n * 4).unwrap());
         let (bufs, vals) = ([out.as_ptr(), inp.as_ptr(), starts.as_ptr()], [0]);
         let l = Launch { f: prog.f, bufs: bufs.as_ptr(), vals: vals.as_ptr() };
-        // (shared state with no helper threads: launch 7's four chunks, all left to this thread)
-        let sh = Shared {
-            job: Mutex::new(None),
-            epoch: 7.into(),
-            claim: (7 << 32).into(),
-            done: 0.into(),
-            sleeping: 0.into(),
-            wake: Default::default(),
-        };
-        sh.run_chunks(6, l, n, 4);
-        assert_eq!(sh.done.load(Relaxed), 0, "a stale launch's epoch claims nothing");
-        sh.run_chunks(7, l, n, 4);
-        assert_eq!(sh.done.load(Relaxed), 4);
-        let mut bytes = vec![0u8; n * 4];
-        a.copyout(&mut bytes, &starts).unwrap();
-        assert_eq!(i32s(&bytes), (0..n).map(|i| (i / 250 * 250) as i32).collect::<Vec<_>>(), "each chunk ran once, with its own start");
+        // (shared state with no helper threads: launch e's four chunks, all left to this thread; past 2^32 launches
+        // too, where the claim holds the epoch's low bits)
+        for e in [7, (1u64 << 32) + 7] {
+            let sh = Shared {
+                job: Mutex::new(None),
+                epoch: e.into(),
+                claim: (e << 32).into(),
+                done: 0.into(),
+                sleeping: 0.into(),
+                wake: Default::default(),
+            };
+            a.copyin(&starts, &vec![0xff; n * 4]).unwrap();
+            sh.run_chunks(e - 1, l, n, 4);
+            assert_eq!(sh.done.load(Relaxed), 0, "a stale launch's epoch claims nothing (epoch {e})");
+            sh.run_chunks(e, l, n, 4);
+            assert_eq!(sh.done.load(Relaxed), 4, "epoch {e}");
+            let mut bytes = vec![0u8; n * 4];
+            a.copyout(&mut bytes, &starts).unwrap();
+            assert_eq!(i32s(&bytes), (0..n).map(|i| (i / 250 * 250) as i32).collect::<Vec<_>>(), "each chunk ran once (epoch {e})");
+        }
     }
 
     #[test]
