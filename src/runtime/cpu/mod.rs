@@ -96,8 +96,9 @@ impl Device for CpuDevice {
 /// Operations or bytes moved from which a launch in a batch splits over the team's spinning helpers (handing a chunk
 /// over costs about a microsecond; 2^17 operations take one core 5-10 us, 128 KB from DRAM 10-15 us). A decode
 /// step's matrix-vector products (0.2-0.6 MB of weights) split from here: one core of a 2-core Xeon streams about 9
-/// GB/s of the 18 both read, and a SmolLM2 step went 10.0 -> 4.6-4.9 ms; a softmax's exponentials over 9 x 1024
-/// scores (46 K operations, 73 KB) ran 2.7 us whole and 6.8 split.
+/// GB/s of the 18 both read, and a SmolLM2 step went 10.7-11.0 -> 4.5-4.7 ms; a softmax's exponentials over 9 x 1024
+/// scores (46 K operations, 73 KB) ran 2.7 us whole and 6.8 split (DEBUG=2). tinygrad's CPU device runs each kernel
+/// on one thread, so it has no counterpart.
 const TEAM_SPLIT: u64 = 1 << 17;
 
 /// As [`TEAM_SPLIT`], for a launch outside a batch, on the pool, in operations or 4-byte words moved: waking a pool
@@ -232,9 +233,9 @@ struct Shared {
     /// Bumped once per launch.
     epoch: std::sync::atomic::AtomicU64,
     /// The next chunk of the current launch to claim, as `epoch << 32 | chunk` (the epoch's low 32 bits: launches
-    /// outnumber 2^32 in a day of serving): whichever thread comes first takes a
-    /// chunk, so a helper the OS has not run yet (a 2-core machine also serving HTTP) leaves its chunk to the launching
-    /// thread instead of stalling the launch for a time slice.
+    /// outnumber 2^32 in a day of serving): whichever thread comes first takes a chunk, so a helper the OS has not run
+    /// yet (a 2-core machine also serving HTTP) leaves its chunk to the launching thread instead of stalling the
+    /// launch for a time slice.
     claim: std::sync::atomic::AtomicU64,
     /// Chunks finished of the current launch.
     done: std::sync::atomic::AtomicUsize,
