@@ -163,8 +163,9 @@ pub const SEQUENTIAL_AHEAD: usize = 2048;
 /// The fewest bytes a loop step must read of a sequential stream for [`add_prefetches`] to prefetch it: a stream read
 /// a line or two a step (a sum's, a `QuantMatrix`'s scales) is one the hardware follows, and a prefetch a line costs
 /// (`sum_16M` 18-24 -> 17-21 GB/s; Gemma 3's output projection alone 14.2-14.7 -> 13.2-13.7 ms without its scales'
-/// prefetches); the interleaved loads of a `QuantMatrix`'s words, 512 bytes a step and up, are not.
-pub const SEQUENTIAL_MIN_STEP: usize = 512;
+/// prefetches); the interleaved loads of a `QuantMatrix`'s words, 256 bytes a step and up, are not (a Q4_1 tile of 16
+/// rows, 256 bytes a step: SmolLM2's gate and up projection 48.9 -> 34.6 us a launch with them on a Xeon).
+pub const SEQUENTIAL_MIN_STEP: usize = 256;
 
 /// How far ahead [`add_prefetches`] prefetches a THREAD iteration's block, in bytes, rounded up to whole blocks:
 /// SmolLM2's attention scores (`r_256_3_3_4_2_32`, 1,024 float16 keys of 3 heads, 1,536-byte blocks), rendered C alone
@@ -250,9 +251,9 @@ fn block_prefetches(body: &[UOp], thread: &UOp, outer: &[&UOp], large: &dyn Fn(&
 /// (bench/prefetch_probe.c: 4.6 -> 10.6-12.9 GB/s a core; unchanged from L2). Not where the one reduction loop walks
 /// exactly one THREAD iteration's span (a weight repacked tile by tile, `QuantMatrix`): that is one sequential stream,
 /// which the hardware prefetchers follow and prefetches one THREAD iteration on halved on Intel's cores (Gemma 3's
-/// output projection 10 -> 6.7 ms without them); with `sequential` (AMD's Zen: [`CpuFeatures::sequential_prefetch`])
-/// that stream is prefetched [`SEQUENTIAL_AHEAD`] bytes ahead in its own loop instead, where a loop step reads at least
-/// [`SEQUENTIAL_MIN_STEP`] bytes of it. A reduction under output loops inside the THREAD loop prefetches the blocks
+/// output projection 10 -> 6.7 ms without them); with `sequential` (Intel's cores and AMD's Zen 1 and 2:
+/// [`CpuFeatures::sequential_prefetch`]) that stream is prefetched [`SEQUENTIAL_AHEAD`] bytes ahead in its own loop
+/// instead, where a loop step reads at least [`SEQUENTIAL_MIN_STEP`] bytes of it. A reduction under output loops inside the THREAD loop prefetches the blocks
 /// a THREAD iteration reads instead ([`block_prefetches`]).
 /// In: a lowered kernel (accumulators, ENDs); out: the same with CUSTOM statements among its reduction ENDs'
 /// sources. Prefetches never fault, so an address one tile past a buffer's end is harmless. tinygrad has no
