@@ -64,8 +64,8 @@ fn matvec_prefetches_the_next_row_tile() {
     check("matvec_rows", &input(&[1, 512]).matmul(&input(&[256, 512]).transpose(0, 1)));
 }
 
-/// A `QuantMatrix` product (decode's integer path) reads its repacked weight as one stream, tile after tile: on Intel's
-/// cores no software prefetch (the hardware prefetchers follow it; prefetches a tile ahead halved it), on AMD's
+/// A `QuantMatrix` product (decode's integer path) reads its repacked weight as one stream, tile after tile: on AMD's
+/// Zen 4 no software prefetch (its hardware prefetchers follow it), on Intel's cores and AMD's Zen 1 and 2
 /// (`sequential_prefetch`) prefetches `SEQUENTIAL_AHEAD` bytes ahead in the reduction loop itself: each of the lines
 /// one loop step of the weight reads, that many bytes on.
 #[test]
@@ -266,5 +266,37 @@ fn padded_rows_load_whole_vectors_and_store_them_where_whole() {
     for (i, g) in got.iter().enumerate() {
         let want = (0..k).map(|j| f64::from(xs[i / n * k + j]) * f64::from(ws[j * n + i % n])).sum::<f64>() as f32;
         assert!((g - want).abs() <= 1e-4 * want.abs().max(1.0), "element {i}: {g}, want {want}");
+    }
+}
+
+/// Attention's values (decode over a float16 cache: a key's row holds 3 heads x 64 values, 384 bytes, and a THREAD
+/// iteration reads its part of each key after the last's): strides the hardware prefetchers do not follow, so the
+/// reduction prefetches them `STRIDE_AHEAD` bytes on, whichever vector width; a matrix product's operands, each tile
+/// shared by THREAD iterations or walked a line at a time, are not prefetched.
+#[test]
+fn strided_streams_prefetch_ahead() {
+    use tinygrad::codegen::STRIDE_AHEAD;
+    use tinygrad::dtypes::{FLOAT16, FLOAT32};
+    let keys = 1024;
+    let v = input(&[keys, 3, 64]).cast(FLOAT16).realize().unwrap().clone();
+    let values = input(&[3, 3, keys]).matmul(&v.permute([1, 0, 2]).cast(FLOAT32));
+    let matmul = input(&[256, 512]).matmul(&input(&[512, 256]));
+    for (avx512, vector_bytes, vector_registers) in [(false, 32, 16), (true, 64, 32)] {
+        let cpu = CpuFeatures { fma: true, avx2: true, avx512, vnni: false, neon: false, stream_rows: 8, sequential_prefetch: false };
+        let ren = Renderer { threads: 2, vector_bytes, vector_registers, overread: 64, mulacc: true, cpu: Some(cpu), ..Renderer::cpu() };
+        let render = |t: &Tensor| -> Vec<String> {
+            create_schedule(&[t.uop()], &ren).items.iter().map(|it| cstyle::render(&full_rewrite(&it.ast, &ren, None).unwrap())).collect()
+        };
+        let kernels = render(&values);
+        let k = kernels.iter().find(|k| k.contains("half")).expect("a kernel reading the cache");
+        // (4 KB on: 11 keys of 192 halves, 2,112 halves)
+        let ahead = format!("+{}", (STRIDE_AHEAD / 384 + 1) * 192);
+        assert!(
+            k.lines().any(|l| l.contains("__builtin_prefetch(&data2[") && l.contains(&ahead)),
+            "values prefetched {ahead} halves on:\n{k}"
+        );
+        for k in render(&matmul) {
+            assert!(!k.contains("__builtin_prefetch"), "a matrix product's tiles prefetched:\n{k}");
+        }
     }
 }

@@ -12,7 +12,7 @@ mod gpudims;
 mod group;
 mod linearize;
 mod lower;
-pub use lower::SEQUENTIAL_AHEAD;
+pub use lower::{SEQUENTIAL_AHEAD, STRIDE_AHEAD};
 pub mod opt;
 mod simplify;
 
