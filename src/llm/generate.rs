@@ -43,33 +43,42 @@ impl Sampler {
         if self.temperature <= 0.0 {
             return best as u32;
         }
-        let mut order: Vec<usize> = (0..logits.len()).collect();
-        order.sort_unstable_by(|&a, &b| logits[b].total_cmp(&logits[a]));
-        if self.top_k > 0 {
-            order.truncate(self.top_k);
-        }
-        // (as llama.cpp's default chain: top-k, then top-p on the untempered probabilities, then temperature)
+        // (as llama.cpp's default chain: top-k, then top-p on the untempered probabilities, then temperature; only what
+        // either can keep is sorted: the k most likely, or without top-k the tokens of probability (1 - top_p) / vocab
+        // or more, since all those below hold less than 1 - top_p together and none is in the nucleus; a whole
+        // vocabulary's sort cost about as much as a decode step)
         let top = f64::from(logits[best]);
-        let probs = |t: f64| -> Vec<f64> {
-            let p: Vec<f64> = order.iter().map(|&i| ((f64::from(logits[i]) - top) / t).exp()).collect();
-            let total: f64 = p.iter().sum();
-            p.into_iter().map(|x| x / total).collect()
-        };
+        let weight = |i: usize, t: f64| ((f64::from(logits[i]) - top) / t).exp();
+        let desc = |a: &usize, b: &usize| logits[*b].total_cmp(&logits[*a]);
+        let mut order: Vec<usize> = (0..logits.len()).collect();
+        let mut total = None;
+        if self.top_k > 0 && self.top_k < order.len() {
+            order.select_nth_unstable_by(self.top_k - 1, desc);
+            order.truncate(self.top_k);
+        } else if self.top_p < 1.0 {
+            let all: f64 = (0..logits.len()).map(|i| weight(i, 1.0)).sum();
+            // (weight(i) >= (1 - top_p) / vocab * all, in logits)
+            let floor = top + ((1.0 - f64::from(self.top_p)) / logits.len() as f64 * all).ln();
+            order.retain(|&i| f64::from(logits[i]) >= floor);
+            total = Some(all);
+        }
         let mut keep = order.len();
         if self.top_p < 1.0 {
+            order.sort_unstable_by(desc);
+            let total = total.unwrap_or_else(|| order.iter().map(|&i| weight(i, 1.0)).sum());
             let mut acc = 0.0;
-            keep = probs(1.0)
+            keep = order
                 .iter()
-                .position(|p| {
-                    acc += p;
+                .position(|&i| {
+                    acc += weight(i, 1.0) / total;
                     acc >= f64::from(self.top_p)
                 })
                 .map_or(order.len(), |i| i + 1);
         }
-        let probs = probs(f64::from(self.temperature));
-        let mass: f64 = probs[..keep].iter().sum();
+        let probs: Vec<f64> = order[..keep].iter().map(|&i| weight(i, f64::from(self.temperature))).collect();
+        let mass: f64 = probs.iter().sum();
         let mut r = self.uniform() * mass;
-        for (i, p) in probs[..keep].iter().enumerate() {
+        for (i, p) in probs.iter().enumerate() {
             r -= p;
             if r < 0.0 {
                 return order[i] as u32;
@@ -185,5 +194,47 @@ impl<'m> Session<'m> {
         let out = self.decode.call(&[Tensor::from_slice(&[token as i32], [1]), pos, blocks])?;
         self.pos += 1;
         out[0].to_vec::<f32>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Sampler;
+
+    /// How often each token of `logits` is drawn in `n` draws.
+    fn frequencies(s: &mut Sampler, logits: &[f32], n: usize) -> Vec<f64> {
+        let mut f = vec![0.0; logits.len()];
+        for _ in 0..n {
+            f[s.sample(logits) as usize] += 1.0 / n as f64;
+        }
+        f
+    }
+
+    /// Probabilities 0.5, 0.3, 0.15, 0.05 (and a vocabulary's tail far below): greedy takes the first; top-p 0.75
+    /// keeps the first two (0.8 >= 0.75) at 5:3; top-k 3 the first three at 10:6:3; plain sampling draws each at
+    /// its probability (temperature 1); temperature 0.5 squares the odds (25:9:2.25:0.25).
+    #[test]
+    fn draws_follow_the_kept_probabilities() {
+        let mut logits: Vec<f32> = [0.5f32, 0.3, 0.15, 0.05].iter().map(|p| p.ln()).collect();
+        logits.extend(std::iter::repeat_n(-40.0, 1000));
+        let n = 40_000;
+        let near = |f: &[f64], want: &[f64]| {
+            let z: f64 = want.iter().sum();
+            want.iter().enumerate().all(|(i, w)| (f[i] - w / z).abs() < 0.01) && f[want.len()..].iter().all(|&x| x == 0.0)
+        };
+        assert_eq!(Sampler::new(0.0, 0, 1.0, 1).sample(&logits), 0);
+        let f = frequencies(&mut Sampler::new(1.0, 0, 0.75, 1), &logits, n);
+        assert!(near(&f, &[5.0, 3.0]), "top-p 0.75: {:?}", &f[..4]);
+        let f = frequencies(&mut Sampler::new(1.0, 3, 1.0, 2), &logits, n);
+        assert!(near(&f, &[10.0, 6.0, 3.0]), "top-k 3: {:?}", &f[..4]);
+        let f = frequencies(&mut Sampler::new(1.0, 0, 1.0, 3), &logits, n);
+        assert!(near(&f[..4], &[0.5, 0.3, 0.15, 0.05]), "plain: {:?}", &f[..4]);
+        let f = frequencies(&mut Sampler::new(0.5, 0, 1.0, 4), &logits, n);
+        assert!(near(&f[..4], &[25.0, 9.0, 2.25, 0.25]), "temperature 0.5: {:?}", &f[..4]);
+        // (top-k, then top-p over the k kept: 0.5 / 0.8 < 0.7 <= 0.8 / 0.8; and 0.6 <= 0.5 / 0.8, the first alone)
+        let f = frequencies(&mut Sampler::new(1.0, 2, 0.7, 5), &logits, n);
+        assert!(near(&f, &[5.0, 3.0]), "top-k 2, top-p 0.7: {:?}", &f[..4]);
+        let f = frequencies(&mut Sampler::new(1.0, 2, 0.6, 6), &logits, n);
+        assert!(near(&f, &[1.0]), "top-k 2, top-p 0.6: {:?}", &f[..4]);
     }
 }
