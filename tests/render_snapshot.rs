@@ -65,7 +65,7 @@ fn matvec_prefetches_the_next_row_tile() {
 }
 
 /// A `QuantMatrix` product (decode's integer path) reads its repacked weight as one stream, tile after tile: on AMD's
-/// Zen 4 no software prefetch (its hardware prefetchers follow it), on Intel's cores and AMD's Zen 1 and 2
+/// Zen 3 and later no software prefetch (their hardware prefetchers follow it), on Intel's cores and AMD's Zen 1 and 2
 /// (`sequential_prefetch`) prefetches `SEQUENTIAL_AHEAD` bytes ahead in the reduction loop itself: each of the lines
 /// one loop step of the weight reads, that many bytes on.
 #[test]

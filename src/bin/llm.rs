@@ -264,13 +264,17 @@ fn batched_benchmark(file: &GgufFile, tok: &Tokenizer, prompt: &[u32], n: usize,
             batched_round(&batcher, tok, prompt, streams, n)?;
         }
         let times = batched_round(&batcher, tok, prompt, streams, n)?;
-        let (Some(from), Some(to)) = (times.iter().filter_map(|t| t.first()).max(), times.iter().filter_map(|t| t.last()).min()) else {
-            continue;
-        };
+        let from = times.iter().filter_map(|t| t.first()).max();
+        let to = times.iter().filter_map(|t| t.last()).min();
         // (tokens after `from` up to `to`: each request's gaps in the window)
-        let made = times.iter().map(|t| t.iter().filter(|&x| x > from && x <= to).count()).sum::<usize>();
-        let s = (*to - *from).as_secs_f64();
-        println!("batched decode: {streams} streams, {made} tokens in {s:.2} s, {:.2} tok/s in total", made as f64 / s);
+        let made = times.iter().map(|t| t.iter().filter(|&x| Some(x) > from && Some(x) <= to).count()).sum::<usize>();
+        match from.zip(to).and_then(|(f, t)| t.checked_duration_since(*f)).filter(|d| made > 0 && !d.is_zero()) {
+            Some(d) => {
+                let s = d.as_secs_f64();
+                println!("batched decode: {streams} streams, {made} tokens in {s:.2} s, {:.2} tok/s in total", made as f64 / s)
+            }
+            None => println!("batched decode: {streams} streams: no tokens while all decoded (raise the benchmark's N)"),
+        }
     }
     Ok(())
 }

@@ -186,12 +186,13 @@ pub const STRIDE_AHEAD: usize = 4096;
 /// step a new line at a distance the hardware prefetchers do not follow.
 const STRIDE_MIN_STEP: i64 = 256;
 
-/// Prefetches, [`STRIDE_AHEAD`] bytes on, of the loads in a reduction (`body`, closed by `end`, under other loops
-/// inside the THREAD loop) that walk a buffer by strides of [`STRIDE_MIN_STEP`] bytes or more a step of the
-/// reduction and move with the THREAD axis (each THREAD iteration its own part of the stream: a tile other THREAD
-/// iterations share, as a matrix product's columns, stays in cache): attention's values, a key's head after the next
-/// key's, which no other rule covers (the reduction sits under loops over heads or rows, where a THREAD iteration's
-/// span is the whole cache). One prefetch per line a step's loads touch.
+/// Prefetches, [`STRIDE_AHEAD`] bytes on, of the loads in a reduction (`body`, closed by `end`, directly in the THREAD
+/// loop or under other loops in it) that no other rule of [`add_prefetches`] serves and that walk a buffer by strides
+/// of [`STRIDE_MIN_STEP`] bytes up to half of [`STRIDE_AHEAD`] a step of the reduction, wider than the THREAD axis's
+/// step (THREAD iterations interleave in the stream: a loop within its own tile is a sequential stream, left to
+/// `sequential`), and move with the THREAD axis (a tile other THREAD iterations share, as a matrix product's columns,
+/// stays in cache): attention's values, each key's part of a head after the last key's. One prefetch per line a
+/// step's loads touch.
 fn stride_prefetches(body: &[UOp], end: &UOp, thread: &UOp, large: &dyn Fn(&UOp) -> bool) -> Vec<UOp> {
     let mut seen: Vec<(UOp, UOp, i64)> = Vec::new();
     let mut out = Vec::new();
@@ -212,9 +213,7 @@ fn stride_prefetches(body: &[UOp], end: &UOp, thread: &UOp, large: &dyn Fn(&UOp)
         else {
             continue;
         };
-        // (not a loop that walks exactly one THREAD iteration's span: that is one sequential stream, prefetched or not
-        // by `add_prefetches`'s `sequential`)
-        if s * item < STRIDE_MIN_STEP || step(thread) == Some(s * super::opt::range_size(r) as i64) {
+        if s * item < STRIDE_MIN_STEP || 2 * s * item > STRIDE_AHEAD as i64 || step(thread).is_none_or(|t| s <= t) {
             continue;
         }
         let (base, off) = match (idx.op, idx.src.get(1).and_then(UOp::const_int)) {

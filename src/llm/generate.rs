@@ -57,10 +57,13 @@ impl Sampler {
             order.truncate(self.top_k);
         } else if self.top_p < 1.0 {
             let all: f64 = (0..logits.len()).map(|i| weight(i, 1.0)).sum();
-            // (weight(i) >= (1 - top_p) / vocab * all, in logits)
+            // (weight(i) >= (1 - top_p) / vocab * all, in logits; not with NaN or infinite logits, or a negative top_p,
+            // where the floor passes the best token)
             let floor = top + ((1.0 - f64::from(self.top_p)) / logits.len() as f64 * all).ln();
-            order.retain(|&i| f64::from(logits[i]) >= floor);
-            total = Some(all);
+            if floor <= top {
+                order.retain(|&i| f64::from(logits[i]) >= floor);
+                total = Some(all);
+            }
         }
         let mut keep = order.len();
         if self.top_p < 1.0 {
@@ -84,7 +87,8 @@ impl Sampler {
                 return order[i] as u32;
             }
         }
-        order[keep - 1] as u32
+        // (rounding, or NaN weights: the last kept token, or the best if none is kept)
+        keep.checked_sub(1).map_or(best as u32, |i| order[i] as u32)
     }
 }
 
@@ -236,5 +240,22 @@ mod tests {
         assert!(near(&f, &[5.0, 3.0]), "top-k 2, top-p 0.7: {:?}", &f[..4]);
         let f = frequencies(&mut Sampler::new(1.0, 2, 0.6, 6), &logits, n);
         assert!(near(&f, &[1.0]), "top-k 2, top-p 0.6: {:?}", &f[..4]);
+        // (top-p 0: the best alone; top-k past the vocabulary: all of it)
+        assert!(near(&frequencies(&mut Sampler::new(1.0, 0, 0.0, 7), &logits, 1000), &[1.0]));
+        let f = frequencies(&mut Sampler::new(1.0, 5000, 1.0, 8), &logits, n);
+        assert!(near(&f[..4], &[0.5, 0.3, 0.15, 0.05]), "top-k 5000: {:?}", &f[..4]);
+    }
+
+    /// NaN or infinite logits (a diverged model) draw some token of the vocabulary, never a panic: the server's
+    /// batcher thread samples every stream's token.
+    #[test]
+    fn draws_from_broken_logits_stay_in_the_vocabulary() {
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let logits = [1.0, bad, 0.5, 0.25];
+            for (k, p, t) in [(0, 0.9, 1.0), (0, 1.0, 0.7), (2, 0.5, 1.0), (0, -1.0, 1.0), (0, 0.9, 0.0)] {
+                let got = Sampler::new(t, k, p, 9).sample(&logits);
+                assert!(got < 4, "{bad} with top-k {k}, top-p {p}, temperature {t}: token {got}");
+            }
+        }
     }
 }

@@ -304,8 +304,8 @@ pub struct CpuFeatures {
     /// output projection was 40% of the step), and on Intel's: SmolLM2's Q4_1 gate and up projection
     /// (`r_192_16_4_18`, 1.1 MB, four rows), its C alone on a Sapphire Rapids Xeon's 2 cores, 48-51 us without, 31-33
     /// with them 2 KB ahead (one row: 34-38, 30), and `DEBUG=2` of a served decode step's kernels 4.65 -> 3.74 ms
-    /// (one row), 8.04 -> 6.61 (four). Not on Zen 4 and later, whose prefetchers follow it: that projection's kernel
-    /// alone, 2 cores, 35-49 GB/s without, 28-33 with them 2 KB ahead.
+    /// (one row), 8.04 -> 6.61 (four). Not on AMD's family 0x19 and later (Zen 3 and 4; measured on a Zen 4, whose
+    /// prefetchers follow it): that projection's kernel alone, 2 cores, 35-49 GB/s without, 28-33 with them 2 KB ahead.
     pub sequential_prefetch: bool,
 }
 
@@ -345,6 +345,7 @@ impl CpuFeatures {
                 vnni: has!("avx512vnni") || has!("avxvnni"),
                 neon: false,
                 stream_rows: if intel { 64 } else { 8 },
+                // (Intel's families are 6 and 0xF: `family <= 0x17` alone would hold for them too)
                 sequential_prefetch: intel || family <= 0x17,
             }
         }
