@@ -176,6 +176,20 @@ pub const BLOCK_AHEAD: usize = 3072;
 /// The largest block of a buffer one THREAD iteration may read for [`add_prefetches`] to prefetch it whole.
 const BLOCK_MAX: usize = 4096;
 
+/// A software prefetch (a CUSTOM `__builtin_prefetch`) of `buf` at element `at`.
+fn prefetch(buf: &UOp, at: UOp) -> UOp {
+    let index = UOp::new(Ops::INDEX, buf.dtype, [buf.clone(), at], Arg::None);
+    UOp::new(Ops::CUSTOM, dtypes::VOID, [index], Arg::Str("__builtin_prefetch(&{0});".into()))
+}
+
+/// An index as a base and the constant it adds (0 where it adds none).
+fn base_and_offset(idx: &UOp) -> (UOp, i64) {
+    match (idx.op, idx.src.get(1).and_then(UOp::const_int)) {
+        (Ops::ADD, Some(c)) => (idx.src[0].clone(), c as i64),
+        _ => (idx.clone(), 0),
+    }
+}
+
 /// How far ahead [`add_prefetches`] prefetches a strided stream ([`stride_prefetches`]), in bytes, rounded up to whole
 /// loop steps: SmolLM2's attention values over 1,024 float16 keys (`r_2_3_32_3_1_128`, 384-byte keys), rendered C
 /// alone on a Sapphire Rapids Xeon's 2 cores over 30 caches: 22.4-24.4 us a cache without, 21.6-21.9 four keys
@@ -216,18 +230,14 @@ fn stride_prefetches(body: &[UOp], end: &UOp, thread: &UOp, large: &dyn Fn(&UOp)
         if s * item < STRIDE_MIN_STEP || 2 * s * item > STRIDE_AHEAD as i64 || step(thread).is_none_or(|t| s <= t) {
             continue;
         }
-        let (base, off) = match (idx.op, idx.src.get(1).and_then(UOp::const_int)) {
-            (Ops::ADD, Some(c)) => (idx.src[0].clone(), c as i64),
-            _ => (idx.clone(), 0),
-        };
+        let (base, off) = base_and_offset(idx);
         let line = (off * item) >> 6;
         if seen.iter().any(|(b, b2, l2)| b == buf && *b2 == base && *l2 == line) {
             continue;
         }
         seen.push((buf.clone(), base, line));
         let ahead: FxHashMap<UOp, UOp> = [(r.clone(), r + (STRIDE_AHEAD as i64 + s * item - 1) / (s * item))].into_iter().collect();
-        let index = UOp::new(Ops::INDEX, buf.dtype, [buf.clone(), idx.substitute(&ahead).simplify()], Arg::None);
-        out.push(UOp::new(Ops::CUSTOM, dtypes::VOID, [index], Arg::Str("__builtin_prefetch(&{0});".into())));
+        out.push(prefetch(buf, idx.substitute(&ahead).simplify()));
     }
     out
 }
@@ -254,10 +264,8 @@ fn block_prefetches(body: &[UOp], thread: &UOp, outer: &[&UOp], large: &dyn Fn(&
         if blocks.iter().any(|(b, ..)| b == buf) {
             continue;
         }
-        let (base, off) = match (idx.op, idx.src.get(1).and_then(UOp::const_int)) {
-            (Ops::ADD, Some(c)) => (idx.src[0].clone(), c),
-            _ => (idx.clone(), 0),
-        };
+        let (base, off) = base_and_offset(idx);
+        let off = i128::from(off);
         let span = bases.entry(base.clone()).or_insert_with(|| {
             let tile = super::opt::stride(&base, thread)? as i64;
             let (lo, hi) = base.substitute(&at0).simplify().bounds();
@@ -288,13 +296,7 @@ fn block_prefetches(body: &[UOp], thread: &UOp, outer: &[&UOp], large: &dyn Fn(&
             let at = at.clone();
             (0..per).map(move |j| {
                 let line = (&(&at * per) + j).floormod(lines);
-                let index = UOp::new(
-                    Ops::INDEX,
-                    buf.dtype,
-                    [buf.clone(), (&(&(thread * tile + ahead) + &origin) + &(&line * (64 / item))).simplify()],
-                    Arg::None,
-                );
-                UOp::new(Ops::CUSTOM, dtypes::VOID, [index], Arg::Str("__builtin_prefetch(&{0});".into()))
+                prefetch(&buf, (&(&(thread * tile + ahead) + &origin) + &(&line * (64 / item))).simplify())
             })
         })
         .collect()
@@ -381,23 +383,14 @@ pub fn add_prefetches(sink: &UOp, sequential: bool) -> UOp {
                 }
                 _ => next.clone(),
             };
-            let (base, off) = match (idx.op, idx.src.get(1).and_then(UOp::const_value)) {
-                (Ops::ADD, Some(c)) => (idx.src[0].clone(), c.as_f64() as i64),
-                _ => (idx.clone(), 0),
-            };
+            let (base, off) = base_and_offset(idx);
             let line = |o: i64| (o * item) >> 6;
             if !rows.iter().any(|(b, base2, o, _)| *b == l.src[0].src[0] && *base2 == base && line(*o) == line(off)) {
                 rows.push((l.src[0].src[0].clone(), base, off, ahead));
             }
         }
-        let prefetches: Vec<UOp> = rows
-            .into_iter()
-            .map(|(buf, base, off, ahead)| {
-                let at = (&base.substitute(&ahead) + off).simplify();
-                let index = UOp::new(Ops::INDEX, buf.dtype, [buf, at], Arg::None);
-                UOp::new(Ops::CUSTOM, dtypes::VOID, [index], Arg::Str("__builtin_prefetch(&{0});".into()))
-            })
-            .collect();
+        let prefetches: Vec<UOp> =
+            rows.into_iter().map(|(buf, base, off, ahead)| prefetch(&buf, (&base.substitute(&ahead) + off).simplify())).collect();
         // (none of the next THREAD iteration's rows: a strided stream, if any, ahead in this loop)
         let prefetches = if prefetches.is_empty() { stride_prefetches(&body, end, thread, &large) } else { prefetches };
         if prefetches.is_empty() {

@@ -34,7 +34,9 @@ impl Sampler {
         ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    /// The next token from `logits` (`[vocab]`).
+    /// The next token from `logits` (`[vocab]`, float32): the most likely at temperature 0, else a draw after
+    /// llama.cpp's default chain (top-k, then top-p on the untempered probabilities, then temperature). NaN or
+    /// infinite logits still give a token of the vocabulary.
     ///
     /// # Panics
     /// If `logits` is empty.
