@@ -451,6 +451,13 @@ impl GlobalCounters {
         self.time_sum_ns.fetch_add(time_ns, Relaxed);
     }
 
+    /// Records `n` kernel runs, untimed, of `ops` FLOPs and `mem` bytes moved in all (a TinyJit replay's).
+    pub fn add_kernels(&self, n: u64, ops: u64, mem: u64) {
+        self.kernel_count.fetch_add(n, Relaxed);
+        self.global_ops.fetch_add(ops, Relaxed);
+        self.global_mem.fetch_add(mem, Relaxed);
+    }
+
     /// Adds `delta` bytes (negative on free) to the allocated device memory.
     pub fn add_mem_used(&self, delta: i64) {
         self.mem_used.fetch_add(delta, Relaxed);

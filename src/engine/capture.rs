@@ -2,13 +2,14 @@
 //! realizes tensors. Out: the [`Kernels`] it launched on this thread, which [`Kernels::replay`] runs again on
 //! other buffers and variable values, skipping scheduling and codegen. TinyJit (`tensor::jit`) is built on it.
 
+use super::graph::Graph;
 use super::{batchable, in_batch, info, new_buffer, queue, run_items, ExecItem};
 use crate::error::{Error, Result};
 use crate::uop::UOp;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 thread_local! {
     /// The captures open on this thread (nested ones inside outer ones).
@@ -30,6 +31,8 @@ pub struct Kernels {
     created: FxHashSet<UOp>,
     /// The twin of each buffer made, by the buffer's id.
     twins: FxHashMap<u64, UOp>,
+    /// The launches made ready at the first replay that can use them ([`Graph`]; None: replays launch item by item).
+    graph: OnceLock<Option<Graph>>,
 }
 
 /// Runs `f`, recording every kernel launched on this thread meanwhile (a capture open inside `f` records its
@@ -47,7 +50,7 @@ pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Kernels) {
     let out = f();
     let rec = CAPTURING.with(|c| c.borrow_mut().last_mut().map(std::mem::take)).unwrap_or_default();
     drop(open);
-    (out, Kernels { items: rec.items, created: rec.twins.values().cloned().collect(), twins: rec.twins })
+    (out, Kernels { items: rec.items, created: rec.twins.values().cloned().collect(), twins: rec.twins, graph: OnceLock::new() })
 }
 
 impl Kernels {
@@ -104,6 +107,7 @@ impl Kernels {
     /// Makes the kernels write `outputs` (the captured function's outputs, buffers it made) rather than their twins,
     /// so the capture's outputs are the buffers the function returned.
     pub fn adopt(&mut self, outputs: &[UOp]) {
+        self.graph = OnceLock::new();
         for o in outputs {
             let Some(t) = self.twins.remove(&info(o).id) else { continue };
             self.items.iter_mut().flat_map(|ei| ei.bufs.iter_mut()).filter(|b| **b == t).for_each(|b| *b = o.clone());
@@ -116,6 +120,7 @@ impl Kernels {
     /// does: each takes a free buffer of its dtype, size and device at its first use and frees it after its last, so
     /// replays hold about a plain run's peak rather than every intermediate at once.
     pub fn plan_memory(&mut self, keep: &[UOp]) {
+        self.graph = OnceLock::new();
         let planned = |b: &UOp| self.created.contains(b) && !keep.contains(b);
         let mut last: FxHashMap<UOp, usize> = FxHashMap::default();
         for (i, ei) in self.items.iter().enumerate() {
@@ -144,16 +149,29 @@ impl Kernels {
     pub fn created(&self, buf: &UOp) -> bool {
         self.created.contains(buf)
     }
-    /// Runs the kernels again with each buffer in `swap` replaced by its value and the variables in `vars`
-    /// (name, value) rebound; recorded in any capture open now.
+    /// Runs the kernels again with each buffer swapped for its pair in `swap` (captured, new) and the variables in
+    /// `vars` (name, value) rebound; recorded in any capture open now. A replay of kernels on one device, not
+    /// recorded nor printed (DEBUG=2, PROFILE), launches them as a [`Graph`], made at the first such replay for
+    /// the order of `swap`'s keys and `vars`' names it sees (replays in another order launch item by item).
     ///
     /// # Errors
     /// Allocation and launch errors.
     ///
     /// # Panics
     /// If a variable's value does not fit an `int`.
-    pub fn replay(&self, swap: &FxHashMap<&UOp, UOp>, vars: &[(Arc<str>, i64)]) -> Result<()> {
+    pub fn replay(&self, swap: &[(UOp, UOp)], vars: &[(Arc<str>, i64)]) -> Result<()> {
         let recording = CAPTURING.with(|c| !c.borrow().is_empty());
+        let graphable = !recording && crate::helpers::DEBUG.value() < 2 && !crate::profile::enabled() && !queue::spans_queues(&self.items);
+        if graphable {
+            if self.graph.get().is_none() {
+                let g = Graph::new(&self.items, swap, vars)?;
+                let _ = self.graph.set(g);
+            }
+            if let Some(g) = self.graph.get().and_then(Option::as_ref).filter(|g| g.fits(swap, vars)) {
+                return in_batch(batchable(&self.items), || g.run(swap, vars));
+            }
+        }
+        let swap: FxHashMap<&UOp, &UOp> = swap.iter().map(|(k, v)| (k, v)).collect();
         let mut items = self.items.iter().map(|ei| {
             // (an item on the captured buffers and variables runs as it is: a decode step's thousand kernels
             // are mostly those, and copying each showed in its profile)
@@ -161,7 +179,7 @@ impl Kernels {
                 return Cow::Borrowed(ei);
             }
             let mut ei = ei.clone();
-            ei.bufs.iter_mut().filter_map(|b| swap.get(&*b).map(|n| (b, n))).for_each(|(b, n)| *b = n.clone());
+            ei.bufs.iter_mut().filter_map(|b| swap.get(&*b).map(|n| (b, *n))).for_each(|(b, n)| *b = n.clone());
             ei.rebind(vars);
             record(&ei);
             Cow::Owned(ei)

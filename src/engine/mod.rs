@@ -12,6 +12,7 @@ use crate::runtime::{self, canonicalize_device, Compiled, Program, RawBuffer};
 use crate::schedule::{contiguous_buffer, create_schedule};
 use crate::uop::{track, Arg, BufferInfo, Ops, UOp};
 mod capture;
+mod graph;
 mod queue;
 mod search;
 

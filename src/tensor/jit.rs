@@ -290,11 +290,11 @@ fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Re
     }
     // pending assigns to buffers the kernels read (tensors the function captured) run first
     super::realize_pending(cap.kernels.buffers())?;
-    let mut swap: FxHashMap<&UOp, UOp> = cap.inputs.iter().zip(&bufs).map(|(c, b)| (c, b.clone())).collect();
+    let mut swap: Vec<(UOp, UOp)> = cap.inputs.iter().cloned().zip(bufs).collect();
     for (o, _) in &cap.outputs {
         // outputs the capture created: each replay writes new ones (an input stays the caller's buffer)
-        if cap.kernels.created(o) && !swap.contains_key(o) {
-            swap.insert(o, engine::new_buffer_like(o));
+        if cap.kernels.created(o) && !swap.iter().any(|(k, _)| k == o) {
+            swap.push((o.clone(), engine::new_buffer_like(o)));
         }
     }
     for d in &cap.draws {
@@ -307,6 +307,8 @@ fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Re
     Ok(cap
         .outputs
         .iter()
-        .map(|(b, shape)| Tensor::from_uop(buffer_view_sym(swap.get(b).unwrap_or(b), &rebind(shape.clone(), Some(&vars)))))
+        .map(|(b, shape)| {
+            Tensor::from_uop(buffer_view_sym(swap.iter().find(|(k, _)| k == b).map_or(b, |(_, v)| v), &rebind(shape.clone(), Some(&vars))))
+        })
         .collect())
 }
