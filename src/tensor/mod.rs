@@ -137,6 +137,12 @@ pub(crate) fn realize_pending<'a>(bufs: impl IntoIterator<Item = &'a UOp>) -> Re
     Tensor::realize_all(&assigns.iter().collect::<Vec<_>>())
 }
 
+/// Those of `ts` a realize would change: not a realized contiguous buffer, or one with a pending assign.
+pub(crate) fn unrealized(ts: &[Tensor]) -> Vec<&Tensor> {
+    let st = ASSIGNS.lock();
+    ts.iter().filter(|t| crate::schedule::contiguous_buffer(&t.uop()).is_none_or(|b| st.pending.contains_key(b))).collect()
+}
+
 /// For a view (SHRINK, RESHAPE, PERMUTE, FLIP) of a realized contiguous buffer, or of a sharded tensor whose shards
 /// are: that buffer view (or MULTI), and the view ops from the outermost in.
 fn view_of_buffer(u: &UOp) -> Option<(UOp, Vec<UOp>)> {
