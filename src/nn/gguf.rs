@@ -507,16 +507,16 @@ impl QuantMatrix {
     pub fn matmul_t(&self, x: &QuantRows) -> Tensor {
         let s = self.words.shape();
         let (tiles, nb, w, lanes) = (s[0], s[1], s[2], s[3]);
-        let n = x.0.shape()[0];
+        let n = x.words.shape()[0];
         assert_eq!(
-            x.0.shape(),
-            [n, nb, 12],
+            x.words.shape(),
+            [n, nb, 8],
             "QuantMatrix::matmul_t: x of {:?} words for a [{}, {}] matrix",
-            x.0.shape(),
+            x.words.shape(),
             tiles * lanes,
             nb * 32
         );
-        let (xw, dx, sx) = (x.part(0, 8), x.part(8, 9).bitcast(dtypes::FLOAT32), x.part(9, 10).bitcast(dtypes::FLOAT32));
+        let (xw, dx, sx) = (x.words.clone(), x.sum(0), x.sum(1));
         // 4-bit words: the low nibbles of the 4 words, then the high ones, as x's 8 words of a block are ordered; a
         // fifth word's bits moved to bit 4 of each quant (word i's at bit i of each byte)
         let part_w = |a: usize, b: usize| self.words.shrink(&[(0, tiles), (0, nb), (a, b), (0, lanes)]);
@@ -556,9 +556,10 @@ impl QuantMatrix {
         let dots = |a: usize, b: usize| (a..b).fold(Tensor::full((), 0i32), |acc, i| dot(i, acc));
         if self.ty == GgmlType::Q6_K {
             // each 16-value sub-block's quants less 32, in integers, times its scale: sc_a·(Σqx - 32Σx) + sc_b·(..)
+            // (the halves' sums as float32, exact: integers under 2^24 whose differences are too)
             let sub = |h: usize| {
-                let sum16 = x.part(10 + h, 11 + h).reshape([n, 1, nb, 1]);
-                (&dots(4 * h, 4 * h + 4) - &(&sum16 * 32i64)).cast(dtypes::FLOAT32) * &part(1 + h)
+                let sum16 = x.sum(2 + h).reshape([n, 1, nb, 1]);
+                (&dots(4 * h, 4 * h + 4).cast(dtypes::FLOAT32) - &(&sum16 * 32.0f32)) * &part(1 + h)
             };
             return (&(&sub(0) + &sub(1)) * &(&part(0) * &dx)).sum(2).reshape([n, tiles * lanes]);
         }
@@ -570,11 +571,15 @@ impl QuantMatrix {
     }
 }
 
-/// Rows of activations quantized per 32 values as llama.cpp's Q8 blocks, for [`QuantMatrix::matmul_t`]: one
-/// `[n, k/32, 12]` int32 tensor, each block's 8 words of four byte quants, then the bits of its float32 scale `dx`
-/// and of `dx * Σq` (Q8_1's `s`), then `Σq` of its two halves of 16 (for Q6_K's sub-blocks), made by three kernels.
+/// Rows of activations quantized per 32 values as llama.cpp's Q8 blocks, for [`QuantMatrix::matmul_t`]: each block's
+/// 8 words of four byte quants (`[n, k/32, 8]` int32), and its float32 scale `dx`, `dx * Σq` (Q8_1's `s`) and `Σq` of
+/// its two halves of 16 (for Q6_K's sub-blocks) (`[n, k/32, 4]` float32), made by four kernels. (Two tensors: one
+/// `[n, k/32, 12]` of both, its floats' bits in words, was a kernel of lane-by-lane selects, 4 us for four rows.)
 #[derive(Clone, Debug)]
-pub struct QuantRows(Tensor);
+pub struct QuantRows {
+    words: Tensor,
+    sums: Tensor,
+}
 
 impl QuantRows {
     /// `x` (`[n, k]` float32, `k` a multiple of 32) quantized: `q = round(x / dx)` in -127..=127 with `dx = max|x| /
@@ -603,12 +608,13 @@ impl QuantRows {
         // 128 multiplies their rounding; the two halves added, not summed: a reduction would be a kernel of its own)
         let half = |h: usize| halves.shrink(&[(0, n), (0, nb), (h, h + 1)]);
         let sx = (&half(0) + &half(1)).cast(dtypes::FLOAT32) * &dx;
-        QuantRows(words.cat(&[&dx.bitcast(dtypes::INT32), &sx.bitcast(dtypes::INT32), &halves], -1).contiguous())
+        let sums = dx.cat(&[&sx, &halves.cast(dtypes::FLOAT32)], -1).contiguous();
+        QuantRows { words: words.contiguous(), sums }
     }
-    /// Columns `a..b` of each block.
-    fn part(&self, a: usize, b: usize) -> Tensor {
-        let s = self.0.shape();
-        self.0.shrink(&[(0, s[0]), (0, s[1]), (a, b)])
+    /// Column `i` of each block's sums: `dx`, `dx * Σq`, `Σq` of the first half, of the second (`[n, k/32, 1]`).
+    fn sum(&self, i: usize) -> Tensor {
+        let s = self.sums.shape();
+        self.sums.shrink(&[(0, s[0]), (0, s[1]), (i, i + 1)])
     }
 }
 
