@@ -402,3 +402,24 @@ fn input_mutation_consistent() {
     }
     assert_eq!(vals(&a), [5.0]);
 }
+
+// Ours: a replay whose kernels would write an input made by Tensor::from_blob (read-only host bytes, never used
+// before) panics naming them, and the bytes stay as they were.
+#[test]
+fn replay_refuses_to_write_borrowed_bytes() {
+    let mut f = TinyJit::new(|x: &[Tensor]| {
+        x[0].assign(&x[0] + 1.0).realize()?;
+        Ok(vec![x[0].clone()])
+    });
+    let a = t(&[0.0]);
+    for _ in 0..3 {
+        f.call(std::slice::from_ref(&a)).unwrap();
+    }
+    let bytes = bytes::Bytes::from(2.0f32.to_le_bytes().to_vec());
+    let blob = Tensor::from_blob(bytes.clone(), tinygrad::dtypes::FLOAT32, [1]);
+    let err =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.call(std::slice::from_ref(&blob)))).expect_err("writes host bytes");
+    let msg = err.downcast_ref::<String>().cloned().or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+    assert!(msg.contains("borrowed host bytes"), "{msg}");
+    assert_eq!(&bytes[..], 2.0f32.to_le_bytes(), "the borrowed bytes changed");
+}

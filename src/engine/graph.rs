@@ -33,8 +33,8 @@ pub(super) struct Graph {
     launches: Vec<Launch>,
     /// The buffers no replay swaps, each with whether a kernel writes it.
     fixed: Vec<(UOp, bool)>,
-    /// For each key: whether a kernel writes it, and the most bytes a kernel indexes in it.
-    key_use: Vec<(bool, usize)>,
+    /// For each key: the most bytes a kernel reads of it, and writes (None: no kernel writes it).
+    key_use: Vec<(usize, Option<usize>)>,
     /// The kernels' operations and bytes moved, summed, for GlobalCounters.
     ops: u64,
     moved: u64,
@@ -59,9 +59,10 @@ impl Graph {
             (swap.iter().map(|(k, _)| k.clone()).collect(), vars.iter().map(|(n, _)| n.clone()).collect());
         let key_at: FxHashMap<&UOp, u32> = keys.iter().enumerate().rev().map(|(i, k)| (k, i as u32)).collect();
         let mut fixed: FxHashMap<UOp, bool> = FxHashMap::default();
-        let mut key_use = vec![(false, 0); keys.len()];
+        let mut key_use = vec![(0, None); keys.len()];
         let (mut launches, mut ops, mut moved) = (Vec::with_capacity(items.len()), 0, 0);
-        for ei in items.iter().filter(|ei| info(&ei.bufs[0]).size != 0) {
+        // (an empty output: nothing to compute; a swapped one's size is the replay's, checked there)
+        for ei in items.iter().filter(|ei| key_at.contains_key(&ei.bufs[0]) || info(&ei.bufs[0]).size != 0) {
             let Work::Kernel(runner) = &ei.work else { unreachable!("kernels only") };
             let mut l = Launch {
                 runner: runner.clone(),
@@ -75,15 +76,19 @@ impl Graph {
                 match key_at.get(b) {
                     Some(&k) => {
                         let u = &mut key_use[k as usize];
-                        *u = (u.0 || slot == 0, u.1.max(bytes));
+                        *u = match slot {
+                            0 => (u.0, Some(u.1.unwrap_or(0).max(bytes))),
+                            _ => (u.0.max(bytes), u.1),
+                        };
                         l.swaps.push((slot as u16, k));
                         l.ptrs.push(0);
                     }
                     None => {
                         check_fits(runner, slot, b, bytes);
+                        // (the memory made first: a buffer is borrowed only once it has memory)
+                        l.ptrs.push(mem(b)? as usize);
                         assert!(slot != 0 || !super::is_borrowed(b), "kernel {}: writes borrowed host bytes", runner.kernel.name);
                         *fixed.entry(b.clone()).or_default() |= slot == 0;
-                        l.ptrs.push(mem(b)? as usize);
                     }
                 }
             }
@@ -115,19 +120,21 @@ impl Graph {
     /// # Panics
     /// As [`ExecItem::run`]; if a value does not fit an `int`.
     pub(super) fn run(&self, swap: &[(UOp, UOp)], vars: &[(Arc<str>, i64)]) -> Result<()> {
-        let vals: SmallVec<[i32; 8]> = vars
-            .iter()
-            .map(|(n, v)| i32::try_from(*v).unwrap_or_else(|_| panic!("variable {n} = {v} does not fit a 32-bit int")))
-            .collect();
         let mut locks: Vec<(usize, &parking_lot::RwLock<()>, bool)> = Vec::with_capacity(self.fixed.len() + swap.len());
-        let mut swapped: Vec<usize> = Vec::with_capacity(swap.len());
-        for ((_, b), &(written, bytes)) in swap.iter().zip(&self.key_use) {
+        let (mut swapped, mut empty) = (Vec::with_capacity(swap.len()), Vec::with_capacity(swap.len()));
+        for ((_, b), &(read, written)) in swap.iter().zip(&self.key_use) {
             let holds = info(b).size * b.dtype.itemsize();
+            let bytes = read.max(if holds == 0 { 0 } else { written.unwrap_or(0) });
             assert!(holds >= bytes, "replay: a buffer of {holds} bytes swapped in where the kernels index {bytes}");
-            assert!(!written || !super::is_borrowed(b), "replay: a kernel writes borrowed host bytes");
+            empty.push(holds == 0);
+            if holds == 0 {
+                swapped.push(0);
+                continue;
+            }
             let p = mem(b)? as usize;
+            assert!(written.is_none() || !super::is_borrowed(b), "replay: a kernel writes borrowed host bytes");
             swapped.push(p);
-            locks.push((p, &mem_of(b)?.lock, written));
+            locks.push((p, &mem_of(b)?.lock, written.is_some()));
         }
         for (b, written) in &self.fixed {
             locks.push((mem(b)? as usize, &mem_of(b)?.lock, *written));
@@ -143,15 +150,24 @@ impl Graph {
                 _read.push(lock.read());
             }
         }
+        let mut n = 0;
         for l in &self.launches {
+            // (an empty output swapped in: nothing to compute)
+            if l.swaps.first().is_some_and(|&(slot, k)| slot == 0 && empty[k as usize]) {
+                continue;
+            }
             let mut ptrs: SmallVec<[*mut u8; 16]> = l.ptrs.iter().map(|&p| p as *mut u8).collect();
             l.swaps.iter().for_each(|&(slot, k)| ptrs[slot as usize] = swapped[k as usize] as *mut u8);
             let mut v = l.vals.clone();
-            l.vars.iter().for_each(|&(slot, i)| v[slot as usize] = vals[i as usize]);
+            for &(slot, i) in &l.vars {
+                let (name, val) = &vars[i as usize];
+                v[slot as usize] = i32::try_from(*val).unwrap_or_else(|_| panic!("variable {name} = {val} does not fit a 32-bit int"));
+            }
+            n += 1;
             let k = &l.runner.kernel;
             l.runner.program.enqueue(&ptrs, &v, k.global_size, k.local_size)?;
         }
-        GLOBAL_COUNTERS.add_kernels(self.launches.len() as u64, self.ops, self.moved);
+        GLOBAL_COUNTERS.add_kernels(n, self.ops, self.moved);
         Ok(())
     }
 }

@@ -54,7 +54,7 @@ struct Captured {
     /// The random draws made while capturing: each replay gives them the next counters.
     draws: Vec<super::random::Draw>,
     /// Each input's graph at the last replay where its spec matched and its dims were all numbers: the same graph
-    /// again needs no check (a decoder's caches, passed at every step).
+    /// again needs no check (a decoder's caches, passed at every step). Holds those inputs until the next replay.
     seen: Vec<Option<UOp>>,
 }
 
@@ -208,8 +208,9 @@ fn step(state: &mut JitState, all: &[Tensor], f: &mut dyn FnMut(&[Tensor]) -> Re
     }
     // bound variables among the inputs are not buffers: each replay passes their new values to the kernels
     let inputs: Vec<Tensor> = all.iter().filter(|t| t.uop().op != Ops::BIND).cloned().collect();
-    // (those not realized already, in one schedule: a realize each cost 0.5 us apiece over a batched decode step's 246
-    // caches)
+    // (those not realized already, in one schedule, as tinygrad's `Tensor.realize(*inputs)`: a lazy input reading a
+    // buffer that another input assigns sees its old value; a realize each cost 0.5 us apiece over a batched decode
+    // step's 246 caches)
     let lazy = super::unrealized(&inputs);
     if !lazy.is_empty() {
         Tensor::realize_all(&lazy)?;
