@@ -552,7 +552,7 @@ fn minilm_replays_one_symbolic_capture_for_every_size() {
         };
         close(&got.to_vec::<f32>().unwrap(), &want.iter().map(|&v| v as f64).collect::<Vec<_>>(), &format!("{b}x{s}"));
         if call >= 3 {
-            assert_eq!(scheduled, 3, "{b}x{s} (run {call}) scheduled {scheduled} times: only its inputs' copies may");
+            assert_eq!(scheduled, 1, "{b}x{s} (run {call}) scheduled {scheduled} times: only its inputs' copies may, together");
         }
     }
 }
