@@ -18,6 +18,7 @@ struct Launch {
     runner: Arc<Runner>,
     /// The captured buffers' addresses, by argument slot.
     ptrs: SmallVec<[usize; 8]>,
+    /// The variables' values as captured, by variable slot.
     vals: SmallVec<[i32; 4]>,
     /// (argument slot, index of the swapped buffer among the replay's).
     swaps: SmallVec<[(u16, u32); 2]>,
@@ -42,9 +43,8 @@ pub(super) struct Graph {
 
 impl Graph {
     /// The graph of `items` for replays that swap `swap`'s keys (captured buffers) and rebind `vars`' names, in
-    /// that order; None where an item is not
-    /// a kernel, or a kernel runs beside a check compiler's build (both stay with [`ExecItem::run`]). Allocates the
-    /// memory of the buffers no replay swaps.
+    /// that order; None where an item is not a kernel, or a kernel runs beside a check compiler's build (both stay
+    /// with [`ExecItem::run`]). Allocates the memory of the buffers no replay swaps.
     ///
     /// # Errors
     /// Allocation errors.
