@@ -415,8 +415,13 @@ fn replay_refuses_to_write_borrowed_bytes() {
     for _ in 0..3 {
         f.call(std::slice::from_ref(&a)).unwrap();
     }
-    let bytes = bytes::Bytes::from(2.0f32.to_le_bytes().to_vec());
+    // (at the start of a page: the device borrows host bytes only where reading past them stays in their page)
+    let mut backing = vec![0u8; 3 * 4096];
+    let at = (4096 - backing.as_ptr() as usize % 4096) % 4096;
+    backing[at..at + 4].copy_from_slice(&2.0f32.to_le_bytes());
+    let bytes = bytes::Bytes::from(backing).slice(at..at + 4);
     let blob = Tensor::from_blob(bytes.clone(), tinygrad::dtypes::FLOAT32, [1]);
+    assert_eq!(bytes.as_ptr() as usize % 4096, 0, "the bytes start a page");
     let err =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.call(std::slice::from_ref(&blob)))).expect_err("writes host bytes");
     let msg = err.downcast_ref::<String>().cloned().or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
