@@ -389,13 +389,18 @@ fn unrealized_return_auto_realized() {
 
 // tinygrad (correct behavior): keyword order doesn't matter. Rust has no keyword arguments: nothing to port.
 
+/// A TinyJit that adds 1 to its input in place and returns it.
+fn increments() -> TinyJit<impl FnMut(&[Tensor]) -> tinygrad::Result<Vec<Tensor>>> {
+    TinyJit::new(|x: &[Tensor]| {
+        x[0].assign(&x[0] + 1.0).realize()?;
+        Ok(vec![x[0].clone()])
+    })
+}
+
 // tinygrad (correct behavior): mutating an input by assign is consistent. Ours: right result.
 #[test]
 fn input_mutation_consistent() {
-    let mut f = TinyJit::new(|x: &[Tensor]| {
-        x[0].assign(&x[0] + 1.0).realize()?;
-        Ok(vec![x[0].clone()])
-    });
+    let mut f = increments();
     let a = t(&[0.0]);
     for _ in 0..5 {
         f.call(std::slice::from_ref(&a)).unwrap();
@@ -407,10 +412,7 @@ fn input_mutation_consistent() {
 // before) panics naming them, and the bytes stay as they were.
 #[test]
 fn replay_refuses_to_write_borrowed_bytes() {
-    let mut f = TinyJit::new(|x: &[Tensor]| {
-        x[0].assign(&x[0] + 1.0).realize()?;
-        Ok(vec![x[0].clone()])
-    });
+    let mut f = increments();
     let a = t(&[0.0]);
     for _ in 0..3 {
         f.call(std::slice::from_ref(&a)).unwrap();

@@ -150,7 +150,7 @@ impl Kernels {
         self.created.contains(buf)
     }
     /// Runs the kernels again with each buffer swapped for its pair in `swap` (captured, new) and the variables in
-    /// `vars` (name, value) rebound; recorded in any capture open now. A replay of kernels on one device, not
+    /// `vars` (name, value) rebound; recorded in any capture open now. A replay of kernels on one queue, not
     /// recorded nor printed (DEBUG=2, PROFILE), launches them as a [`Graph`], made at the first such replay for
     /// the order of `swap`'s keys and `vars`' names it sees (replays in another order launch item by item).
     ///
@@ -161,14 +161,13 @@ impl Kernels {
     /// If a variable's value does not fit an `int`.
     pub fn replay(&self, swap: &[(UOp, UOp)], vars: &[(Arc<str>, i64)]) -> Result<()> {
         let recording = CAPTURING.with(|c| !c.borrow().is_empty());
-        let graphable = !recording && crate::helpers::DEBUG.value() < 2 && !crate::profile::enabled() && !queue::spans_queues(&self.items);
-        if graphable {
+        if !recording && crate::helpers::DEBUG.value() < 2 && !crate::profile::enabled() {
             if self.graph.get().is_none() {
                 let g = Graph::new(&self.items, swap, vars)?;
                 let _ = self.graph.set(g);
             }
             if let Some(g) = self.graph.get().and_then(Option::as_ref).filter(|g| g.fits(swap, vars)) {
-                return in_batch(batchable(&self.items), || g.run(swap, vars));
+                return g.run(swap, vars);
             }
         }
         let swap: FxHashMap<&UOp, &UOp> = swap.iter().map(|(k, v)| (k, v)).collect();

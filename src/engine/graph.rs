@@ -39,12 +39,14 @@ pub(super) struct Graph {
     /// The kernels' operations and bytes moved, summed, for GlobalCounters.
     ops: u64,
     moved: u64,
+    /// Whether the launches run as one batch on the CPU's team ([`super::batchable`]).
+    batch: bool,
 }
 
 impl Graph {
     /// The graph of `items` for replays that swap `swap`'s keys (captured buffers) and rebind `vars`' names, in
-    /// that order; None where an item is not a kernel, or a kernel runs beside a check compiler's build (both stay
-    /// with [`ExecItem::run`]). Allocates the memory of the buffers no replay swaps.
+    /// that order; None where an item is not a kernel, a kernel runs beside a check compiler's build, or the items
+    /// span several queues (all stay with [`ExecItem::run`]). Allocates the memory of the buffers no replay swaps.
     ///
     /// # Errors
     /// Allocation errors.
@@ -52,7 +54,7 @@ impl Graph {
     /// # Panics
     /// As [`ExecItem::run`]: a kernel indexing more of a buffer than it holds, or writing borrowed host bytes.
     pub(super) fn new(items: &[ExecItem], swap: &[(UOp, UOp)], vars: &[(Arc<str>, i64)]) -> Result<Option<Graph>> {
-        if items.iter().any(|ei| !matches!(&ei.work, Work::Kernel(r) if r.check.is_none())) {
+        if super::queue::spans_queues(items) || items.iter().any(|ei| !matches!(&ei.work, Work::Kernel(r) if r.check.is_none())) {
             return Ok(None);
         }
         let (keys, names): (Vec<UOp>, Vec<Arc<str>>) =
@@ -100,7 +102,8 @@ impl Graph {
             (ops, moved) = (ops + runner.kernel.ops, moved + runner.kernel.mem);
             launches.push(l);
         }
-        Ok(Some(Graph { keys, names, launches, fixed: fixed.into_iter().collect(), key_use, ops, moved }))
+        let batch = super::batchable(items);
+        Ok(Some(Graph { keys, names, launches, fixed: fixed.into_iter().collect(), key_use, ops, moved, batch }))
     }
 
     /// Whether this graph was made for replays that swap `swap`'s keys and rebind `vars`' names, in that order.
@@ -120,6 +123,11 @@ impl Graph {
     /// # Panics
     /// As [`ExecItem::run`]; if a value does not fit an `int`.
     pub(super) fn run(&self, swap: &[(UOp, UOp)], vars: &[(Arc<str>, i64)]) -> Result<()> {
+        super::in_batch(self.batch, || self.launch(swap, vars))
+    }
+
+    /// [`Graph::run`]'s work, in the batch it holds.
+    fn launch(&self, swap: &[(UOp, UOp)], vars: &[(Arc<str>, i64)]) -> Result<()> {
         let mut locks: Vec<(usize, &parking_lot::RwLock<()>, bool)> = Vec::with_capacity(self.fixed.len() + swap.len());
         let (mut swapped, mut empty) = (Vec::with_capacity(swap.len()), Vec::with_capacity(swap.len()));
         for ((_, b), &(read, written)) in swap.iter().zip(&self.key_use) {
