@@ -133,3 +133,37 @@ fn the_target_packs_pads_and_splits_not_the_tensor_graph() {
     assert_eq!([kernels(&sum, &cpu), kernels(&sum, &gpu)], [1, 1]);
     drop(ctx);
 }
+
+/// A batched decode step's attention scores over a stack of separate float16 KV caches (4 sequences, 3 KV heads of
+/// 64, 3 query heads a KV head, 128 keys): the stack is upcast whole, and the register tile's rows go to the query
+/// heads of a group (each key row loaded and converted once for the three), not to the stack, whose loads are
+/// another buffer each. With 32 vector registers of 16 floats the tile is 4 sequences x 3 heads x 2 registers; with
+/// 16 registers of 8 there is room for the stack only.
+#[test]
+fn stacked_kv_caches_give_the_register_rows_to_the_query_heads() {
+    use tinygrad::codegen::{opt::heuristic::hand_coded_optimizations, OptOps};
+    let (s, h, g, n, d) = (4, 3, 3, 128, 64);
+    let (qv, kv): (Vec<f32>, Vec<Vec<f32>>) = (data(s * h * g * d, 1), (0..s).map(|i| data(n * h * d, 2 + i)).collect());
+    let keys: Vec<Tensor> =
+        kv.iter().map(|k| Tensor::from_slice(k, [n, h * d]).cast(tinygrad::dtypes::FLOAT16).realize().unwrap().clone()).collect();
+    let rows: Vec<Tensor> = keys.iter().map(|k| k.reshape([1, n, h, d]).cast(tinygrad::dtypes::FLOAT32)).collect();
+    let k = rows[0].cat(&rows[1..].iter().collect::<Vec<_>>(), 0).permute([0, 2, 1, 3]).reshape([s, h, 1, n, d]);
+    let scores = (Tensor::from_slice(&qv, [s, h, g, 1, d]) * k).sum(-1);
+    // (the keys as float16 rounds them, as the cache does)
+    let half = |x: f32| half::f16::from_f32(x).to_f64();
+    let want: Vec<f64> = (0..s * h * g * n)
+        .map(|e| {
+            let (si, hi, gi, ni) = (e / (h * g * n), e / (g * n) % h, e / n % g, e % n);
+            (0..d).map(|x| qv[((si * h + hi) * g + gi) * d + x] as f64 * half(kv[si][ni * h * d + hi * d + x])).sum()
+        })
+        .collect();
+    let ast = tinygrad::schedule::create_schedule(&[scores.uop()], &tinygrad::renderer::Renderer::cpu()).items[0].ast.clone();
+    close(&scores.to_vec::<f32>().unwrap(), &want, "stacked scores");
+    let upcasts = |bytes, regs| {
+        let ren = tinygrad::renderer::Renderer { vector_bytes: bytes, vector_registers: regs, ..tinygrad::renderer::Renderer::cpu() };
+        let opts = hand_coded_optimizations(&tinygrad::codegen::kernel(&ast, &ren));
+        opts.iter().filter(|o| o.op == OptOps::Upcast).map(|o| o.arg).collect::<Vec<_>>()
+    };
+    assert_eq!(upcasts(64, 32), [3, 4], "AVX-512: the group's heads, then the stack");
+    assert_eq!(upcasts(32, 16), [4], "AVX2: the stack only");
+}

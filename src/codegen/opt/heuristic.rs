@@ -41,18 +41,12 @@ pub fn hand_coded_optimizations(k: &Kernel) -> Vec<Opt> {
     k.applied_opts
 }
 
-/// UPCAST: a short output axis (2 to 4) that picks among buffers, as a stack of separate KV caches does (loads of
-/// two or more buffers gated by it, their addresses not moving along it), is upcast whole: each lane then reads its
-/// own buffer with no gate. Left to THREAD, its gates stay in the reduction loop, and clang compiles a gated float16
-/// vector load 7x slower than gcc (a 2-row decode step's values kernel over a symbolic span: 267 us a layer).
+/// UPCAST: the stack axes ([`Analysis::stacked`]) whole: each lane then reads its own buffer with no gate. Left to
+/// THREAD, its gates stay in the reduction loop, and clang compiles a gated float16 vector load 7x slower than gcc (a
+/// 2-row decode step's values kernel over a symbolic span: 267 us a layer).
 fn upcast_stack_axes(k: &mut Kernel, a: &Analysis) {
-    for r in &a.outs {
-        let n = range_size(r);
-        let picks = |l: &&UOp| l.src[0].src.get(2).is_some_and(|g| g.toposort().contains(r)) && ignores(l, r);
-        let bufs: Vec<&UOp> = a.loads.iter().filter(picks).map(|l| &l.src[0].src[0]).collect();
-        if (2..=4).contains(&n) && bufs.iter().any(|b| *b != bufs[0]) {
-            try_apply(k, OptOps::Upcast, r.axis().0, n);
-        }
+    for r in a.outs.iter().filter(|r| a.stacked(r)) {
+        try_apply(k, OptOps::Upcast, r.axis().0, range_size(r));
     }
 }
 
@@ -136,7 +130,7 @@ struct Analysis {
     outs: Vec<UOp>,
     /// The reduce axes.
     reds: Vec<UOp>,
-    /// Vector registers a register tile may fill (four are left for the operands).
+    /// Vector registers a register tile may fill before the stack axes multiply it (four are left for the operands).
     budget: usize,
     /// The target's vector registers.
     regs: usize,
@@ -149,7 +143,7 @@ impl Analysis {
         let item = store.src[0].dtype.base().itemsize().max(1);
         let loads = reduce_loads(reduces);
         let rngs = k.rngs();
-        Some(Analysis {
+        let mut a = Analysis {
             store,
             item,
             lanes: (k.ren.vector_bytes / item).max(1),
@@ -157,9 +151,24 @@ impl Analysis {
             loads,
             outs: k.upcastable_dims().into_iter().map(|i| rngs[i].clone()).collect(),
             reds: k.unrollable_dims().into_iter().map(|i| rngs[i].clone()).collect(),
-            budget: k.ren.vector_registers.saturating_sub(4).max(1),
+            budget: 0,
             regs: k.ren.vector_registers.max(1),
-        })
+        };
+        let stack: usize = a.outs.iter().filter(|r| a.stacked(r)).map(range_size).product();
+        a.budget = (k.ren.vector_registers.saturating_sub(4) / stack).max(1);
+        Some(a)
+    }
+    /// Whether output axis `r` is a stack: short (2 to 4) and picking among buffers, as a batch of separate KV caches
+    /// does (loads of two or more buffers gated by it, their addresses not moving along it). Its loads look reused
+    /// along it and are not (each step reads another buffer), so it takes no part in a register tile's rows or
+    /// columns; it is upcast whole after them ([`upcast_stack_axes`]), multiplying the tile, so the tile's budget is
+    /// divided by its size. Taking the rows, it left a batched decode step's scores and values kernels loading and
+    /// converting each float16 key and value row once per query head of its group (SmolLM2, 4 rows, `DEBUG=2`
+    /// medians a step: values 711 -> 575-595 us, scores 589 -> 521).
+    fn stacked(&self, r: &UOp) -> bool {
+        let picks = |l: &&UOp| l.src[0].src.get(2).is_some_and(|g| g.toposort().contains(r)) && ignores(l, r);
+        let bufs: Vec<&UOp> = self.loads.iter().filter(picks).map(|l| &l.src[0].src[0]).collect();
+        (2..=4).contains(&range_size(r)) && bufs.iter().any(|b| *b != bufs[0])
     }
     /// Whether a load moving along output axis `t` reads, within `n` steps of `t`, what it reads at another step of a
     /// reduce axis the compiler unrolls (8 or fewer): a convolution's window, `x[2*ox + kx]`. The compiler then keeps
@@ -207,9 +216,9 @@ impl Analysis {
     fn vectorizable(&self, r: &UOp) -> bool {
         range_size(r) >= 2 * self.lanes || self.width(range_size(r), 2 * self.lanes).is_some() || self.pad_pays(range_size(r))
     }
-    /// Whether one load ignores output axis `r` (so it is reused along it) and another moves along it.
+    /// Whether one load ignores output axis `r` (so it is reused along it) and another moves along it, `r` no stack.
     fn reuse(&self, r: &UOp) -> bool {
-        self.loads.iter().any(|l| along(l, r) == Some(0)) && self.loads.iter().any(|l| along(l, r) != Some(0))
+        !self.stacked(r) && self.loads.iter().any(|l| along(l, r) == Some(0)) && self.loads.iter().any(|l| along(l, r) != Some(0))
     }
     /// The vector axis: an output axis the store walks with unit stride and no load gathers along, unless in a
     /// reduction that axis wastes over an eighth of its vectors' lanes and one a load walks with unit stride is
@@ -465,10 +474,12 @@ fn order_tile_loops(k: &mut Kernel, a: &Analysis, (row, n, vecs): (&UOp, usize, 
 }
 
 /// The row axis of a register tile beside vector axis `skip`: the largest output axis that one operand does not
-/// move along and another does, rows whose moving loads are consecutive (sharing cache lines) first, rows that
-/// re-load a narrow integer (which loads lane by lane) last. Beside a vector axis, only an axis some load moving
-/// with the vectors ignores: rows that re-load every vector (a matrix-vector product's next tile of rows,
-/// `QuantMatrix`) share only broadcasts, and each row is another stream from memory.
+/// move along and another does, rows whose moving loads are consecutive (sharing cache lines) first, then rows that
+/// reuse a half-precision load (converted once for all of them: a batched decode step's scores kernel, each float16
+/// key row for its group's query heads), rows that re-load a narrow integer (which loads lane by lane) last. Beside
+/// a vector axis, only an axis some load moving with the vectors ignores: rows that re-load every vector (a
+/// matrix-vector product's next tile of rows, `QuantMatrix`) share only broadcasts, and each row is another stream
+/// from memory.
 fn row_axis<'a>(a: &'a Analysis, skip: Option<&UOp>) -> Option<&'a UOp> {
     row_axes(a, skip).into_iter().next()
 }
@@ -480,8 +491,10 @@ fn row_axes<'a>(a: &'a Analysis, skip: Option<&UOp>) -> Vec<&'a UOp> {
     let reuses_vectors = |r: &UOp| skip.is_none_or(|v| a.loads.iter().any(|l| along(l, v) != Some(0) && ignores(l, r)));
     // (the vector axis by id: padding it made a new range)
     let other = |r: &&UOp| skip.is_none_or(|s| s.axis().0 != r.axis().0);
+    // (a half-precision load reused along `r` is converted once for all its rows)
+    let widens = |r: &UOp| a.loads.iter().any(|l| ignores(l, r) && l.dtype.is_float() && l.dtype.base().itemsize() < 4);
     let mut axes: Vec<&UOp> = a.outs.iter().filter(other).filter(|r| a.reuse(r) && reuses_vectors(r)).collect();
-    axes.sort_by_key(|r| std::cmp::Reverse((cheap(r), near(r), range_size(r))));
+    axes.sort_by_key(|r| std::cmp::Reverse((cheap(r), near(r), widens(r), range_size(r))));
     axes
 }
 
