@@ -168,3 +168,23 @@ fn a_symbolic_loop_counts_its_operations_at_its_largest() {
     let ops: Vec<u64> = s.items.iter().map(|i| full_rewrite(&i.ast, &Renderer::cpu(), None).unwrap().ops).collect();
     assert!(ops.iter().any(|&n| n >= 64 * 4096), "ops per kernel {ops:?}: the sum over up to 4096 rows counted as fewer");
 }
+
+/// An elementwise kernel over a symbolic dim counts its size at the dim's largest when deciding on vectors: a decode
+/// step's softmax exponentials over 9 heads x `blocks` x 32 keys (288 elements at one block) get vector lanes.
+#[test]
+fn a_symbolic_elementwise_kernel_is_vectorized_at_its_largest() {
+    use tinygrad::codegen::{kernel, opt::heuristic::hand_coded_optimizations, OptOps};
+    use tinygrad::renderer::Renderer;
+    use tinygrad::schedule::create_schedule;
+    let big = Tensor::from_slice(&data(9 * 64 * 32, 6), [9, 64, 32]);
+    big.realize().unwrap();
+    let blocks = Sint::bound("blocks", 1, 64, 2);
+    let t = big.shrink_sym(&[(0.into(), 9.into()), (0.into(), blocks), (0.into(), 32.into())]).exp();
+    let ast = create_schedule(&[t.uop()], &Renderer::cpu()).items[0].ast.clone();
+    let opts = hand_coded_optimizations(&kernel(&ast, &Renderer { vector_bytes: 64, ..Renderer::cpu() }));
+    assert!(opts.iter().any(|o| o.op == OptOps::Upcast && o.arg >= 8), "opts {opts:?}: no vector lanes");
+    let want: Vec<f32> = data(9 * 64 * 32, 6).chunks(64 * 32).flat_map(|h| h[..64].iter().map(|x| x.exp()).collect::<Vec<_>>()).collect();
+    let got = t.to_vec::<f32>().unwrap();
+    assert_eq!(got.len(), want.len());
+    assert!(got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 1e-6 * w.abs().max(1.0)), "values");
+}
