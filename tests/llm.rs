@@ -9,7 +9,7 @@
 
 use tinygrad::helpers::{Context, HALF_KV, QUANT_DOT};
 use tinygrad::llm::generate::{Sampler, Session};
-use tinygrad::llm::model::{StartPos, Transformer, BLOCK};
+use tinygrad::llm::model::{StartPos, Transformer};
 use tinygrad::llm::{models_dir, tokenizer_from_gguf};
 use tinygrad::nn::gguf::GgufFile;
 use tinygrad::schedule::schedule_count;
@@ -320,16 +320,24 @@ fn decode_steps_do_not_depend_on_the_batch(file: &GgufFile, reference_name: &str
         prompts.iter().enumerate().map(|(i, p)| Tensor::bind_var(&format!("start_pos{i}"), 0, 127, p.len() as i64)).collect();
     let rows: Vec<_> = batched.iter().zip(&pos).map(|(c, v)| (c, StartPos::Var(v, span))).collect();
     let together = m.decode(&ids(&next), &rows).to_vec::<f32>().unwrap();
+    let over_span = together.clone();
     for (i, c) in alone.iter().enumerate() {
         let one = m.forward(c, &ids(&next[i..=i]), StartPos::Var(&pos[i], span)).to_vec::<f32>().unwrap();
         let differ = one.iter().zip(&together[i * vocab..(i + 1) * vocab]).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
         assert_eq!(differ, 0, "sequence {i}: {differ} of {vocab} logits differ between a bound step alone and batched");
     }
     // the same with the span a bound variable too (`StartPos::Blocks`, the server's and a session's decode steps)
-    let blocks = Tensor::bind_var("span_blocks", 1, (128 / BLOCK) as i64, (128 / BLOCK) as i64);
+    // (128 rows, as the positions' bound: the constant span's logits, but for the order of the sums, which the int8
+    // rounding of the activations can amplify: Gemma 3's at a 40-token prompt, the constant span against a known
+    // position, cosine 0.9997; a span that misses positions, 0.43)
+    let n = (128 / m.decode_block()) as i64;
+    let blocks = Tensor::bind_var("span_blocks", 1, n, n);
     let rows: Vec<_> = batched.iter().zip(&pos).map(|(c, v)| (c, StartPos::Blocks(v, &blocks))).collect();
     let together = m.decode(&ids(&next), &rows).to_vec::<f32>().unwrap();
-    assert!(together.iter().all(|x| x.is_finite()), "span-variable step: logits not finite (the span misses the positions)");
+    for (i, (a, b)) in over_span.chunks(vocab).zip(together.chunks(vocab)).enumerate() {
+        let cos = cosine(a, b);
+        assert!(cos >= 0.999 && top(a) == top(b), "sequence {i}: a span-variable step against the constant span's: cosine {cos}");
+    }
     for (i, c) in alone.iter().enumerate() {
         let one = m.forward(c, &ids(&next[i..=i]), StartPos::Blocks(&pos[i], &blocks)).to_vec::<f32>().unwrap();
         let differ = one.iter().zip(&together[i * vocab..(i + 1) * vocab]).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
@@ -429,7 +437,7 @@ fn gemma3_local_layers_read_only_their_window() {
     assert!(cos >= 0.99999, "cosine {cos}");
     assert_eq!(top(&whole), top(&chunk));
     // a decode step at a bound position masks its local layers' keys to the window too (it reads every row)
-    let blocks = Tensor::bind_var("span_blocks", 1, (span / BLOCK) as i64, (span / BLOCK) as i64);
+    let blocks = Tensor::bind_var("span_blocks", 1, (span / m.decode_block()) as i64, (span / m.decode_block()) as i64);
     let step = m.forward(&filled(&m), &last, StartPos::Blocks(&pos("start_pos"), &blocks)).to_vec::<f32>().unwrap();
     let cos = cosine(&whole, &step);
     assert!(cos >= 0.99999, "decode step: cosine {cos}");

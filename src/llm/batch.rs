@@ -3,7 +3,7 @@
 //! the model; each request gets a slot whose KV cache it keeps after it ends, so a later prompt that starts the
 //! same way (a chat's next turn) prefills only what is new.
 
-use super::generate::{chunk_inputs, span_blocks, Sampler, PREFILL_CHUNK};
+use super::generate::{chunk_inputs, Sampler, PREFILL_CHUNK};
 use super::model::{KvCache, StartPos, Transformer};
 use crate::error::{Error, Result};
 use crate::{Tensor, TinyJit};
@@ -219,7 +219,7 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
         let mut key: StepKey = (b, 0, 0);
         let mut ids: Vec<i32> = active.iter().map(|a| a.next as i32).collect();
         let end = active.iter().map(|a| slots[a.slot].tokens.len() + 1).max().unwrap_or(ctx);
-        let mut inputs: Vec<Tensor> = std::iter::once(span_blocks(end, ctx))
+        let mut inputs: Vec<Tensor> = std::iter::once(model.span_blocks(end))
             .chain((0..b).map(|k| Tensor::bind_var(&format!("start_pos{k}"), 0, ctx as i64 - 1, slots[active[k].slot].tokens.len() as i64)))
             .collect();
         inputs.extend(active.iter().flat_map(|a| slots[a.slot].cache.tensors()));

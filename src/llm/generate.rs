@@ -3,7 +3,7 @@
 //! (so every token after the first two runs the captured kernels: no scheduling, no compiling), and sampled greedily
 //! or by temperature, top-k and top-p from a seeded generator (tinygrad `llm/model.py` `generate`).
 
-use super::model::{KvCache, StartPos, Transformer, BLOCK, SPAN};
+use super::model::{KvCache, StartPos, Transformer, SPAN};
 use crate::error::{Error, Result};
 use crate::{Tensor, TinyJit};
 
@@ -104,13 +104,6 @@ pub(crate) fn span(end: usize, ctx: usize) -> usize {
     (end.div_ceil(SPAN) * SPAN).min(ctx)
 }
 
-/// The bound variable `span_blocks`: how many [`BLOCK`]s of cache rows a decode step whose last position is `end - 1`
-/// attends over ([`StartPos::Blocks`]), in a context of `ctx`. Decode steps attend over what the context has used,
-/// not what it allows, in one captured graph for every span.
-pub(crate) fn span_blocks(end: usize, ctx: usize) -> Tensor {
-    Tensor::bind_var("span_blocks", 1, ctx.div_ceil(BLOCK) as i64, end.div_ceil(BLOCK) as i64)
-}
-
 /// A model with its KV cache filled up to `pos`: prefill a prompt, then decode one token at a time.
 pub struct Session<'m> {
     model: &'m Transformer,
@@ -196,7 +189,7 @@ impl<'m> Session<'m> {
         self.room(1)?;
         let max = self.model.cfg.max_context as i64 - 1;
         let pos = Tensor::bind_var("start_pos", 0, max, self.pos as i64);
-        let blocks = span_blocks(self.pos + 1, self.model.cfg.max_context);
+        let blocks = self.model.span_blocks(self.pos + 1);
         let out = self.decode.call(&[Tensor::from_slice(&[token as i32], [1]), pos, blocks])?;
         self.pos += 1;
         out[0].to_vec::<f32>()

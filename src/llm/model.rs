@@ -84,8 +84,8 @@ struct Weight {
 /// rounded up to a multiple of 128, so one graph serves 128 positions; a prompt chunk must end in its span's last 128
 /// rows, which Gemma 3's local layers rely on to skip rows before their window, while the rows of a batched decode
 /// step may share their largest span); or, for a single token (a decode step), a bound variable position attending
-/// over [`BLOCK`] times the bound variable `blocks` rows (`Blocks(start, blocks)`: one compiled graph for every
-/// position and span, as tinygrad's decode attends over `start_pos + 1` rows).
+/// over [`Transformer::decode_block`] times the bound variable `blocks` rows (`Blocks(start, blocks)`: one compiled
+/// graph for every position and span, as tinygrad's decode attends over `start_pos + 1` rows).
 #[derive(Clone, Copy)]
 pub enum StartPos<'a> {
     Const(usize),
@@ -97,10 +97,11 @@ pub enum StartPos<'a> {
 /// (each a captured graph of its own), and a KV cache holds a whole number of them.
 pub const SPAN: usize = 128;
 
-/// The granule of the cache rows a decode step attends over: `blocks` (a bound variable) of it ([`StartPos::Blocks`]).
-/// Finer than [`SPAN`], as a step reads half a granule of rows past its position on average, and coarse enough for a
-/// static axis of keys to split over the cores (SmolLM2's 4-row batched step at positions 128-192, `DEBUG=2` medians:
-/// attention 1,226 us at 128 rows a block, 947-1,059 at 32; 16 was slower, 64 about the same).
+/// The granule of the cache rows a decode step on the CPU attends over: `blocks` (a bound variable) of it
+/// ([`StartPos::Blocks`], [`Transformer::decode_block`]). Finer than [`SPAN`], as a step reads half a granule of rows
+/// past its position on average, and coarse enough for a static axis of keys to split over the cores (SmolLM2's 4-row
+/// batched step at positions 128-192, `DEBUG=2` medians: attention 1,226 us at 128 rows a block, 947-1,059 at 32; 16
+/// was slower, 64 about the same).
 pub const BLOCK: usize = 32;
 
 /// The rows of a KV cache for a context of `ctx` tokens: `ctx` rounded up to a multiple of [`SPAN`].
@@ -326,7 +327,7 @@ fn write_rows(cache: &Tensor, x: &Tensor, start: StartPos) -> Tensor {
 
 /// Attention of `B` sequences' queries `q` (`[B * T, heads * head_dim]`, T a sequence) over rows `lo..span` of their
 /// caches (`layers[b]`: layer's keys and values of sequence b), the span given as its dims `keys` (`[span]`, or
-/// `[blocks, BLOCK]` where `blocks` is symbolic and `lo` 0: the kernels then see a static axis of keys to upcast and
+/// `[blocks, block]` where `blocks` is symbolic and `lo` 0: the kernels then see a static axis of keys to upcast and
 /// thread), key rows masked by `visible` (`[B * T, keys..]` over `lo..span`, true where seen); each query head attends
 /// over its group's key head. Out: `[B * T, heads * head_dim]`.
 fn attention(q: &Tensor, layers: &[&(Tensor, Tensor)], visible: &Tensor, (lo, keys): (usize, &[Sint]), c: &Config) -> Tensor {
@@ -414,6 +415,25 @@ impl Transformer {
             device: device.to_string(),
             kv_dtype: if crate::helpers::HALF_KV.value() != 0 { dtypes::FLOAT16 } else { dtypes::FLOAT32 },
         })
+    }
+
+    /// The rows of a decode step's span block ([`StartPos::Blocks`]): [`BLOCK`] on the CPU, [`SPAN`] elsewhere (a
+    /// device with a launch grid bakes the span's variable into the grid, a capture for each value: one every 128
+    /// tokens, not every 32).
+    pub fn decode_block(&self) -> usize {
+        if self.device.starts_with("CPU") {
+            BLOCK
+        } else {
+            SPAN
+        }
+    }
+
+    /// The bound variable `span_blocks`: how many [`Transformer::decode_block`]s of cache rows a decode step whose last
+    /// position is `end - 1` attends over ([`StartPos::Blocks`]). Decode steps attend over what the context has used,
+    /// not what it allows, in one captured graph for every span.
+    pub fn span_blocks(&self, end: usize) -> Tensor {
+        let (ctx, block) = (self.cfg.max_context, self.decode_block());
+        Tensor::bind_var("span_blocks", 1, ctx.div_ceil(block) as i64, end.div_ceil(block) as i64)
     }
 
     /// An empty KV cache for one sequence, on the model's device.
@@ -537,8 +557,9 @@ impl Transformer {
                 StartPos::Blocks(v, blocks) => {
                     assert_eq!(t, 1, "forward: {t} tokens at a position whose span is a variable");
                     let blocks = Sint::from_uop(&blocks.uop());
-                    assert!(blocks.max() * BLOCK <= cap, "forward: spans of up to {} rows pass the KV cache's {cap}", blocks.max() * BLOCK);
-                    (v.cast(dtypes::FLOAT32).reshape([1]), vec![blocks, Sint::Int(BLOCK)])
+                    let block = self.decode_block();
+                    assert!(blocks.max() * block <= cap, "forward: spans of up to {} rows pass the KV cache's {cap}", blocks.max() * block);
+                    (v.cast(dtypes::FLOAT32).reshape([1]), vec![blocks, Sint::Int(block)])
                 }
             })
             .collect();
@@ -546,17 +567,17 @@ impl Transformer {
             |parts: &[Tensor]| if parts.len() == 1 { parts[0].clone() } else { parts[0].cat(&parts[1..].iter().collect::<Vec<_>>(), 0) };
         let positions = cat(&spans.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>());
         // key position j is visible to query i when j <= start + i (and, in a local layer, j > start + i - window)
-        // (a symbolic span's key index as blocks * BLOCK + key, from the two dims: one flat index would be split
+        // (a symbolic span's key index as blocks * block + key, from the two dims: one flat index would be split
         // again by a modulo of the span)
         let visible = |pos: &Tensor, keys: &[Sint]| {
             let j = match keys {
                 [Sint::Int(span)] => Tensor::arange(0.0, *span as f64, 1.0).reshape([1, *span]),
-                [blocks, _] => {
-                    let b = Tensor::arange(0.0, (cap / BLOCK) as f64, 1.0).shrink_sym(&[(0.into(), blocks.clone())]);
-                    (b.reshape_sym(&[1.into(), blocks.clone(), 1.into()]) * BLOCK as f64)
-                        + Tensor::arange(0.0, BLOCK as f64, 1.0).reshape([1, 1, BLOCK])
+                [blocks, Sint::Int(block)] => {
+                    let b = Tensor::arange(0.0, (cap / block) as f64, 1.0).shrink_sym(&[(0.into(), blocks.clone())]);
+                    (b.reshape_sym(&[1.into(), blocks.clone(), 1.into()]) * *block as f64)
+                        + Tensor::arange(0.0, *block as f64, 1.0).reshape([1, 1, *block])
                 }
-                _ => unreachable!("a span's dims are (span) or (blocks, BLOCK)"),
+                _ => unreachable!("a span's dims are (span) or (blocks, block)"),
             };
             let qpos = pos.reshape([[pos.shape()[0]].as_slice(), &vec![1; keys.len()]].concat());
             let causal = j.le(&qpos);

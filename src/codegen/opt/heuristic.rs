@@ -132,6 +132,8 @@ struct Analysis {
     reds: Vec<UOp>,
     /// Vector registers a register tile may fill before the stack axes multiply it (four are left for the operands).
     budget: usize,
+    /// The product of the stack axes' sizes ([`Analysis::stacked`]; 1 without any).
+    stack: usize,
     /// The target's vector registers.
     regs: usize,
 }
@@ -152,10 +154,11 @@ impl Analysis {
             outs: k.upcastable_dims().into_iter().map(|i| rngs[i].clone()).collect(),
             reds: k.unrollable_dims().into_iter().map(|i| rngs[i].clone()).collect(),
             budget: 0,
+            stack: 1,
             regs: k.ren.vector_registers.max(1),
         };
-        let stack: usize = a.outs.iter().filter(|r| a.stacked(r)).map(range_size).product();
-        a.budget = (k.ren.vector_registers.saturating_sub(4) / stack).max(1);
+        a.stack = a.outs.iter().filter(|r| a.stacked(r)).map(range_size).product();
+        a.budget = (k.ren.vector_registers.saturating_sub(4) / a.stack).max(1);
         Some(a)
     }
     /// Whether output axis `r` is a stack: short (2 to 4) and picking among buffers, as a batch of separate KV caches
@@ -428,7 +431,7 @@ fn widen_narrow_vectors(k: &mut Kernel, a: &Analysis, v: &UOp, vregs: usize) -> 
         return (vregs, a.budget);
     }
     try_apply(k, OptOps::Upcast, v.axis().0, 2);
-    (4, if a.lanes >= 16 { k.ren.vector_registers } else { a.budget })
+    (4, if a.lanes >= 16 { (k.ren.vector_registers / a.stack).max(1) } else { a.budget })
 }
 
 /// UPCAST and UNROLL where no output axis reuses the vector loads (a matrix-vector product, a column sum): each
