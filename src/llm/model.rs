@@ -431,6 +431,9 @@ impl Transformer {
     /// The bound variable `span_blocks`: how many [`Transformer::decode_block`]s of cache rows a decode step whose last
     /// position is `end - 1` attends over ([`StartPos::Blocks`]). Decode steps attend over what the context has used,
     /// not what it allows, in one captured graph for every span.
+    ///
+    /// # Panics
+    /// If `end` is 0 or passes the context rounded up to a whole block.
     pub fn span_blocks(&self, end: usize) -> Tensor {
         let (ctx, block) = (self.cfg.max_context, self.decode_block());
         Tensor::bind_var("span_blocks", 1, ctx.div_ceil(block) as i64, end.div_ceil(block) as i64)
