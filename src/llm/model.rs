@@ -419,7 +419,7 @@ impl Transformer {
 
     /// The rows of a decode step's span block ([`StartPos::Blocks`]): [`BLOCK`] on the CPU, [`SPAN`] elsewhere (a
     /// device with a launch grid bakes the span's variable into the grid, a capture for each value: one every 128
-    /// tokens, not every 32).
+    /// tokens, not every 32). tinygrad has no counterpart: its decode attends over `start_pos + 1` rows.
     pub fn decode_block(&self) -> usize {
         if self.device.starts_with("CPU") {
             BLOCK
@@ -428,9 +428,9 @@ impl Transformer {
         }
     }
 
-    /// The bound variable `span_blocks`: how many [`Transformer::decode_block`]s of cache rows a decode step whose last
-    /// position is `end - 1` attends over ([`StartPos::Blocks`]). Decode steps attend over what the context has used,
-    /// not what it allows, in one captured graph for every span.
+    /// The bound variable `span_blocks` (a scalar, [`Tensor::bind_var`]'s): how many [`Transformer::decode_block`]s of
+    /// cache rows a decode step whose last position is `end - 1` attends over ([`StartPos::Blocks`]). Decode steps
+    /// attend over what the context has used, not what it allows, in one captured graph for every span.
     ///
     /// # Panics
     /// If `end` is 0 or passes the context rounded up to a whole block.

@@ -132,7 +132,9 @@ struct Analysis {
     reds: Vec<UOp>,
     /// Vector registers a register tile may fill before the stack axes multiply it (four are left for the operands).
     budget: usize,
-    /// The product of the stack axes' sizes ([`Analysis::stacked`]; 1 without any).
+    /// The stack axes' ids ([`Analysis::stacked`]), found once.
+    stacks: Vec<i64>,
+    /// The product of the stack axes' sizes (1 without any).
     stack: usize,
     /// The target's vector registers.
     regs: usize,
@@ -154,10 +156,13 @@ impl Analysis {
             outs: k.upcastable_dims().into_iter().map(|i| rngs[i].clone()).collect(),
             reds: k.unrollable_dims().into_iter().map(|i| rngs[i].clone()).collect(),
             budget: 0,
+            stacks: vec![],
             stack: 1,
             regs: k.ren.vector_registers.max(1),
         };
-        a.stack = a.outs.iter().filter(|r| a.stacked(r)).map(range_size).product();
+        let stacks: Vec<&UOp> = a.outs.iter().filter(|r| a.picks_buffers(r)).collect();
+        a.stack = stacks.iter().map(|r| range_size(r)).product();
+        a.stacks = stacks.iter().map(|r| r.axis().0).collect();
         a.budget = (k.ren.vector_registers.saturating_sub(4) / a.stack).max(1);
         Some(a)
     }
@@ -169,6 +174,10 @@ impl Analysis {
     /// converting each float16 key and value row once per query head of its group (SmolLM2, 4 rows, `DEBUG=2`
     /// medians a step: values 711 -> 575-595 us, scores 589 -> 521).
     fn stacked(&self, r: &UOp) -> bool {
+        self.stacks.contains(&r.axis().0)
+    }
+    /// [`Analysis::stacked`]'s test, made once per axis by [`Analysis::new`].
+    fn picks_buffers(&self, r: &UOp) -> bool {
         let picks = |l: &&UOp| l.src[0].src.get(2).is_some_and(|g| g.toposort().contains(r)) && ignores(l, r);
         let bufs: Vec<&UOp> = self.loads.iter().filter(picks).map(|l| &l.src[0].src[0]).collect();
         (2..=4).contains(&range_size(r)) && bufs.iter().any(|b| *b != bufs[0])
