@@ -161,9 +161,18 @@ fn raw_http() {
         (text, &long, Some("prompt"), past),
         (text, r#"{"prompt": "Hi", "max_tokens": 1000000}"#, Some("prompt"), past),
         (text, r#"{"prompt": "Hi", "max_tokens": 1e30}"#, Some("prompt"), past),
+        (text, r#"{"prompt": "Hi", "max_tokens": -1}"#, Some("max_tokens"), None),
+        (text, r#"{"prompt": "Hi", "max_tokens": 2.5}"#, Some("max_tokens"), None),
+        (chat, r#"{"messages": [{"role": "user", "content": "Hi"}], "max_completion_tokens": 0}"#, Some("max_completion_tokens"), None),
+        (text, r#"{"prompt": "Hi", "top_k": -3}"#, Some("top_k"), None),
+        (text, r#"{"prompt": "Hi", "logprobs": 5}"#, Some("logprobs"), None),
+        (chat, r#"{"messages": [{"role": "user", "content": "Hi"}], "logprobs": true}"#, Some("logprobs"), None),
+        (text, r#"{"prompt": "Hi", "echo": true}"#, Some("echo"), None),
     ] {
         check_error(srv.post(path, body), 400, param, code);
     }
+    let (_, v) = srv.post(text, r#"{"prompt": "Hi", "max_tokens": -1}"#);
+    assert_eq!(v["error"]["message"], "`max_tokens` must be a whole number of at least 1, not -1");
     // bodies past 1 MiB are refused by their Content-Length, before being read (one claims 10 TB)
     for len in [(1 << 20) + 1, 10_000_000_000_000u64] {
         let answer = srv.request(&format!("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n\r\n{{\"prompt\""));

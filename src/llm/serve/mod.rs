@@ -302,6 +302,19 @@ fn number(body: &Value, key: &'static str, lo: f64, hi: f64) -> std::result::Res
     }
 }
 
+/// `body[key]` as a whole number of at least `lo` (OpenAI's integer fields, `max_tokens` and `top_k`; a float with
+/// no fraction, as `1e30`, counts); `None` when absent or null.
+fn whole(body: &Value, key: &'static str, lo: f64) -> std::result::Result<Option<f64>, ApiError> {
+    match &body[key] {
+        Value::Null => Ok(None),
+        v => v
+            .as_f64()
+            .filter(|x| x.fract() == 0.0 && *x >= lo)
+            .map(Some)
+            .ok_or_else(|| bad(format!("`{key}` must be a whole number of at least {lo}, not {v}"), Some(key))),
+    }
+}
+
 /// The text of a message's `content`: a string, or OpenAI's list of parts whose `text` parts are joined.
 fn content(v: &Value) -> Option<String> {
     match v {
@@ -337,9 +350,16 @@ fn params(server: &Server, m: &Model, body: &[u8], chat: bool) -> std::result::R
     if !(body["n"].is_null() || body["n"] == 1) {
         return Err(bad("only `n` = 1 is supported", Some("n")));
     }
+    // (fields that would change the answer's shape: refused when set, rather than answered without them)
+    for key in ["logprobs", "top_logprobs", "echo", "suffix", "best_of"] {
+        let v = &body[key];
+        if !(v.is_null() || *v == false || *v == 0 || (key == "best_of" && *v == 1) || v.as_str() == Some("")) {
+            return Err(bad(format!("`{key}` is not supported"), Some(key)));
+        }
+    }
     let prompt = m.tok.encode_prompt(&text);
     let ctx = m.batcher.max_context();
-    let max = number(&body, "max_completion_tokens", 1.0, f64::MAX)?.or(number(&body, "max_tokens", 1.0, f64::MAX)?);
+    let max = whole(&body, "max_completion_tokens", 1.0)?.or(whole(&body, "max_tokens", 1.0)?);
     let field = Some(if chat { "messages" } else { "prompt" });
     if prompt.is_empty() {
         return Err(bad("the prompt encodes to no tokens", field));
@@ -369,7 +389,7 @@ fn params(server: &Server, m: &Model, body: &[u8], chat: bool) -> std::result::R
     };
     let sampler = Sampler::new(
         number(&body, "temperature", 0.0, 2.0)?.map_or(o.temperature, |x| x as f32),
-        number(&body, "top_k", 0.0, f64::MAX)?.map_or(o.top_k, |x| x as usize),
+        whole(&body, "top_k", 0.0)?.map_or(o.top_k, |x| x as usize),
         number(&body, "top_p", 0.0, 1.0)?.map_or(o.top_p, |x| x as f32),
         seed,
     );
