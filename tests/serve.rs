@@ -168,6 +168,8 @@ fn raw_http() {
         (text, r#"{"prompt": "Hi", "logprobs": 5}"#, Some("logprobs"), None),
         (chat, r#"{"messages": [{"role": "user", "content": "Hi"}], "logprobs": true}"#, Some("logprobs"), None),
         (text, r#"{"prompt": "Hi", "echo": true}"#, Some("echo"), None),
+        (text, r#"{"prompt": "Hi", "stream": "yes"}"#, Some("stream"), None),
+        (text, r#"{"prompt": "Hi", "stream": true, "stream_options": {"include_usage": 1}}"#, Some("stream_options"), None),
     ] {
         check_error(srv.post(path, body), 400, param, code);
     }

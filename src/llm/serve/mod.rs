@@ -315,6 +315,15 @@ fn whole(body: &Value, key: &'static str, lo: f64) -> std::result::Result<Option
     }
 }
 
+/// `v` as a boolean (false when absent or null), else 400 naming `key`.
+fn flag(v: &Value, key: &'static str) -> std::result::Result<bool, ApiError> {
+    match v {
+        Value::Null => Ok(false),
+        Value::Bool(b) => Ok(*b),
+        v => Err(bad(format!("`{key}` must be true or false, not {v}"), Some(key))),
+    }
+}
+
 /// The text of a message's `content`: a string, or OpenAI's list of parts whose `text` parts are joined.
 fn content(v: &Value) -> Option<String> {
     match v {
@@ -398,8 +407,8 @@ fn params(server: &Server, m: &Model, body: &[u8], chat: bool) -> std::result::R
         prompt,
         sampler,
         stop: stop.into_iter().filter(|s| !s.is_empty()).collect(),
-        stream: body["stream"].as_bool().unwrap_or(false),
-        include_usage: body["stream_options"]["include_usage"].as_bool().unwrap_or(false),
+        stream: flag(&body["stream"], "stream")?,
+        include_usage: flag(&body["stream_options"]["include_usage"], "stream_options")?,
     })
 }
 
