@@ -252,7 +252,7 @@ fn corrupt_files_are_clear_errors() {
     assert_eq!(f.raw("t.q2k").unwrap().len(), 84);
     let e = f.tensor("t.q2k", "CPU").unwrap_err().to_string();
     assert!(e.contains("q2k.gguf") && e.contains("Q2_K"), "{e}");
-    // files on disk: missing, empty
+    // files on disk: missing, empty, a directory
     let e = GgufFile::open(data("no-such-file.gguf")).unwrap_err();
     assert!(matches!(e, Error::Io { .. }) && e.to_string().contains("no-such-file.gguf"), "{e}");
     let empty = std::env::temp_dir().join(format!("tinygrad-gguf-empty-{}.gguf", std::process::id()));
@@ -260,6 +260,9 @@ fn corrupt_files_are_clear_errors() {
     let e = GgufFile::open(&empty).unwrap_err().to_string();
     assert!(e.contains("empty"), "{e}");
     std::fs::remove_file(&empty).unwrap();
+    // a directory opens on Linux and then fails to map (ENODEV): said as what it is
+    let e = GgufFile::open(std::env::temp_dir()).unwrap_err();
+    assert!(matches!(e, Error::Format { .. }) && e.to_string().contains("not a file"), "{e}");
 }
 
 /// xorshift64*: a small seeded generator for the fuzz loop.

@@ -888,7 +888,11 @@ fn split_name(path: &Path) -> Option<(String, usize)> {
 fn map_file(path: &Path) -> Result<Bytes> {
     let io = |source| Error::Io { path: path.into(), source };
     let file = std::fs::File::open(path).map_err(io)?;
-    if file.metadata().map_err(io)?.len() == 0 {
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(Error::Format { path: path.into(), msg: "not a file; give the path of a .gguf file".into() });
+    }
+    if meta.len() == 0 {
         return Err(Error::Format { path: path.into(), msg: "empty file; the GGUF file is truncated (download it again)".into() });
     }
     // SAFETY: the map is read-only and lives as long as the GgufFile; every read of it is bounds-checked against its
