@@ -10,22 +10,9 @@
 
 mod common;
 
+use rand::{rngs::StdRng, Rng, SeedableRng};
 use tinygrad::helpers::Context;
 use tinygrad::Tensor;
-
-/// xorshift64*: a seeded stream.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 /// One op of a program: its operands are earlier values, by index (the inputs first).
 #[derive(Clone, Debug)]
@@ -95,42 +82,42 @@ fn run(inputs: &[Tensor], steps: &[Step], unfused: bool) -> Vec<Tensor> {
 }
 
 /// A random program over `inputs` of 3-8 steps, each drawn among the ops that fit the shapes at hand.
-fn program(rng: &mut Rng, inputs: &[Tensor]) -> Vec<Step> {
+fn program(rng: &mut StdRng, inputs: &[Tensor]) -> Vec<Step> {
     let mut steps = Vec::new();
     let mut v: Vec<Tensor> = inputs.to_vec();
-    for _ in 0..3 + rng.below(6) {
-        let a = rng.below(v.len());
+    for _ in 0..3 + rng.random_range(0..6) {
+        let a = rng.random_range(0..v.len());
         let shape = v[a].shape();
-        let axis = rng.below(shape.len());
-        let step = match rng.below(9) {
-            0 | 1 => Step::Unary(UNARY[rng.below(UNARY.len())], a),
+        let axis = rng.random_range(0..shape.len());
+        let step = match rng.random_range(0..9) {
+            0 | 1 => Step::Unary(UNARY[rng.random_range(0..UNARY.len())], a),
             2 | 3 => {
                 let same: Vec<usize> = (0..v.len()).filter(|&b| v[b].shape() == shape).collect();
-                Step::Binary(BINARY[rng.below(BINARY.len())], a, same[rng.below(same.len())])
+                Step::Binary(BINARY[rng.random_range(0..BINARY.len())], a, same[rng.random_range(0..same.len())])
             }
-            4 => Step::Reduce(["sum", "max"][rng.below(2)], a, axis),
+            4 => Step::Reduce(["sum", "max"][rng.random_range(0..2)], a, axis),
             5 => {
                 let mut p: Vec<usize> = (0..shape.len()).collect();
-                (1..p.len()).rev().for_each(|i| p.swap(i, rng.below(i + 1)));
+                (1..p.len()).rev().for_each(|i| p.swap(i, rng.random_range(0..i + 1)));
                 Step::Permute(a, p)
             }
             6 if shape.len() > 1 => Step::Flatten(a),
             6 => Step::Flip(a, axis),
-            7 => match rng.below(2) {
-                0 => Step::Pad(a, shape.iter().map(|_| (rng.below(2) as i64, rng.below(3) as i64)).collect()),
+            7 => match rng.random_range(0..2) {
+                0 => Step::Pad(a, shape.iter().map(|_| (rng.random_range(0..2) as i64, rng.random_range(0..3) as i64)).collect()),
                 _ => Step::Shrink(
                     a,
                     shape
                         .iter()
                         .map(|&d| {
-                            let lo = rng.below(d);
-                            (lo, lo + 1 + rng.below(d - lo))
+                            let lo = rng.random_range(0..d);
+                            (lo, lo + 1 + rng.random_range(0..d - lo))
                         })
                         .collect(),
                 ),
             },
             _ => match shape.iter().position(|&d| d == 1) {
-                Some(ax) => Step::Expand(a, ax, 2 + rng.below(3)),
+                Some(ax) => Step::Expand(a, ax, 2 + rng.random_range(0..3)),
                 None => Step::Reduce("sum", a, axis),
             },
         };
@@ -142,15 +129,15 @@ fn program(rng: &mut Rng, inputs: &[Tensor]) -> Vec<Step> {
 
 /// Inputs for seed `seed`: 1-3 float32 tensors of rank 1-3, dims 1-5, values in [-2, 2), on the default device; one
 /// seed in four has a long last axis (256 or 512) instead, whose reductions GPU targets split over a workgroup.
-fn inputs(rng: &mut Rng) -> Vec<(Vec<usize>, Vec<f32>)> {
-    let mut shape: Vec<usize> = (0..1 + rng.below(3)).map(|_| 1 + rng.below(5)).collect();
-    if rng.below(4) == 0 {
-        *shape.last_mut().expect("rank >= 1") = 256 << rng.below(2);
+fn inputs(rng: &mut StdRng) -> Vec<(Vec<usize>, Vec<f32>)> {
+    let mut shape: Vec<usize> = (0..1 + rng.random_range(0..3)).map(|_| 1 + rng.random_range(0..5)).collect();
+    if rng.random_range(0..4) == 0 {
+        *shape.last_mut().expect("rank >= 1") = 256 << rng.random_range(0..2);
     }
-    (0..1 + rng.below(3))
+    (0..1 + rng.random_range(0..3))
         .map(|_| {
             let n: usize = shape.iter().product();
-            (shape.clone(), (0..n).map(|_| (rng.below(4000) as f32 / 1000.0) - 2.0).collect())
+            (shape.clone(), (0..n).map(|_| (rng.random_range(0..4000) as f32 / 1000.0) - 2.0).collect())
         })
         .collect()
 }
@@ -170,7 +157,7 @@ fn evaluate(data: &[(Vec<usize>, Vec<f32>)], steps: &[Step], unfused: bool) -> V
 
 /// Runs seed `seed`'s program fused on `dev` and unfused on PYTHON; panics with the program on a mismatch.
 fn check(seed: u64, dev: &str) {
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = StdRng::seed_from_u64(seed);
     let data = inputs(&mut rng);
     let steps = program(&mut rng, &data.iter().map(|(s, d)| Tensor::from_slice(d, s.clone())).collect::<Vec<_>>());
     let fused = {

@@ -2,6 +2,7 @@
 //! `Embedding` against host references (repeated, negative and out-of-range indices), and kernels that no longer
 //! loop over the indexed rows.
 
+use rand::{rngs::StdRng, Rng, SeedableRng};
 use tinygrad::codegen::full_rewrite;
 use tinygrad::nn::Embedding;
 use tinygrad::renderer::Renderer;
@@ -9,16 +10,10 @@ use tinygrad::schedule::create_schedule;
 use tinygrad::tensor::Index;
 use tinygrad::{dtypes, Ops, Tensor};
 
-/// `n` pseudo-random ints in `[lo, hi)` (xorshift).
-fn ints(n: usize, lo: i32, hi: i32, mut s: u64) -> Vec<i32> {
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            lo + (s % (hi - lo) as u64) as i32
-        })
-        .collect()
+/// `n` seeded pseudo-random ints in `[lo, hi)`.
+fn ints(n: usize, lo: i32, hi: i32, seed: u64) -> Vec<i32> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..n).map(|_| rng.random_range(lo..hi)).collect()
 }
 
 /// `x[idx]` rows of a row-major `(n, w)` host array, with tinygrad's semantics: negative indices count from the end,

@@ -3,6 +3,7 @@
 //! and the real models when present (`$TINYGRAD_MODELS_DIR`, default `~/.cache/tinygrad/models`; required when `CI`
 //! is set).
 
+use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::path::{Path, PathBuf};
 use tinygrad::dtype::dtypes;
 use tinygrad::nn::gguf::{dequantize, gguf_load, GgmlType, GgufFile, GgufValue};
@@ -265,20 +266,6 @@ fn corrupt_files_are_clear_errors() {
     assert!(matches!(e, Error::Format { .. }) && e.to_string().contains("not a file"), "{e}");
 }
 
-/// xorshift64*: a small seeded generator for the fuzz loop.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 /// Opens `bytes` and builds every tensor: Ok or Err, never a panic; what opens is consistent. With `realize`, the
 /// tensors are computed too (when small: a patched dim can describe a huge tensor of zero-size blocks... or just a big one).
 fn open_all(bytes: Vec<u8>, realize: bool) -> bool {
@@ -307,7 +294,7 @@ fn fuzzed_files_never_panic() {
     let start = std::time::Instant::now();
     let good = std::fs::read(data("small.gguf")).unwrap();
     assert!(open_all(good.clone(), true));
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = StdRng::seed_from_u64(0x9e37_79b9_7f4a_7c15);
     let (mut cases, mut opened) = (0, 0);
     // every truncation
     for n in 0..good.len() {
@@ -317,28 +304,28 @@ fn fuzzed_files_never_panic() {
     let huge: [u64; 8] = [u64::MAX, u64::MAX / 2, 1 << 63, 1 << 32, u32::MAX as u64, 1 << 40, good.len() as u64, good.len() as u64 + 1];
     for i in 0..30_000 {
         let mut b = good.clone();
-        match rng.below(4) {
+        match rng.random_range(0..4) {
             // random byte flips
-            0 => (0..1 + rng.below(8)).for_each(|_| {
-                let i = rng.below(b.len());
-                b[i] ^= 1 << rng.below(8);
+            0 => (0..1 + rng.random_range(0..8)).for_each(|_| {
+                let i = rng.random_range(0..b.len());
+                b[i] ^= 1 << rng.random_range(0..8);
             }),
             // a huge or boundary u64 patched in at any offset (counts, lengths, dims, offsets)
             1 => {
-                let i = rng.below(b.len() - 8);
-                b[i..i + 8].copy_from_slice(&huge[rng.below(huge.len())].to_le_bytes());
+                let i = rng.random_range(0..b.len() - 8);
+                b[i..i + 8].copy_from_slice(&huge[rng.random_range(0..huge.len())].to_le_bytes());
             }
             // a random u32 (types, dim counts, versions)
             2 => {
-                let i = rng.below(b.len() - 4);
-                let v = [rng.next() as u32, rng.below(64) as u32, u32::MAX][rng.below(3)];
+                let i = rng.random_range(0..b.len() - 4);
+                let v = [rng.random::<u32>(), rng.random_range(0..64) as u32, u32::MAX][rng.random_range(0..3)];
                 b[i..i + 4].copy_from_slice(&v.to_le_bytes());
             }
             // flips, then a truncation
             _ => {
-                let i = rng.below(b.len());
-                b[i] = rng.next() as u8;
-                b.truncate(rng.below(b.len() + 1));
+                let i = rng.random_range(0..b.len());
+                b[i] = rng.random::<u8>();
+                b.truncate(rng.random_range(0..b.len() + 1));
             }
         }
         // the first opened cases are computed too (a new shape compiles a kernel: keep it few)

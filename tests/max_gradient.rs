@@ -7,20 +7,14 @@
 
 mod common;
 
+use rand::{rngs::StdRng, Rng, SeedableRng};
 use tinygrad::tensor::Pool2dOpts;
 use tinygrad::Tensor;
 
-/// `n` pseudo-random values in `[-1, 1)` from `seed` (xorshift64*), as f32.
+/// `n` seeded pseudo-random values in `[-1, 1)`.
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            ((s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f64 / (1u64 << 23) as f64 - 1.0) as f32
-        })
-        .collect()
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..n).map(|_| rng.random_range(-1.0..1.0)).collect()
 }
 
 /// `a`, `b`, `c` of `shape` (gradients on), and `a*b + c` in float64 from their f32 values.

@@ -5,6 +5,7 @@
 //! no opts, illegal opts are refused with a `KernelOptError`, and the hand-coded register tiles leave registers for
 //! the loads the compiler holds beside their accumulators.
 
+use rand::{rngs::StdRng, Rng, SeedableRng};
 use tinygrad::codegen::opt::heuristic::hand_coded_optimizations;
 use tinygrad::codegen::opt::search::get_kernel_actions;
 use tinygrad::codegen::{kernel, Opt, OptOps};
@@ -14,17 +15,6 @@ use tinygrad::schedule::create_schedule;
 use tinygrad::tensor::Conv2dOpts;
 use tinygrad::uop::Ops;
 use tinygrad::{dtypes, Tensor};
-
-/// xorshift64: a seeded stream, so a failure names the seed that reproduces it.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
 
 fn values(bytes: &[u8], float: bool) -> Vec<f64> {
     if float {
@@ -38,7 +28,7 @@ fn values(bytes: &[u8], float: bool) -> Vec<f64> {
 fn fuzz(name: &str, roots: &[Tensor], seed: u64, trials: usize) {
     let sched = create_schedule(&roots.iter().map(|t| t.uop()).collect::<Vec<_>>(), &tinygrad::renderer::Renderer::cpu());
     let ren = Renderer::cpu();
-    let mut rng = Rng(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
     for (i, item) in sched.items.iter().enumerate() {
         run_with_opts(&item.ast, &item.bufs, &[]).unwrap();
         let out = &item.bufs[0];
@@ -50,12 +40,12 @@ fn fuzz(name: &str, roots: &[Tensor], seed: u64, trials: usize) {
         for t in 0..trials {
             let mut k = kernel(&item.ast, &ren);
             let mut opts: Vec<Opt> = Vec::new();
-            for _ in 0..1 + rng.below(4) {
+            for _ in 0..1 + rng.random_range(0..4) {
                 let mut acts = get_kernel_actions(&k);
                 if acts.is_empty() {
                     break;
                 }
-                let (o, k2) = acts.swap_remove(rng.below(acts.len()));
+                let (o, k2) = acts.swap_remove(rng.random_range(0..acts.len()));
                 opts.push(o);
                 k = k2;
             }
