@@ -164,7 +164,7 @@ fn raw_http() {
         (text, r#"{"prompt": "Hi", "max_tokens": -1}"#, Some("max_tokens"), None),
         (text, r#"{"prompt": "Hi", "max_tokens": 2.5}"#, Some("max_tokens"), None),
         (chat, r#"{"messages": [{"role": "user", "content": "Hi"}], "max_completion_tokens": 0}"#, Some("max_completion_tokens"), None),
-        (text, r#"{"prompt": "Hi", "top_k": -3}"#, Some("top_k"), None),
+        (text, r#"{"prompt": "Hi", "top_k": 2.5}"#, Some("top_k"), None),
         (text, r#"{"prompt": "Hi", "logprobs": 5}"#, Some("logprobs"), None),
         (chat, r#"{"messages": [{"role": "user", "content": "Hi"}], "logprobs": true}"#, Some("logprobs"), None),
         (text, r#"{"prompt": "Hi", "echo": true}"#, Some("echo"), None),
@@ -175,6 +175,11 @@ fn raw_http() {
     }
     let (_, v) = srv.post(text, r#"{"prompt": "Hi", "max_tokens": -1}"#);
     assert_eq!(v["error"]["message"], "`max_tokens` must be a whole number of at least 1, not -1");
+    let (_, v) = srv.post(text, r#"{"prompt": "Hi", "max_tokens": 1e300}"#);
+    let m = v["error"]["message"].as_str().unwrap();
+    assert!(m.contains("you requested 1e300 tokens (") && m.contains(" in the prompt, 1e300 in the completion)"), "{m}");
+    let chat_none = r#"{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "logprobs": false, "top_logprobs": 0}"#;
+    assert_eq!(srv.post(chat, chat_none).0, 200);
     // bodies past 1 MiB are refused by their Content-Length, before being read (one claims 10 TB)
     for len in [(1 << 20) + 1, 10_000_000_000_000u64] {
         let answer = srv.request(&format!("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n\r\n{{\"prompt\""));
@@ -194,7 +199,11 @@ fn raw_http() {
     half.write_all(b"POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"pro").unwrap();
     drop(half);
     // still serving, and right: a greedy completion equals `llm --prompt`'s
-    let (status, v) = srv.post("/v1/completions", r#"{"prompt": "The capital of France is", "max_tokens": 8, "temperature": 0}"#);
+    // (with the values clients send for "none" of what is refused above)
+    let none =
+        r#""n": 1, "logprobs": 0, "echo": false, "suffix": null, "best_of": 1, "stream": false, "stream_options": null, "top_k": 1e30"#;
+    let (status, v) =
+        srv.post("/v1/completions", &format!(r#"{{"prompt": "The capital of France is", "max_tokens": 8, "temperature": 0, {none}}}"#));
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["choices"][0]["text"].as_str().unwrap(), greedy(&model, "The capital of France is", 8));
     assert_eq!(v["choices"][0]["finish_reason"], "length");

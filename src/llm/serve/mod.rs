@@ -302,8 +302,9 @@ fn number(body: &Value, key: &'static str, lo: f64, hi: f64) -> std::result::Res
     }
 }
 
-/// `body[key]` as a whole number of at least `lo` (OpenAI's integer fields, `max_tokens` and `top_k`; a float with
-/// no fraction, as `1e30`, counts); `None` when absent or null.
+/// `body[key]` as a whole number of at least `lo` (the integer fields: OpenAI's `max_tokens` and
+/// `max_completion_tokens`, llama-server's `top_k`; a float with no fraction, as `1e30`, counts); `None` when absent
+/// or null.
 fn whole(body: &Value, key: &'static str, lo: f64) -> std::result::Result<Option<f64>, ApiError> {
     match &body[key] {
         Value::Null => Ok(None),
@@ -315,12 +316,12 @@ fn whole(body: &Value, key: &'static str, lo: f64) -> std::result::Result<Option
     }
 }
 
-/// `v` as a boolean (false when absent or null), else 400 naming `key`.
-fn flag(v: &Value, key: &'static str) -> std::result::Result<bool, ApiError> {
+/// `v` (the field `key`) as a boolean, false when absent or null; else 400 with `param`.
+fn flag(v: &Value, key: &str, param: &'static str) -> std::result::Result<bool, ApiError> {
     match v {
         Value::Null => Ok(false),
         Value::Bool(b) => Ok(*b),
-        v => Err(bad(format!("`{key}` must be true or false, not {v}"), Some(key))),
+        v => Err(bad(format!("`{key}` must be true or false, not {v}"), Some(param))),
     }
 }
 
@@ -359,7 +360,8 @@ fn params(server: &Server, m: &Model, body: &[u8], chat: bool) -> std::result::R
     if !(body["n"].is_null() || body["n"] == 1) {
         return Err(bad("only `n` = 1 is supported", Some("n")));
     }
-    // (fields that would change the answer's shape: refused when set, rather than answered without them)
+    // (fields that would change the answer's shape: refused when set, rather than answered without them; `logprobs: 0`
+    // passes with `false`, as clients send it for "none", though OpenAI's completions read it as the chosen token's)
     for key in ["logprobs", "top_logprobs", "echo", "suffix", "best_of"] {
         let v = &body[key];
         if !(v.is_null() || *v == false || *v == 0 || (key == "best_of" && *v == 1) || v.as_str() == Some("")) {
@@ -376,8 +378,11 @@ fn params(server: &Server, m: &Model, body: &[u8], chat: bool) -> std::result::R
     // (as OpenAI: the prompt and the tokens asked for must fit the context; without max_tokens, one token)
     let n = prompt.len();
     if max.map_or(n >= ctx, |x| n as f64 + x > ctx as f64) {
-        let asked = max
-            .map_or(format!("a prompt of {n} tokens"), |x| format!("{} tokens ({n} in the prompt, {x} in the completion)", n as f64 + x));
+        // (a count past 10^15 in exponent form: `max_tokens: 1e300` is not 300 digits)
+        let count = |x: f64| if x < 1e15 { format!("{x}") } else { format!("{x:e}") };
+        let asked = max.map_or(format!("a prompt of {n} tokens"), |x| {
+            format!("{} tokens ({n} in the prompt, {} in the completion)", count(n as f64 + x), count(x))
+        });
         let e = bad(format!("This model's maximum context length is {ctx} tokens. However, you requested {asked}. Please reduce the length of the prompt or completion."), field);
         return Err(e.code("context_length_exceeded"));
     }
@@ -407,8 +412,8 @@ fn params(server: &Server, m: &Model, body: &[u8], chat: bool) -> std::result::R
         prompt,
         sampler,
         stop: stop.into_iter().filter(|s| !s.is_empty()).collect(),
-        stream: flag(&body["stream"], "stream")?,
-        include_usage: flag(&body["stream_options"]["include_usage"], "stream_options")?,
+        stream: flag(&body["stream"], "stream", "stream")?,
+        include_usage: flag(&body["stream_options"]["include_usage"], "stream_options.include_usage", "stream_options")?,
     })
 }
 
