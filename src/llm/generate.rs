@@ -41,7 +41,7 @@ impl Sampler {
     /// # Panics
     /// If `logits` is empty.
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
-        let best = (0..logits.len()).max_by(|&a, &b| logits[a].total_cmp(&logits[b])).expect("logits of at least one token");
+        let best = argmax(logits);
         if self.temperature <= 0.0 {
             return best as u32;
         }
@@ -92,6 +92,24 @@ impl Sampler {
         // (rounding, or NaN weights: the last kept token, or the best if none is kept)
         keep.checked_sub(1).map_or(best as u32, |i| order[i] as u32)
     }
+}
+
+/// The index of the largest of `logits` by [`f32::total_cmp`], the last of equal ones (as `Iterator::max_by`): each
+/// float as the integer that orders as `total_cmp` does, the maximum over chunks of 64 (vectorized), then the last
+/// chunk holding it searched (49,152 logits: 8-14 us against 42 for `max_by`'s compare-and-branch).
+///
+/// # Panics
+/// If `logits` is empty.
+fn argmax(logits: &[f32]) -> usize {
+    // (total_cmp's key: a negative float's bits but the sign flipped, so integer order is total order)
+    let key = |x: f32| {
+        let b = x.to_bits() as i32;
+        b ^ (((b >> 31) as u32) >> 1) as i32
+    };
+    let top = logits.chunks(64).map(|c| c.iter().fold(i32::MIN, |m, &x| m.max(key(x)))).max().expect("logits of at least one token");
+    let c = logits.chunks(64).rposition(|c| c.iter().fold(false, |f, &x| f | (key(x) == top))).expect("the maximum's chunk");
+    let tail = logits[c * 64..].iter().take(64).rposition(|&x| key(x) == top).expect("the maximum in its chunk");
+    c * 64 + tail
 }
 
 /// The decode step a session's TinyJit replays: one capture, its position and span bound variables.
@@ -198,7 +216,24 @@ impl<'m> Session<'m> {
 
 #[cfg(test)]
 mod tests {
-    use super::Sampler;
+    use super::{argmax, Sampler};
+
+    /// `argmax` picks what `max_by(total_cmp)` picks, the last of equals: ties within and across chunks of 64, NaNs
+    /// of either sign (a positive one above infinity, a negative one below minus infinity), -0 below +0, at every
+    /// length across the chunk edges.
+    #[test]
+    fn argmax_is_max_by_total_cmp() {
+        let reference = |l: &[f32]| (0..l.len()).max_by(|&a, &b| l[a].total_cmp(&l[b])).unwrap();
+        let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(5);
+        let pool = [1.0f32, 3.0, -0.0, 0.0, f32::INFINITY, f32::NEG_INFINITY, -f32::NAN, -2.5, 3.0];
+        for n in 1..300 {
+            let mut l: Vec<f32> = (0..n).map(|_| pool[rand::Rng::random_range(&mut rng, 0..pool.len())]).collect();
+            assert_eq!(argmax(&l), reference(&l), "{l:?}");
+            l[rand::Rng::random_range(&mut rng, 0..n)] = f32::NAN;
+            assert_eq!(argmax(&l), reference(&l), "{l:?}");
+        }
+        assert_eq!(argmax(&[2.0; 130]), 129);
+    }
 
     /// How often each token of `logits` is drawn in `n` draws.
     fn frequencies(s: &mut Sampler, logits: &[f32], n: usize) -> Vec<f64> {
