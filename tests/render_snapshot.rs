@@ -14,7 +14,7 @@ fn input(shape: &[usize]) -> Tensor {
 
 fn check(name: &str, t: &Tensor) {
     // an AVX2 machine with FMA and two cores, whatever this one is
-    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8, sequential_prefetch: false };
+    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8, sequential_ahead: 0 };
     let ren =
         Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 64, mulacc: true, cpu: Some(cpu), ..Renderer::cpu() };
     let sched = create_schedule(&[t.uop()], &ren);
@@ -66,18 +66,17 @@ fn matvec_prefetches_the_next_row_tile() {
 
 /// A `QuantMatrix` product (decode's integer path) reads its repacked weight as one stream, tile after tile: on AMD's
 /// Zen 3 and later no software prefetch (their hardware prefetchers follow it), on Intel's cores and AMD's Zen 1 and 2
-/// (`sequential_prefetch`) prefetches `SEQUENTIAL_AHEAD` bytes ahead in the reduction loop itself: each of the lines
-/// one loop step of the weight reads, that many bytes on.
+/// (`sequential_ahead`) prefetches that many bytes ahead in the reduction loop itself: each of the lines one loop
+/// step of the weight reads, that many bytes on.
 #[test]
 fn quant_matrix_product_prefetches_its_stream_only_where_that_pays() {
-    use tinygrad::codegen::SEQUENTIAL_AHEAD;
     use tinygrad::nn::gguf::{GgmlType, QuantMatrix, QuantRows};
     let (rows, cols) = (256, 512);
     let raw = Tensor::from_slice(&vec![0u8; GgmlType::Q8_0.nbytes(rows * cols).unwrap()], [GgmlType::Q8_0.nbytes(rows * cols).unwrap()]);
     let mut w = QuantMatrix::new(&raw, GgmlType::Q8_0, &[rows, cols], 8).expect("repacks");
     w.realize().unwrap();
-    for sequential_prefetch in [false, true] {
-        let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8, sequential_prefetch };
+    for sequential_ahead in [0, 2048, 6144] {
+        let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8, sequential_ahead };
         let ren =
             Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 64, mulacc: true, cpu: Some(cpu), ..Renderer::cpu() };
         let out = w.matmul_t(&QuantRows::new(&input(&[1, cols])));
@@ -85,13 +84,13 @@ fn quant_matrix_product_prefetches_its_stream_only_where_that_pays() {
         let src: Vec<String> = sched.items.iter().map(|it| cstyle::render(&full_rewrite(&it.ast, &ren, None).unwrap())).collect();
         let product = src.iter().find(|s| s.contains("dp4a")).expect("a DP4A kernel");
         let prefetches: Vec<&str> = product.lines().filter(|l| l.contains("__builtin_prefetch(&data1[")).collect();
-        if !sequential_prefetch {
+        if sequential_ahead == 0 {
             assert!(prefetches.is_empty(), "the QuantMatrix product prefetches:\n{product}");
             continue;
         }
         // (the weight's words: 8 int32 lanes x 8 words a block, 4 blocks a loop step: 1 KB, 16 lines)
         assert_eq!(prefetches.len(), 16, "a prefetch per line of a loop step:\n{product}");
-        let ahead = format!("+{}", SEQUENTIAL_AHEAD / 4 + 248);
+        let ahead = format!("+{}", sequential_ahead / 4 + 248);
         assert!(prefetches.iter().any(|l| l.contains(&ahead)), "the last line prefetched {ahead} words on:\n{product}");
     }
 }
@@ -114,7 +113,7 @@ fn window_maxima_compare_and_cast_as_vectors() {
     let m = x.reshape([4, 8, 2]).max(2).realize().unwrap().clone();
     let up = m.reshape([4, 8, 1]).expand([4, 8, 2]).reshape([4, 16]);
     let counts = x.eq(&up).cast(tinygrad::dtypes::FLOAT32).sum(1);
-    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8, sequential_prefetch: false };
+    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8, sequential_ahead: 0 };
     let ren =
         Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 64, mulacc: true, cpu: Some(cpu), ..Renderer::cpu() };
     let sched = create_schedule(&[counts.uop()], &ren);
@@ -142,7 +141,7 @@ fn convolution_vectors_are_whole_registers_of_channels() {
     let packed: Vec<f32> = (0..ci * k * k * co).map(|i| ws[(i % co) * ci * k * k + i / co]).collect();
     let w = Tensor::from_slice(&packed, [ci, k, k, co]).realize().unwrap().permute([3, 0, 1, 2]);
     let y = x.conv2d(&w, tinygrad::tensor::Conv2dOpts::default());
-    let cpu = CpuFeatures { fma: true, avx2: true, avx512: true, vnni: false, neon: false, stream_rows: 8, sequential_prefetch: false };
+    let cpu = CpuFeatures { fma: true, avx2: true, avx512: true, vnni: false, neon: false, stream_rows: 8, sequential_ahead: 0 };
     let ren =
         Renderer { threads: 2, vector_bytes: 64, vector_registers: 32, overread: 64, mulacc: true, cpu: Some(cpu), ..Renderer::cpu() };
     let sched = create_schedule(&[y.uop()], &ren);
@@ -167,7 +166,7 @@ fn vector_matrix_product_streams_rows_into_accumulators_in_memory() {
     let ws: Vec<f32> = (0..k * n).map(|i| ((i * 7) % 17) as f32 / 17.0 - 0.5).collect();
     let (x, w) = (Tensor::from_slice(&xs, [1, k]), Tensor::from_slice(&ws, [k, n]));
     let y = x.matmul(&w);
-    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8, sequential_prefetch: false };
+    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8, sequential_ahead: 0 };
     let ren =
         Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 64, mulacc: true, cpu: Some(cpu), ..Renderer::cpu() };
     let sched = create_schedule(&[y.uop()], &ren);
@@ -220,7 +219,7 @@ fn attention_scores_prefetch_the_next_block_of_keys() {
     let k = Tensor::from_slice(&ks, [t, kv, hd]).cast(FLOAT16).realize().unwrap().clone();
     let keys = k.permute([1, 0, 2]).reshape([kv, 1, t, hd]).cast(FLOAT32);
     let scores = (&q * &keys).sum(3);
-    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8, sequential_prefetch: false };
+    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8, sequential_ahead: 0 };
     let ren =
         Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 64, mulacc: true, cpu: Some(cpu), ..Renderer::cpu() };
     let sched = create_schedule(&[scores.uop()], &ren);
@@ -251,7 +250,7 @@ fn padded_rows_load_whole_vectors_and_store_them_where_whole() {
     let xs: Vec<f32> = (0..m * k).map(|i| ((i * 7) % 19) as f32 / 19.0 - 0.5).collect();
     let ws: Vec<f32> = (0..k * n).map(|i| ((i * 5) % 23) as f32 / 23.0 - 0.5).collect();
     let y = Tensor::from_slice(&xs, [m, k]).matmul(&Tensor::from_slice(&ws, [k, n]));
-    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8, sequential_prefetch: false };
+    let cpu = CpuFeatures { fma: true, avx2: true, avx512: false, vnni: false, neon: false, stream_rows: 8, sequential_ahead: 0 };
     let ren =
         Renderer { threads: 2, vector_bytes: 32, vector_registers: 16, overread: 128, mulacc: true, cpu: Some(cpu), ..Renderer::cpu() };
     let sched = create_schedule(&[y.uop()], &ren);
@@ -282,7 +281,7 @@ fn strided_streams_prefetch_ahead() {
     let values = input(&[3, 3, keys]).matmul(&v.permute([1, 0, 2]).cast(FLOAT32));
     let matmul = input(&[256, 512]).matmul(&input(&[512, 256]));
     for (avx512, vector_bytes, vector_registers) in [(false, 32, 16), (true, 64, 32)] {
-        let cpu = CpuFeatures { fma: true, avx2: true, avx512, vnni: false, neon: false, stream_rows: 8, sequential_prefetch: false };
+        let cpu = CpuFeatures { fma: true, avx2: true, avx512, vnni: false, neon: false, stream_rows: 8, sequential_ahead: 0 };
         let ren = Renderer { threads: 2, vector_bytes, vector_registers, overread: 64, mulacc: true, cpu: Some(cpu), ..Renderer::cpu() };
         let render = |t: &Tensor| -> Vec<String> {
             create_schedule(&[t.uop()], &ren).items.iter().map(|it| cstyle::render(&full_rewrite(&it.ast, &ren, None).unwrap())).collect()

@@ -154,12 +154,6 @@ fn chain_wmma(acc: &UOp, val: &UOp) -> Option<UOp> {
     Some(leaves.into_iter().fold(acc.clone(), |c, w| w.with_src([w.src[0].clone(), w.src[1].clone(), c])))
 }
 
-/// How far ahead [`add_prefetches`] prefetches a sequential stream, in bytes (the rendered C of Gemma 3's Q8_0 output
-/// projection, `r_32768_8_5_4`, 262,144 x 640, compiled alone and run on the 2 cores of an AVX2 AMD EPYC with its
-/// buffers on huge pages, best of 6: 16.1-16.6 ms without, 14.4-14.6 at 1 KB ahead, 10.6 at 2 KB, 10.1-12.0 at 4 KB,
-/// 11.4-11.6 at 8 KB; 7.8 ms of it is arithmetic, measured from L2).
-pub const SEQUENTIAL_AHEAD: usize = 2048;
-
 /// The fewest bytes a loop step must read of a sequential stream for [`add_prefetches`] to prefetch it: a stream read
 /// a line or two a step (a sum's, a `QuantMatrix`'s scales) is one the hardware follows, and a prefetch a line costs
 /// (`sum_16M` 18-24 -> 17-21 GB/s; Gemma 3's output projection alone 14.2-14.7 -> 13.2-13.7 ms without its scales'
@@ -309,15 +303,16 @@ fn block_prefetches(body: &[UOp], thread: &UOp, outer: &[&UOp], large: &dyn Fn(&
 /// (bench/prefetch_probe.c: 4.6 -> 10.6-12.9 GB/s a core; unchanged from L2). Not where the one reduction loop walks
 /// exactly one THREAD iteration's span (a weight repacked tile by tile, `QuantMatrix`): that is one sequential stream,
 /// which the hardware prefetchers follow and prefetches one THREAD iteration on halved on Intel's cores (Gemma 3's
-/// output projection 10 -> 6.7 ms without them); with `sequential` (Intel's cores and AMD's Zen 1 and 2:
-/// [`CpuFeatures::sequential_prefetch`]) that stream is prefetched [`SEQUENTIAL_AHEAD`] bytes ahead in its own loop
-/// instead, where a loop step reads at least [`SEQUENTIAL_MIN_STEP`] bytes of it. A reduction under output loops
+/// output projection 10 -> 6.7 ms without them); where `sequential` is not 0 (Intel's cores and AMD's Zen 1 and 2:
+/// [`CpuFeatures::sequential_ahead`](crate::renderer::CpuFeatures::sequential_ahead)) that stream is prefetched
+/// `sequential` bytes ahead in its own loop instead, where a loop step reads at least [`SEQUENTIAL_MIN_STEP`] bytes
+/// of it. A reduction under output loops
 /// inside the THREAD loop prefetches the blocks a THREAD iteration reads instead ([`block_prefetches`]); a reduction
 /// none of these rules serves, its strided streams ([`stride_prefetches`]).
 /// In: a lowered kernel (accumulators, ENDs); out: the same with CUSTOM statements among its reduction ENDs'
 /// sources. Prefetches never fault, so an address one tile past a buffer's end is harmless. tinygrad has no
 /// counterpart.
-pub fn add_prefetches(sink: &UOp, sequential: bool) -> UOp {
+pub fn add_prefetches(sink: &UOp, sequential: usize) -> UOp {
     use crate::uop::AxisType;
     const MIN_BYTES: i64 = 1 << 16;
     let large = |b: &UOp| b.op == Ops::DEFINE_GLOBAL && b.dtype.size.max(0) * b.dtype.base().itemsize() as i64 >= MIN_BYTES;
@@ -373,13 +368,13 @@ pub fn add_prefetches(sink: &UOp, sequential: bool) -> UOp {
                 continue;
             }
             // (a loop that walks exactly the THREAD iteration's span, as a weight repacked tile by tile, reads the
-            // buffer as one sequential stream: prefetched `SEQUENTIAL_AHEAD` bytes ahead where `sequential` and a step
+            // buffer as one sequential stream: prefetched `sequential` bytes ahead where that is not 0 and a step
             // reads `SEQUENTIAL_MIN_STEP` bytes of it, else left to the hardware prefetchers)
             let ahead = match loops[..] {
-                [(Some(s), n)] if s * n == tile && (!sequential || s * item < SEQUENTIAL_MIN_STEP as i64) => continue,
+                [(Some(s), n)] if s * n == tile && (sequential == 0 || s * item < SEQUENTIAL_MIN_STEP as i64) => continue,
                 [(Some(s), n)] if s * n == tile => {
                     let r = end.src.iter().find(|r| r.op == Ops::RANGE && deps.contains(r)).expect("the loop");
-                    [(r.clone(), r + (SEQUENTIAL_AHEAD as i64 + s * item - 1) / (s * item))].into_iter().collect()
+                    [(r.clone(), r + (sequential as i64 + s * item - 1) / (s * item))].into_iter().collect()
                 }
                 _ => next.clone(),
             };

@@ -12,7 +12,7 @@ mod gpudims;
 mod group;
 mod linearize;
 mod lower;
-pub use lower::{SEQUENTIAL_AHEAD, STRIDE_AHEAD};
+pub use lower::STRIDE_AHEAD;
 pub mod opt;
 mod simplify;
 
@@ -69,7 +69,7 @@ pub fn full_rewrite(ast: &UOp, ren: &Renderer, opts: Option<&[Opt]>) -> Result<L
     spec::verify(&sink, &spec::KERNEL_SPEC, "expand");
     let sink = lower::lower_reduces(&sink, ren.mulacc);
     let sink = if ren.language == crate::renderer::Language::C {
-        lower::add_prefetches(&sink, ren.cpu.is_some_and(|c| c.sequential_prefetch))
+        lower::add_prefetches(&sink, ren.cpu.map_or(0, |c| c.sequential_ahead))
     } else {
         sink
     };
