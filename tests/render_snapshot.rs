@@ -288,7 +288,7 @@ fn strided_streams_prefetch_ahead() {
         };
         let kernels = render(&values);
         let k = kernels.iter().find(|k| k.contains("half")).expect("a kernel reading the cache");
-        // (4 KB on: 11 keys of 192 halves, 2,112 halves)
+        // (8 KB on: 22 keys of 192 halves, 4,224 halves)
         let ahead = format!("+{}", (STRIDE_AHEAD / 384 + 1) * 192);
         assert!(
             k.lines().any(|l| l.contains("__builtin_prefetch(&data2[") && l.contains(&ahead)),

@@ -187,8 +187,11 @@ fn base_and_offset(idx: &UOp) -> (UOp, i64) {
 /// How far ahead [`add_prefetches`] prefetches a strided stream ([`stride_prefetches`]), in bytes, rounded up to whole
 /// loop steps: SmolLM2's attention values over 1,024 float16 keys (`r_2_3_32_3_1_128`, 384-byte keys), rendered C
 /// alone on a Sapphire Rapids Xeon's 2 cores over 30 caches: 22.4-24.4 us a cache without, 21.6-21.9 four keys
-/// ahead (1.5 KB), 17.9-19.3 eight, 15.4-18.1 sixteen, 16.4-31.2 thirty-two.
-pub const STRIDE_AHEAD: usize = 4096;
+/// ahead (1.5 KB), 17.9-19.3 eight, 15.4-18.1 sixteen, 16.4-31.2 thirty-two. In the process (`llm --benchmark 32
+/// --depth 1000`, `DEBUG=2` medians, alternated twice), 8 KB against 4 KB: one row's values kernel 19.0-20.4 ->
+/// 17.1-17.6 us, two rows' 34.3-35.6 -> 30.1-31.2, four rows' the same; under `x86-64-v3` one row's 23.2-24.7 ->
+/// 20.8-21.1.
+pub const STRIDE_AHEAD: usize = 8192;
 
 /// The fewest bytes a reduction loop's step must move a load for [`stride_prefetches`]: a line or more a step, each
 /// step a new line at a distance the hardware prefetchers do not follow.
