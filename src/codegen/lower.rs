@@ -197,9 +197,13 @@ pub const STRIDE_AHEAD: usize = 8192;
 /// step a new line at a distance the hardware prefetchers do not follow.
 const STRIDE_MIN_STEP: i64 = 256;
 
+/// The most bytes a reduction loop's step may move a load for [`stride_prefetches`] (half the 4 KB `STRIDE_AHEAD`
+/// was when the rule was measured: wider strides are kernels nobody timed it on).
+const STRIDE_MAX_STEP: i64 = 2048;
+
 /// Prefetches, [`STRIDE_AHEAD`] bytes on, of the loads in a reduction (`body`, closed by `end`, directly in the THREAD
 /// loop or under other loops in it) that no other rule of [`add_prefetches`] serves and that walk a buffer by strides
-/// of [`STRIDE_MIN_STEP`] bytes up to half of [`STRIDE_AHEAD`] a step of the reduction, wider than the THREAD axis's
+/// of [`STRIDE_MIN_STEP`] to [`STRIDE_MAX_STEP`] bytes a step of the reduction, wider than the THREAD axis's
 /// step (THREAD iterations interleave in the stream: a loop within its own tile is a sequential stream, left to
 /// `sequential`), and move with the THREAD axis (a tile other THREAD iterations share, as a matrix product's columns,
 /// stays in cache): attention's values, each key's part of a head after the last key's. One prefetch per line a
@@ -224,7 +228,7 @@ fn stride_prefetches(body: &[UOp], end: &UOp, thread: &UOp, large: &dyn Fn(&UOp)
         else {
             continue;
         };
-        if s * item < STRIDE_MIN_STEP || 2 * s * item > STRIDE_AHEAD as i64 || step(thread).is_none_or(|t| s <= t) {
+        if s * item < STRIDE_MIN_STEP || s * item > STRIDE_MAX_STEP || step(thread).is_none_or(|t| s <= t) {
             continue;
         }
         let (base, off) = base_and_offset(idx);
@@ -309,9 +313,9 @@ fn block_prefetches(body: &[UOp], thread: &UOp, outer: &[&UOp], large: &dyn Fn(&
 /// output projection 10 -> 6.7 ms without them); where `sequential` is not 0 (Intel's cores and AMD's Zen 1 and 2:
 /// [`CpuFeatures::sequential_ahead`](crate::renderer::CpuFeatures::sequential_ahead)) that stream is prefetched
 /// `sequential` bytes ahead in its own loop instead, where a loop step reads at least [`SEQUENTIAL_MIN_STEP`] bytes
-/// of it. A reduction under output loops
-/// inside the THREAD loop prefetches the blocks a THREAD iteration reads instead ([`block_prefetches`]); a reduction
-/// none of these rules serves, its strided streams ([`stride_prefetches`]).
+/// of it. A reduction under output loops inside the THREAD loop prefetches the blocks a THREAD iteration reads
+/// instead ([`block_prefetches`]); a reduction none of these rules serves, its strided streams
+/// ([`stride_prefetches`]).
 /// In: a lowered kernel (accumulators, ENDs); out: the same with CUSTOM statements among its reduction ENDs'
 /// sources. Prefetches never fault, so an address one tile past a buffer's end is harmless. tinygrad has no
 /// counterpart.

@@ -301,14 +301,16 @@ pub struct CpuFeatures {
     /// How far ahead, in bytes, a kernel's one sequential stream (a weight repacked tile by tile) is prefetched by the
     /// kernel itself (`codegen::lower::add_prefetches`); 0: not at all. 2 KB on AMD's Zen 1 and 2 (family 0x17), where
     /// prefetches 1 KB ahead took Gemma 3's decode step from 34.5-35.4 to 30.3-32.5 ms and 2 KB ahead to 24.9-28.0 (an
-    /// AVX2 EPYC, 2 cores; its Q8_0 output projection was 40% of the step; 4 KB: the same, 8 KB: worse). 6 KB on
-    /// Intel's: against none, SmolLM2's Q4_1 gate and up projection (`r_192_16_4_18`, 1.1 MB, four rows) alone on a
-    /// Sapphire Rapids Xeon's 2 cores 48-51 us without, 31-33 with them 2 KB ahead; in the process (`llm --benchmark`,
-    /// alternated 4 times) 2 KB gave decode 286-309 tok/s and 4 streams 552-596, 4 KB 300-336 and 632-697, 10 KB
-    /// 305-323 and 636-682; 6 KB against 2 KB: Gemma 3 decode 87-90 -> 97-100 tok/s, SmolLM2 under `x86-64-v3`
-    /// 231-233 -> 252-260 (a 4-row kernel's arithmetic holds its loads in the reorder window longer, so 2 KB came too
-    /// late). 0 on AMD's family 0x19 and later (Zen 3 and 4; measured on a Zen 4, whose prefetchers follow it): that
-    /// projection's kernel alone, 2 cores, 35-49 GB/s without, 28-33 with them 2 KB ahead.
+    /// AVX2 EPYC, 2 cores; its Q8_0 output projection was 40% of the step, alone 10.6 ms at 2 KB, 10.1-12.0 at 4,
+    /// 11.4-11.6 at 8). 6 KB on Intel's: against none, SmolLM2's Q4_1 gate and up projection (`r_192_16_4_18`, 1.1
+    /// MB, four rows) alone on a Sapphire Rapids Xeon's 2 cores 48-51 us without, 31-33 with them 2 KB ahead; in the
+    /// process (`llm --benchmark 128`, alternated 4 times) 2 KB gave decode 286-309 tok/s and 4 streams 552-596, 4 KB
+    /// 300-336 and 632-697, 10 KB 305-323 and 636-682; 6 KB against 2 KB: decode 290-305 -> 310-332, 4 streams
+    /// 556-629 -> 652-727, Gemma 3 decode 87-90 -> 97-100, SmolLM2 under `x86-64-v3` 231-233 -> 252-260 (a 4-row
+    /// kernel's arithmetic holds its loads in the reorder window longer, so 2 KB came too late). 0 on AMD's family
+    /// 0x19 and later (Zen 3 and 4; measured on a Zen 4, whose prefetchers follow it): that projection's kernel alone,
+    /// 2 cores, 35-49 GB/s without, 28-33 with them 2 KB ahead. An x86-64 level in `CPU_TARGET` keeps it (a property
+    /// of the memory system, not of the instructions).
     pub sequential_ahead: usize,
 }
 
@@ -394,6 +396,7 @@ mod tests {
     fn an_x86_64_level_limits_the_features() {
         let all = CpuFeatures { fma: true, avx2: true, avx512: true, vnni: true, neon: false, stream_rows: 8, sequential_ahead: 2048 };
         let (v2, v3, v4) = (all.limited_to("x86-64-v2"), all.limited_to("x86-64-v3"), all.limited_to("x86-64-v4"));
+        assert_eq!(v3.sequential_ahead, all.sequential_ahead, "a level keeps the prefetch distance");
         assert_eq!((v2.vector_bytes(), v2.vector_registers(), v2.fma), (16, 16, false));
         assert_eq!((v3.vector_bytes(), v3.vector_registers(), v3.fma, v3.vnni), (32, 16, true, false));
         assert_eq!((v4.vector_bytes(), v4.vector_registers(), v4.vnni), (64, 32, false));
