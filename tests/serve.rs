@@ -169,6 +169,19 @@ fn raw_http() {
         (chat, r#"{"messages": [{"role": "user", "content": "Hi"}], "logprobs": true}"#, Some("logprobs"), None),
         (text, r#"{"prompt": "Hi", "echo": true}"#, Some("echo"), None),
         (text, r#"{"prompt": "Hi", "stream": "yes"}"#, Some("stream"), None),
+        (text, r#"{"prompt": "Hi", "presence_penalty": 3}"#, Some("presence_penalty"), None),
+        (text, r#"{"prompt": "Hi", "frequency_penalty": "x"}"#, Some("frequency_penalty"), None),
+        (text, r#"{"prompt": "Hi", "logit_bias": {"abc": 1}}"#, Some("logit_bias"), None),
+        (text, r#"{"prompt": "Hi", "logit_bias": {"5": 101}}"#, Some("logit_bias"), None),
+        (text, r#"{"prompt": "Hi", "logit_bias": {"49152": 1}}"#, Some("logit_bias"), None),
+        (text, r#"{"prompt": "Hi", "logit_bias": [1]}"#, Some("logit_bias"), None),
+        (
+            chat,
+            r#"{"messages": [{"role": "user", "content": "Hi"}], "response_format": {"type": "json_object"}}"#,
+            Some("response_format"),
+            None,
+        ),
+        (chat, r#"{"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function"}]}"#, Some("tools"), None),
         (text, r#"{"prompt": "Hi", "stream": true, "stream_options": {"include_usage": 1}}"#, Some("stream_options"), None),
     ] {
         check_error(srv.post(path, body), 400, param, code);
@@ -200,14 +213,22 @@ fn raw_http() {
     drop(half);
     // still serving, and right: a greedy completion equals `llm --prompt`'s
     // (with the values clients send for "none" of what is refused above)
-    let none =
-        r#""n": 1, "logprobs": 0, "echo": false, "suffix": null, "best_of": 1, "stream": false, "stream_options": null, "top_k": 1e30"#;
+    let none = concat!(
+        r#""n": 1, "logprobs": 0, "echo": false, "suffix": null, "best_of": 1, "stream": false, "stream_options": null, "top_k": 1e30, "#,
+        r#""presence_penalty": 0, "frequency_penalty": 0, "logit_bias": {}, "response_format": {"type": "text"}, "tools": []"#
+    );
     let (status, v) =
         srv.post("/v1/completions", &format!(r#"{{"prompt": "The capital of France is", "max_tokens": 8, "temperature": 0, {none}}}"#));
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["choices"][0]["text"].as_str().unwrap(), greedy(&model, "The capital of France is", 8));
     assert_eq!(v["choices"][0]["finish_reason"], "length");
     assert_eq!((v["usage"]["prompt_tokens"].as_u64(), v["usage"]["completion_tokens"].as_u64()), (Some(5), Some(8)));
+    // a bias of 100 on one token: every greedy token is that one
+    let bang = tokenizer_from_gguf(&GgufFile::open(&model).unwrap()).unwrap().encode("!");
+    assert_eq!(bang.len(), 1, "{bang:?}");
+    let body = format!(r#"{{"prompt": "Hi", "max_tokens": 3, "temperature": 0, "logit_bias": {{"{}": 100}}}}"#, bang[0]);
+    let (status, v) = srv.post(text, &body);
+    assert_eq!((status, v["choices"][0]["text"].as_str()), (200, Some("!!!")), "{v}");
     assert_eq!(srv.request("GET /health HTTP/1.1\r\n\r\n"), (200, r#"{"status":"ok"}"#.into()));
 }
 

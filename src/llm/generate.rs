@@ -16,13 +16,34 @@ pub struct Sampler {
     pub top_k: usize,
     /// Only the most likely tokens whose probabilities sum to `top_p` (1: all).
     pub top_p: f32,
+    /// OpenAI's `presence_penalty`: subtracted from the logit of each token drawn before (0: none).
+    pub presence_penalty: f32,
+    /// OpenAI's `frequency_penalty`: subtracted from a token's logit once for each time it was drawn before (0: none).
+    pub frequency_penalty: f32,
+    /// OpenAI's `logit_bias`: added to these tokens' logits before anything else (ids past the vocabulary ignored).
+    pub logit_bias: Vec<(u32, f32)>,
+    /// How often each token was drawn (kept while a penalty is set).
+    drawn: rustc_hash::FxHashMap<u32, u32>,
+    /// The logits with the bias and penalties applied.
+    adjusted: Vec<f32>,
     state: u64,
 }
 
 impl Sampler {
     /// A sampler seeded with `seed` (the same seed draws the same tokens).
     pub fn new(temperature: f32, top_k: usize, top_p: f32, seed: u64) -> Sampler {
-        Sampler { temperature, top_k, top_p, state: seed ^ 0x9e37_79b9_7f4a_7c15 }
+        let (drawn, adjusted) = (Default::default(), vec![]);
+        Sampler {
+            temperature,
+            top_k,
+            top_p,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            logit_bias: vec![],
+            drawn,
+            adjusted,
+            state: seed ^ 0x9e37_79b9_7f4a_7c15,
+        }
     }
 
     /// A uniform draw in `[0, 1)` (splitmix64).
@@ -34,13 +55,43 @@ impl Sampler {
         ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    /// The next token from `logits` (`[vocab]`, float32): the most likely at temperature 0, else a draw after
-    /// llama.cpp's default chain (top-k, then top-p on the untempered probabilities, then temperature). NaN or
-    /// infinite logits still give a token of the vocabulary.
+    /// The next token from `logits` (`[vocab]`, float32), after [`Sampler::logit_bias`] and the penalties for this
+    /// sampler's earlier draws (OpenAI's `logit_bias`, `presence_penalty`, `frequency_penalty`): the most likely at
+    /// temperature 0, else a draw after llama.cpp's default chain (top-k, then top-p on the untempered probabilities,
+    /// then temperature). NaN or infinite logits still give a token of the vocabulary.
     ///
     /// # Panics
     /// If `logits` is empty.
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
+        let penalized = self.presence_penalty != 0.0 || self.frequency_penalty != 0.0;
+        if !penalized && self.logit_bias.is_empty() {
+            return self.draw(logits);
+        }
+        // (OpenAI's: `logit - count * frequency_penalty - (count > 0) * presence_penalty + bias`, over this sampler's
+        // draws; a copy only where something is set)
+        let mut adjusted = std::mem::take(&mut self.adjusted);
+        adjusted.clear();
+        adjusted.extend_from_slice(logits);
+        for &(t, b) in &self.logit_bias {
+            if let Some(x) = adjusted.get_mut(t as usize) {
+                *x += b;
+            }
+        }
+        for (&t, &n) in &self.drawn {
+            if let Some(x) = adjusted.get_mut(t as usize) {
+                *x -= n as f32 * self.frequency_penalty + self.presence_penalty;
+            }
+        }
+        let token = self.draw(&adjusted);
+        self.adjusted = adjusted;
+        if penalized {
+            *self.drawn.entry(token).or_default() += 1;
+        }
+        token
+    }
+
+    /// [`Sampler::sample`]'s draw from `logits` as they are.
+    fn draw(&mut self, logits: &[f32]) -> u32 {
         let best = argmax(logits);
         if self.temperature <= 0.0 {
             return best as u32;
@@ -274,6 +325,26 @@ mod tests {
         assert!(near(&frequencies(&mut Sampler::new(1.0, 0, 0.0, 7), &logits, 1000), &[1.0]));
         let f = frequencies(&mut Sampler::new(1.0, 5000, 1.0, 8), &logits, n);
         assert!(near(&f[..4], &[0.5, 0.3, 0.15, 0.05]), "top-k 5000: {:?}", &f[..4]);
+    }
+
+    /// Greedy draws of logits 1.0, 0.9, -5.0: a frequency penalty of 0.5 alternates the first two (each drawn lowers
+    /// it 0.5 more: 0.5 < 0.9, then 0.4 < 0.5, 0.0 < 0.4, ...); a presence penalty of 0.5 lowers each once (the first
+    /// at 0.5 stays above the second's 0.4 after both were drawn); a bias of 10 on the last picks it (one past the
+    /// vocabulary is ignored); without any, the first every time.
+    #[test]
+    fn penalties_and_bias_move_greedy_draws() {
+        let logits = [1.0f32, 0.9, -5.0];
+        let draws = |s: &mut Sampler| (0..6).map(|_| s.sample(&logits)).collect::<Vec<_>>();
+        let mut s = Sampler::new(0.0, 0, 1.0, 1);
+        assert_eq!(draws(&mut s), [0; 6]);
+        s.frequency_penalty = 0.5;
+        assert_eq!(draws(&mut s), [0, 1, 0, 1, 0, 1]);
+        let mut s = Sampler::new(0.0, 0, 1.0, 1);
+        s.presence_penalty = 0.5;
+        assert_eq!(draws(&mut s), [0, 1, 0, 0, 0, 0]);
+        let mut s = Sampler::new(0.0, 0, 1.0, 1);
+        s.logit_bias = vec![(2, 10.0), (3, 50.0)];
+        assert_eq!(draws(&mut s), [2; 6]);
     }
 
     /// NaN or infinite logits (a diverged model) draw some token of the vocabulary, never a panic: the server's

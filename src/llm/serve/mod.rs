@@ -325,6 +325,24 @@ fn flag(v: &Value, key: &str, param: &'static str) -> std::result::Result<bool, 
     }
 }
 
+/// OpenAI's `logit_bias` (`{"token id": bias}`, each bias in [-100, 100], each id below `vocab`) as pairs; none when
+/// absent or null; else 400.
+fn logit_bias(v: &Value, vocab: usize) -> std::result::Result<Vec<(u32, f32)>, ApiError> {
+    let err = || bad(format!("`logit_bias` must map token ids under {vocab} to numbers in [-100, 100]"), Some("logit_bias"));
+    match v {
+        Value::Null => Ok(vec![]),
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, b)| {
+                let t = k.parse::<u32>().ok().filter(|&t| (t as usize) < vocab).ok_or_else(err)?;
+                let b = b.as_f64().filter(|b| (-100.0..=100.0).contains(b)).ok_or_else(err)?;
+                Ok((t, b as f32))
+            })
+            .collect(),
+        _ => Err(err()),
+    }
+}
+
 /// The text of a message's `content`: a string, or OpenAI's list of parts whose `text` parts are joined.
 fn content(v: &Value) -> Option<String> {
     match v {
@@ -362,11 +380,16 @@ fn params(server: &Server, m: &Model, body: &[u8], chat: bool) -> std::result::R
     }
     // (fields that would change the answer's shape: refused when set, rather than answered without them; `logprobs: 0`
     // passes with `false`, as clients send it for "none", though OpenAI's completions read it as the chosen token's)
-    for key in ["logprobs", "top_logprobs", "echo", "suffix", "best_of"] {
+    for key in ["logprobs", "top_logprobs", "echo", "suffix", "best_of", "tools", "functions"] {
         let v = &body[key];
-        if !(v.is_null() || *v == false || *v == 0 || (key == "best_of" && *v == 1) || v.as_str() == Some("")) {
+        let none = v.is_null() || *v == false || *v == 0 || v.as_str() == Some("") || v.as_array().is_some_and(Vec::is_empty);
+        if !(none || (key == "best_of" && *v == 1)) {
             return Err(bad(format!("`{key}` is not supported"), Some(key)));
         }
+    }
+    // (JSON mode and schemas constrain the answer: only plain text is answered)
+    if !(body["response_format"].is_null() || body["response_format"]["type"] == "text") {
+        return Err(bad("only `response_format` {\"type\": \"text\"} is supported", Some("response_format")));
     }
     let prompt = m.tok.encode_prompt(&text);
     let ctx = m.batcher.max_context();
@@ -401,12 +424,15 @@ fn params(server: &Server, m: &Model, body: &[u8], chat: bool) -> std::result::R
         Value::Null => fresh(),
         v => v.as_u64().or(v.as_i64().map(|x| x as u64)).ok_or_else(|| bad("`seed` must be an integer", Some("seed")))?,
     };
-    let sampler = Sampler::new(
+    let mut sampler = Sampler::new(
         number(&body, "temperature", 0.0, 2.0)?.map_or(o.temperature, |x| x as f32),
         whole(&body, "top_k", 0.0)?.map_or(o.top_k, |x| x as usize),
         number(&body, "top_p", 0.0, 1.0)?.map_or(o.top_p, |x| x as f32),
         seed,
     );
+    sampler.presence_penalty = number(&body, "presence_penalty", -2.0, 2.0)?.unwrap_or(0.0) as f32;
+    sampler.frequency_penalty = number(&body, "frequency_penalty", -2.0, 2.0)?.unwrap_or(0.0) as f32;
+    sampler.logit_bias = logit_bias(&body["logit_bias"], m.tok.vocab_size())?;
     Ok(Params {
         max_tokens: max.map_or(ctx - prompt.len(), |x| x as usize),
         prompt,
