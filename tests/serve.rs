@@ -182,6 +182,8 @@ fn raw_http() {
             None,
         ),
         (chat, r#"{"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function"}]}"#, Some("tools"), None),
+        (chat, r#"{"messages": [{"role": "user", "content": "Hi"}], "tool_choice": "required"}"#, Some("tool_choice"), None),
+        (text, r#"{"prompt": "Hi", "logit_bias": {"05": 1}}"#, Some("logit_bias"), None),
         (text, r#"{"prompt": "Hi", "stream": true, "stream_options": {"include_usage": 1}}"#, Some("stream_options"), None),
     ] {
         check_error(srv.post(path, body), 400, param, code);
@@ -215,7 +217,8 @@ fn raw_http() {
     // (with the values clients send for "none" of what is refused above)
     let none = concat!(
         r#""n": 1, "logprobs": 0, "echo": false, "suffix": null, "best_of": 1, "stream": false, "stream_options": null, "top_k": 1e30, "#,
-        r#""presence_penalty": 0, "frequency_penalty": 0, "logit_bias": {}, "response_format": {"type": "text"}, "tools": []"#
+        r#""presence_penalty": 0, "frequency_penalty": 0, "logit_bias": {}, "response_format": {"type": "text"}, "tools": [], "#,
+        r#""tool_choice": "none""#
     );
     let (status, v) =
         srv.post("/v1/completions", &format!(r#"{{"prompt": "The capital of France is", "max_tokens": 8, "temperature": 0, {none}}}"#));

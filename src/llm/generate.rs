@@ -22,7 +22,7 @@ pub struct Sampler {
     pub frequency_penalty: f32,
     /// OpenAI's `logit_bias`: added to these tokens' logits before anything else (ids past the vocabulary ignored).
     pub logit_bias: Vec<(u32, f32)>,
-    /// How often each token was drawn (kept while a penalty is set).
+    /// How often each token was drawn (kept while a penalty is set, for the sampler's life: one sampler a request).
     drawn: rustc_hash::FxHashMap<u32, u32>,
     /// The logits with the bias and penalties applied.
     adjusted: Vec<f32>,

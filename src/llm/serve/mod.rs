@@ -334,7 +334,8 @@ fn logit_bias(v: &Value, vocab: usize) -> std::result::Result<Vec<(u32, f32)>, A
         Value::Object(m) => m
             .iter()
             .map(|(k, b)| {
-                let t = k.parse::<u32>().ok().filter(|&t| (t as usize) < vocab).ok_or_else(err)?;
+                // (a key as the id prints: "05" and "+5" would bias 5 twice)
+                let t = k.parse::<u32>().ok().filter(|&t| (t as usize) < vocab && t.to_string() == *k).ok_or_else(err)?;
                 let b = b.as_f64().filter(|b| (-100.0..=100.0).contains(b)).ok_or_else(err)?;
                 Ok((t, b as f32))
             })
@@ -387,9 +388,14 @@ fn params(server: &Server, m: &Model, body: &[u8], chat: bool) -> std::result::R
             return Err(bad(format!("`{key}` is not supported"), Some(key)));
         }
     }
-    // (JSON mode and schemas constrain the answer: only plain text is answered)
+    // (JSON mode and schemas constrain the answer, as a required or named tool call does: only plain text is answered)
     if !(body["response_format"].is_null() || body["response_format"]["type"] == "text") {
         return Err(bad("only `response_format` {\"type\": \"text\"} is supported", Some("response_format")));
+    }
+    for key in ["tool_choice", "function_call"] {
+        if !(body[key].is_null() || body[key] == "none" || body[key] == "auto") {
+            return Err(bad(format!("`{key}` is not supported"), Some(key)));
+        }
     }
     let prompt = m.tok.encode_prompt(&text);
     let ctx = m.batcher.max_context();
