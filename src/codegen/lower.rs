@@ -197,8 +197,8 @@ pub const STRIDE_AHEAD: usize = 8192;
 /// step a new line at a distance the hardware prefetchers do not follow.
 const STRIDE_MIN_STEP: i64 = 256;
 
-/// The most bytes a reduction loop's step may move a load for [`stride_prefetches`] (half the 4 KB `STRIDE_AHEAD`
-/// was when the rule was measured: wider strides are kernels nobody timed it on).
+/// The most bytes a reduction loop's step may move a load for [`stride_prefetches`]: half of `STRIDE_AHEAD` as it was
+/// (4 KB) when the rule was measured; wider strides are kernels nobody timed it on.
 const STRIDE_MAX_STEP: i64 = 2048;
 
 /// Prefetches, [`STRIDE_AHEAD`] bytes on, of the loads in a reduction (`body`, closed by `end`, directly in the THREAD

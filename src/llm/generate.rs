@@ -32,7 +32,6 @@ pub struct Sampler {
 impl Sampler {
     /// A sampler seeded with `seed` (the same seed draws the same tokens).
     pub fn new(temperature: f32, top_k: usize, top_p: f32, seed: u64) -> Sampler {
-        let (drawn, adjusted) = (Default::default(), vec![]);
         Sampler {
             temperature,
             top_k,
@@ -40,8 +39,8 @@ impl Sampler {
             presence_penalty: 0.0,
             frequency_penalty: 0.0,
             logit_bias: vec![],
-            drawn,
-            adjusted,
+            drawn: Default::default(),
+            adjusted: vec![],
             state: seed ^ 0x9e37_79b9_7f4a_7c15,
         }
     }
