@@ -3,7 +3,7 @@
 //! the model; each request gets a slot whose KV cache it keeps after it ends, so a later prompt that starts the
 //! same way (a chat's next turn) prefills only what is new.
 
-use super::generate::{chunk_inputs, Sampler, PREFILL_CHUNK};
+use super::generate::{chunk_inputs, chunk_start, Sampler, PREFILL_CHUNK};
 use super::model::{KvCache, StartPos, Transformer};
 use crate::error::{Error, Result};
 use crate::{Tensor, TinyJit};
@@ -130,11 +130,12 @@ struct Active {
 }
 
 /// The decode step a batcher's TinyJit replays: one capture per (sequences in the batch, a prompt chunk's length run
-/// in the same pass or 0, the cache rows it attends), for any slots (their caches are inputs) and any span of the
-/// rows' (a bound variable).
+/// in the same pass or 0, the cache rows it attends or 0 where they are a bound variable: [`chunk_inputs`]), for any
+/// slots (their caches are inputs) and any span of the rows' (a bound variable).
 type StepKey = (usize, usize, usize);
 type StepFn<'m> = Box<dyn FnMut(&[Tensor], &StepKey) -> Result<Vec<Tensor>> + 'm>;
-/// A prompt chunk's pass, replayed by a TinyJit: one capture per (chunk length, cache rows attended), for any slot.
+/// A prompt chunk's pass, replayed by a TinyJit: one capture per (chunk length, cache rows attended or 0 where they
+/// are a bound variable), for any slot.
 type ChunkKey = (usize, usize);
 type ChunkFn<'m> = Box<dyn FnMut(&[Tensor], &ChunkKey) -> Result<Vec<Tensor>> + 'm>;
 
@@ -147,22 +148,30 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
         Err(e) => return fail_all(rx, &e),
     };
     // inputs: the token ids (the rows' then the chunk's), the rows' span in blocks and each row's position (bound
-    // variables), the chunk's start and last token's index (bound variables) if it has one, then each row's cache
-    // tensors, then the chunk's
+    // variables), the chunk's start, last token's index and span in blocks (bound variables) if it has one, then each
+    // row's cache tensors, then the chunk's
     let per_cache = 2 * model.cfg.n_layers;
-    let f: StepFn = Box::new(move |x: &[Tensor], &(b, len, chunk_span): &StepKey| {
-        let vars = 2 + b + if len > 0 { 2 } else { 0 };
+    let f: StepFn = Box::new(move |x: &[Tensor], &(b, len, span): &StepKey| {
+        // (the chunk's bound variables: start, last index and, unless its span is a constant, span in blocks)
+        let chunk_vars = match (len, span) {
+            (0, _) => 0,
+            (_, 0) => 3,
+            _ => 2,
+        };
+        let vars = 2 + b + chunk_vars;
         let caches: Vec<KvCache> = x[vars..].chunks(per_cache).map(KvCache::from_tensors).collect();
         let rows: Vec<_> = caches.iter().zip(&x[2..2 + b]).map(|(c, v)| (c, StartPos::Blocks(v, &x[1]))).collect();
         Ok(vec![match len {
             0 => model.decode(&x[0], &rows),
-            _ => model.decode_and_prefill(&x[0], &rows, (&caches[b], &x[2 + b], &x[3 + b], chunk_span)),
+            _ => model.decode_and_prefill(&x[0], &rows, (&caches[b], chunk_start(&x[2 + b..], span), &x[3 + b])),
         }])
     });
     let mut step = TinyJit::with_args(f);
-    // inputs: the chunk's ids, its start and last token's index (bound variables), then the slot's cache tensors
+    // inputs: the chunk's ids, its start, last token's index and maybe span in blocks (bound variables), then the
+    // slot's cache tensors
     let f: ChunkFn = Box::new(move |x: &[Tensor], &(_, span): &ChunkKey| {
-        Ok(vec![model.prefill(&KvCache::from_tensors(&x[3..]), &x[0], &x[1], &x[2], span)])
+        let vars = if span == 0 { 3 } else { 2 };
+        Ok(vec![model.prefill(&KvCache::from_tensors(&x[1 + vars..]), &x[0], chunk_start(&x[1..], span), &x[2])])
     });
     let mut chunk_step = TinyJit::with_args(f);
     let (ctx, vocab) = (model.cfg.max_context, model.cfg.vocab);
@@ -203,7 +212,7 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
                 joining = Some((i, r, JOIN_CHUNK.min(left)));
             } else {
                 let n = PREFILL_CHUNK.min(left);
-                match prefill_chunk(&mut chunk_step, &slots[i].cache, at, &r.prompt[at..at + n], ctx) {
+                match prefill_chunk(model, &mut chunk_step, &slots[i].cache, at, &r.prompt[at..at + n]) {
                     Ok(logits) => after_chunk(&mut slots[i], (i, r, n), &logits, ctx, is_end, &mut prefilling, &mut active),
                     Err(e) => fail(&mut slots[i], r, &e),
                 }
@@ -225,10 +234,10 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
         inputs.extend(active.iter().flat_map(|a| slots[a.slot].cache.tensors()));
         if let Some((i, r, n)) = &joining {
             let at = slots[*i].tokens.len();
-            let ([_, start, last], (len, _, span)) = chunk_inputs(&r.prompt[at..at + n], at, JOIN_CHUNK, ctx);
-            (key.1, key.2) = (len, span);
+            let (x, (len, span)) = chunk_inputs(model, &r.prompt[at..at + n], at, JOIN_CHUNK);
             ids.extend(r.prompt[at..at + n].iter().map(|&t| t as i32).chain(std::iter::repeat(0)).take(len));
-            inputs.splice(1 + b..1 + b, [start, last]);
+            key = (b, len, span);
+            inputs.splice(1 + b..1 + b, x.into_iter().skip(1));
             inputs.extend(slots[*i].cache.tensors());
         }
         inputs.insert(0, Tensor::from_slice(&ids, [ids.len()]));
@@ -295,10 +304,16 @@ fn after_chunk(
 
 /// Logits after `tokens` (at most [`PREFILL_CHUNK`]), which enter `cache` at `at`, through `jit`: padded to a power
 /// of two ([`chunk_inputs`]), so a few captured graphs serve every chunk, a prompt's last one too.
-fn prefill_chunk(jit: &mut TinyJit<ChunkFn, ChunkKey>, cache: &KvCache, at: usize, tokens: &[u32], ctx: usize) -> Result<Vec<f32>> {
-    let (inputs, (len, _, span)) = chunk_inputs(tokens, at, 1, ctx);
+fn prefill_chunk(
+    model: &Transformer,
+    jit: &mut TinyJit<ChunkFn, ChunkKey>,
+    cache: &KvCache,
+    at: usize,
+    tokens: &[u32],
+) -> Result<Vec<f32>> {
+    let (inputs, key) = chunk_inputs(model, tokens, at, 1);
     let inputs: Vec<Tensor> = inputs.into_iter().chain(cache.tensors()).collect();
-    jit.call_with(&inputs, (len, span))?[0].to_vec::<f32>()
+    jit.call_with(&inputs, key)?[0].to_vec::<f32>()
 }
 
 /// Prompt tokens a chunk joining a decode step takes: SmolLM2's 2-row step on a 2-core Zen 4 with a chunk at 500 and
