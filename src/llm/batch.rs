@@ -222,8 +222,8 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
             continue;
         }
         // one decode step for every active request: row b feeds its token at its slot's position, through its slot's
-        // cache (an input, so the step's capture serves any slots and spans: one per number of rows); the joining
-        // chunk's tokens follow the rows', padded to [`JOIN_CHUNK`] ([`chunk_inputs`])
+        // cache (an input, so the step's capture serves any slots and spans: one per number of rows and joining chunk
+        // length); the joining chunk's tokens follow the rows', padded to [`JOIN_CHUNK`] ([`chunk_inputs`])
         let b = active.len();
         let mut key: StepKey = (b, 0, 0);
         let mut ids: Vec<i32> = active.iter().map(|a| a.next as i32).collect();

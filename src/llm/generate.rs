@@ -166,8 +166,8 @@ fn argmax(logits: &[f32]) -> usize {
 type DecodeFn<'m> = Box<dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>> + 'm>;
 type DecodeStep<'m> = TinyJit<DecodeFn<'m>>;
 
-/// The cache rows a prompt chunk attends over when its last position is `end - 1`: `end` rounded up to a multiple of
-/// [`SPAN`], at most the context `ctx`.
+/// The cache rows a prompt chunk over a constant span (a model with a sliding window) attends over when its last
+/// position is `end - 1`: `end` rounded up to a multiple of [`SPAN`], at most the context `ctx`.
 pub(crate) fn span(end: usize, ctx: usize) -> usize {
     (end.div_ceil(SPAN) * SPAN).min(ctx)
 }

@@ -85,7 +85,8 @@ struct Weight {
 /// rows, which Gemma 3's local layers rely on to skip rows before their window, while the rows of a batched decode
 /// step may share their largest span); or a bound variable position attending over [`Transformer::decode_block`]
 /// times the bound variable `blocks` rows (`Blocks(start, blocks)`: one compiled graph for every position and span,
-/// as tinygrad's decode attends over `start_pos + 1` rows: a decode step's token, or a prompt chunk joining one).
+/// as tinygrad's decode attends over `start_pos + 1` rows: a decode step's token, or a prompt chunk of a model
+/// without a sliding window, [`Transformer::chunk_blocks`]).
 #[derive(Clone, Copy)]
 pub enum StartPos<'a> {
     Const(usize),
@@ -93,11 +94,13 @@ pub enum StartPos<'a> {
     Blocks(&'a Tensor, &'a Tensor),
 }
 
-/// The granule of the cache rows a prompt chunk at a variable position attends over: its spans are multiples of it
-/// (each a captured graph of its own), and a KV cache holds a whole number of them.
+/// The granule of the cache rows a prompt chunk over a constant span attends over ([`StartPos::Var`]: a model with a
+/// sliding window): its spans are multiples of it (each a captured graph of its own), and a KV cache holds a whole
+/// number of them.
 pub const SPAN: usize = 128;
 
-/// The granule of the cache rows a decode step on the CPU attends over: `blocks` (a bound variable) of it
+/// The granule of the cache rows a decode step (or a prompt chunk over a variable span) on the CPU attends over:
+/// `blocks` (a bound variable) of it
 /// ([`StartPos::Blocks`], [`Transformer::decode_block`]). Finer than [`SPAN`], as a step reads half a granule of rows
 /// past its position on average, and coarse enough for a static axis of keys to split over the cores (SmolLM2's 4-row
 /// batched step at positions 128-192, `DEBUG=2` medians: attention 1,226 us at 128 rows a block, 947-1,059 at 32; 16
@@ -417,9 +420,9 @@ impl Transformer {
         })
     }
 
-    /// The rows of a decode step's span block ([`StartPos::Blocks`]): [`BLOCK`] on the CPU, [`SPAN`] elsewhere (a
-    /// device with a launch grid bakes the span's variable into the grid, a capture for each value: one every 128
-    /// tokens, not every 32). tinygrad has no counterpart: its decode attends over `start_pos + 1` rows.
+    /// The rows of a decode step's (or a prompt chunk's) span block ([`StartPos::Blocks`]): [`BLOCK`] on the CPU,
+    /// [`SPAN`] elsewhere (a device with a launch grid bakes the span's variable into the grid, a capture for each
+    /// value: one every 128 tokens, not every 32). tinygrad has no counterpart: its decode attends over `start_pos + 1` rows.
     pub fn decode_block(&self) -> usize {
         if self.device.starts_with("CPU") {
             BLOCK
