@@ -3,7 +3,7 @@
 //! the model; each request gets a slot whose KV cache it keeps after it ends, so a later prompt that starts the
 //! same way (a chat's next turn) prefills only what is new.
 
-use super::generate::{chunk_inputs, chunk_start, Sampler, PREFILL_CHUNK};
+use super::generate::{chunk_inputs, chunk_start, chunk_vars, Sampler, PREFILL_CHUNK};
 use super::model::{KvCache, StartPos, Transformer};
 use crate::error::{Error, Result};
 use crate::{Tensor, TinyJit};
@@ -152,13 +152,7 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
     // row's cache tensors, then the chunk's
     let per_cache = 2 * model.cfg.n_layers;
     let f: StepFn = Box::new(move |x: &[Tensor], &(b, len, span): &StepKey| {
-        // (the chunk's bound variables: start, last index and, unless its span is a constant, span in blocks)
-        let chunk_vars = match (len, span) {
-            (0, _) => 0,
-            (_, 0) => 3,
-            _ => 2,
-        };
-        let vars = 2 + b + chunk_vars;
+        let vars = 2 + b + if len == 0 { 0 } else { chunk_vars(span) };
         let caches: Vec<KvCache> = x[vars..].chunks(per_cache).map(KvCache::from_tensors).collect();
         let rows: Vec<_> = caches.iter().zip(&x[2..2 + b]).map(|(c, v)| (c, StartPos::Blocks(v, &x[1]))).collect();
         Ok(vec![match len {
@@ -170,8 +164,7 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
     // inputs: the chunk's ids, its start, last token's index and maybe span in blocks (bound variables), then the
     // slot's cache tensors
     let f: ChunkFn = Box::new(move |x: &[Tensor], &(_, span): &ChunkKey| {
-        let vars = if span == 0 { 3 } else { 2 };
-        Ok(vec![model.prefill(&KvCache::from_tensors(&x[1 + vars..]), &x[0], chunk_start(&x[1..], span), &x[2])])
+        Ok(vec![model.prefill(&KvCache::from_tensors(&x[1 + chunk_vars(span)..]), &x[0], chunk_start(&x[1..], span), &x[2])])
     });
     let mut chunk_step = TinyJit::with_args(f);
     let (ctx, vocab) = (model.cfg.max_context, model.cfg.vocab);

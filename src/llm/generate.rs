@@ -226,6 +226,16 @@ pub(crate) fn chunk_inputs(model: &Transformer, tokens: &[u32], at: usize, pad: 
     ([Tensor::from_slice(&ids, [len]), pos, last].into_iter().chain(blocks).collect(), (len, span))
 }
 
+/// How many bound variables [`chunk_inputs`] lists after the ids for a chunk whose constant span is `span` (0: a
+/// variable one, whose `chunk_blocks` comes third).
+pub(crate) fn chunk_vars(span: usize) -> usize {
+    if span == 0 {
+        3
+    } else {
+        2
+    }
+}
+
 /// The start of a chunk whose bound variables are `vars` ([`chunk_inputs`]'s after the ids) and whose constant span
 /// is `span` (0: a variable one).
 pub(crate) fn chunk_start(vars: &[Tensor], span: usize) -> StartPos<'_> {

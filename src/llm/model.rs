@@ -100,11 +100,10 @@ pub enum StartPos<'a> {
 pub const SPAN: usize = 128;
 
 /// The granule of the cache rows a decode step (or a prompt chunk over a variable span) on the CPU attends over:
-/// `blocks` (a bound variable) of it
-/// ([`StartPos::Blocks`], [`Transformer::decode_block`]). Finer than [`SPAN`], as a step reads half a granule of rows
-/// past its position on average, and coarse enough for a static axis of keys to split over the cores (SmolLM2's 4-row
-/// batched step at positions 128-192, `DEBUG=2` medians: attention 1,226 us at 128 rows a block, 947-1,059 at 32; 16
-/// was slower, 64 about the same).
+/// `blocks` (a bound variable) of it ([`StartPos::Blocks`], [`Transformer::decode_block`]). Finer than [`SPAN`], as a
+/// step reads half a granule of rows past its position on average, and coarse enough for a static axis of keys to
+/// split over the cores (SmolLM2's 4-row batched step at positions 128-192, `DEBUG=2` medians: attention 1,226 us at
+/// 128 rows a block, 947-1,059 at 32; 16 was slower, 64 about the same).
 pub const BLOCK: usize = 32;
 
 /// The rows of a KV cache for a context of `ctx` tokens: `ctx` rounded up to a multiple of [`SPAN`].
@@ -422,7 +421,8 @@ impl Transformer {
 
     /// The rows of a decode step's (or a prompt chunk's) span block ([`StartPos::Blocks`]): [`BLOCK`] on the CPU,
     /// [`SPAN`] elsewhere (a device with a launch grid bakes the span's variable into the grid, a capture for each
-    /// value: one every 128 tokens, not every 32). tinygrad has no counterpart: its decode attends over `start_pos + 1` rows.
+    /// value: one every 128 tokens, not every 32). tinygrad has no counterpart: its decode attends over `start_pos + 1`
+    /// rows.
     pub fn decode_block(&self) -> usize {
         if self.device.starts_with("CPU") {
             BLOCK
@@ -445,7 +445,8 @@ impl Transformer {
     /// included) is at `end - 1` ([`Transformer::prefill`], [`Transformer::decode_and_prefill`]), so one captured graph
     /// serves the chunks of every span; `None` for a model with a sliding window, whose chunks attend over a constant
     /// span ([`StartPos::Var`]) so that its local layers read only the window's rows (Gemma 3's joined steps at 1,024
-    /// rows 17.4 ms against 18.2 reading them all, a cost that grows with the span).
+    /// rows 17.4 ms against 18.2 reading them all, a cost that grows with the span). tinygrad has no counterpart: its
+    /// prompt chunks attend over `start_pos + T` rows, a graph for each.
     ///
     /// # Panics
     /// If `end` is 0 or passes the context rounded up to a whole block.
