@@ -453,9 +453,10 @@ fn gemma3_decode_steps_do_not_depend_on_the_batch() {
 /// Gemma 3's local layers read only the cache rows their 512-token window can reach in a prompt chunk: an 8-token
 /// chunk at position 893 (its local layers read rows 253..901) and a 901-token forward from position 0 (every row
 /// read: its first tokens see the cache's start) give the same last-token logits, on the float path, up to the order
-/// of float32 sums, as does a decode step at a bound position 900 (which reads every row and masks them to the
-/// window, its span a bound variable as the server's); and on the integer path a batched decode step of two sequences
-/// at position 900 gives each the bits of its step alone (steps read every row).
+/// of float32 sums, as does a decode step at a bound position 900 (its span a bound variable as the server's: it reads
+/// the 17 blocks from its window's first, `gemma3_decode_steps_read_only_their_window`); and on the integer path a
+/// batched decode step of two sequences at position 900 over a constant span (which reads every row and masks them to
+/// the window) gives each the bits of its step alone.
 #[test]
 fn gemma3_local_layers_read_only_their_window() {
     let Some(file) = model("gemma-3-270m-q4_k_m.gguf") else { return };
@@ -478,7 +479,7 @@ fn gemma3_local_layers_read_only_their_window() {
     let cos = cosine(&whole, &chunk);
     assert!(cos >= 0.99999, "cosine {cos}");
     assert_eq!(top(&whole), top(&chunk));
-    // a decode step at a bound position masks its local layers' keys to the window too (it reads every row)
+    // a decode step at a bound position over a span of blocks (it reads its window's blocks)
     let blocks = Tensor::bind_var("span_blocks", 1, (span / m.decode_block()) as i64, (span / m.decode_block()) as i64);
     let step = m.forward(&filled(&m), &last, StartPos::Blocks(&pos("start_pos"), &blocks)).to_vec::<f32>().unwrap();
     let cos = cosine(&whole, &step);
@@ -497,5 +498,56 @@ fn gemma3_local_layers_read_only_their_window() {
     for (i, row) in both.chunks(m.cfg.vocab).enumerate() {
         let differ = row.iter().zip(&step).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
         assert_eq!(differ, 0, "row {i}: {differ} logits differ between the batched step and the step alone");
+    }
+}
+
+/// Gemma 3's decode steps over a span of blocks read only their window's rows in the local layers (from the block
+/// holding a row's first key: at most 17 blocks of 32 rows where the span may hold 32): a session's steps at positions
+/// 600 to 611 (the window's first block moves at 607, the span gains a block at 608), replayed on one capture, match
+/// steps over a constant span, which read every row (float path: cosine at least 0.99999, the same top token); on the
+/// integer path, rows at positions 900 and 300 (the latter's window from row 0, its span 10 blocks where the batch's
+/// is 29) stepped together give each the bits of its step alone: the keys a row skips add exact zeros where it reads
+/// them.
+#[test]
+fn gemma3_decode_steps_read_only_their_window() {
+    let Some(file) = model("gemma-3-270m-q4_k_m.gguf") else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let ids: Vec<i32> = (0..900).map(|i| 1000 + (i * 7919) % 20000).collect();
+    let m = float_model(&file, 1024);
+    let n = 600;
+    let mut session = Session::new(&m).unwrap();
+    let mut next = top(&session.prefill(&ids[..n].iter().map(|&i| i as u32).collect::<Vec<_>>()).unwrap()) as i32;
+    let reference = m.new_cache().unwrap();
+    m.forward(&reference, &Tensor::from_slice(&ids[..n], [n]), StartPos::Const(0)).realize().unwrap();
+    for p in n..n + 12 {
+        let before = schedule_count();
+        let step = session.step(next as u32).unwrap();
+        assert!(p < n + 3 || schedule_count() == before, "position {p}: a replayed step scheduled");
+        let pos = Tensor::bind_var("start_pos", 0, 1023, p as i64);
+        let want = m.forward(&reference, &Tensor::from_slice(&[next], [1]), StartPos::Var(&pos, 1024)).to_vec::<f32>().unwrap();
+        let cos = cosine(&want, &step);
+        assert!(cos >= 0.99999 && top(&want) == top(&step), "position {p}: cosine {cos} against every row read");
+        next = top(&step) as i32;
+    }
+    let m = {
+        let _int = Context::new(&[(&QUANT_DOT, 1)]);
+        Transformer::from_gguf(&file, "CPU", 1024).unwrap()
+    };
+    let filled = || {
+        let cache = m.new_cache().unwrap();
+        m.forward(&cache, &Tensor::from_slice(&ids, [900]), StartPos::Const(0)).realize().unwrap();
+        cache
+    };
+    let (caches, alone) = ([filled(), filled()], [filled(), filled()]);
+    let pos = [Tensor::bind_var("start_pos0", 0, 1023, 900), Tensor::bind_var("start_pos1", 0, 1023, 300)];
+    let span = |p: usize| Tensor::bind_var("span_blocks", 1, 32, (p + 1).div_ceil(m.decode_block()) as i64);
+    let (tokens, wide) = (Tensor::from_slice(&[ids[7], ids[8]], [2]), span(900));
+    let rows = [(&caches[0], StartPos::Blocks(&pos[0], &wide)), (&caches[1], StartPos::Blocks(&pos[1], &wide))];
+    let both = m.decode(&tokens, &rows).to_vec::<f32>().unwrap();
+    for (i, (row, p)) in both.chunks(m.cfg.vocab).zip([900, 300]).enumerate() {
+        let blocks = span(p);
+        let one = m.forward(&alone[i], &Tensor::from_slice(&ids[7 + i..8 + i], [1]), StartPos::Blocks(&pos[i], &blocks));
+        let differ = row.iter().zip(one.to_vec::<f32>().unwrap()).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
+        assert_eq!(differ, 0, "row {i} at {p}: {differ} logits differ between the batched step and the step alone");
     }
 }

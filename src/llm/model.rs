@@ -297,9 +297,48 @@ fn rope(x: &Tensor, (cos, sin): &(Tensor, Tensor), interleaved: bool) -> Tensor 
 }
 
 /// Sequences whose attention runs as one set of kernels: their range among a pass's sequences, their tokens' range
-/// among its tokens, the cache rows they attend over (the span's dims: see [`attention`]), and their causal mask and
-/// sliding-window mask (`[rows, span dims..]`).
-type Group = (std::ops::Range<usize>, std::ops::Range<usize>, Vec<Sint>, (Tensor, Option<Tensor>));
+/// among its tokens, the cache rows they attend over (the span's dims: see [`attention`]), their causal mask and
+/// sliding-window mask (`[rows, span dims..]`), and where a decode step's local layers read only their window, that
+/// read ([`Window`]).
+type Group = (std::ops::Range<usize>, std::ops::Range<usize>, Vec<Sint>, (Tensor, Option<Tensor>), Option<Window>);
+
+/// The cache rows a decode step's local layers read (Gemma 3's sliding window, over a [`StartPos::Blocks`] span): each
+/// row's first cache row (a multiple of the block, a symbolic expression of its bound position), the key dims
+/// (`[min(blocks, n), block]`: the `n` blocks that hold any window of `w` rows, fewer while the span is shorter) and
+/// the window mask over them (`[rows, min(blocks, n), block]`).
+type Window = (Vec<Sint>, Vec<Sint>, Tensor);
+
+/// A decode group's local-layer read ([`Window`]), where it reads fewer rows than the span can: a model with a
+/// sliding window of `w` rows, single tokens over a [`StartPos::Blocks`] span that may pass the `n` blocks of `w +
+/// block - 1` rows (any window lies in them), and a cache (`cap` rows) that holds them. None elsewhere.
+fn window_read(c: &Config, cap: usize, seqs: &[Seq], pos: &Tensor, span: &[Sint]) -> Option<Window> {
+    let (Some(w), [blocks, Sint::Int(block)]) = (c.sliding_window, span) else { return None };
+    let (block, n) = (*block, (w + block - 1).div_ceil(*block));
+    if seqs.iter().any(|s| s.len != 1) || n * block > cap || blocks.max() <= n {
+        return None;
+    }
+    // a row's first: the block holding its window's first row, p - w + 1 (at least 0; at most the row whose n blocks
+    // end at the cache's end), as a dim for the reads and in float32 for the mask
+    let last = cap - n * block;
+    let starts = seqs
+        .iter()
+        .map(|s| match s.start {
+            StartPos::Blocks(v, _) => {
+                let p = v.uop();
+                Sint::from_uop(&((&p - (w as i64 - 1)).maximum(0i64) / block as i64 * block as i64).minimum(last as i64))
+            }
+            _ => unreachable!("a span of blocks is a Blocks start's"),
+        })
+        .collect();
+    let first = ((pos - (w as f32 - 1.0)).maximum(0.0f32) / block as f32).floor() * block as f32;
+    let (rows, kb) = (pos.shape()[0], Sint::from_uop(&blocks.uop().minimum(n as i64)));
+    let b = Tensor::arange(0.0, n as f64, 1.0).shrink_sym(&[(0.into(), kb.clone())]).reshape_sym(&[1.into(), kb.clone(), 1.into()]);
+    let j =
+        first.minimum(last as f32).reshape([rows, 1, 1]) + b * block as f64 + Tensor::arange(0.0, block as f64, 1.0).reshape([1, 1, block]);
+    let qpos = pos.reshape([rows, 1, 1]);
+    let mask = j.le(&qpos).bitwise_and(j.gt(&(&qpos - w as f32)));
+    Some((starts, vec![kb, Sint::Int(block)], mask))
+}
 
 /// `cache` (`[rows, width]`) with rows `start..start+T` replaced by `x` (`[T, width]`, cast to the cache's
 /// dtype).
@@ -327,15 +366,14 @@ fn write_rows(cache: &Tensor, x: &Tensor, start: StartPos) -> Tensor {
     }
 }
 
-/// Attention of `B` sequences' queries `q` (`[B * T, heads * head_dim]`, T a sequence) over rows `lo..span` of their
-/// caches (`layers[b]`: layer's keys and values of sequence b), the span given as its dims `keys` (`[span]`, or
-/// `[blocks, block]` where `blocks` is symbolic and `lo` 0: the kernels then see a static axis of keys to upcast and
-/// thread), key rows masked by `visible` (`[B * T, keys..]` over `lo..span`, true where seen); each query head attends
-/// over its group's key head. Out: `[B * T, heads * head_dim]`.
-fn attention(q: &Tensor, layers: &[&(Tensor, Tensor)], visible: &Tensor, (lo, keys): (usize, &[Sint]), c: &Config) -> Tensor {
+/// Attention of `B` sequences' queries `q` (`[B * T, heads * head_dim]`, T a sequence) over rows `starts[b]..` of
+/// their caches (`layers[b]`: layer's keys and values of sequence b), as many as the span's dims `keys` hold (`[span]`,
+/// or `[blocks, block]` where `blocks` is symbolic: the kernels then see a static axis of keys to upcast and thread),
+/// key rows masked by `visible` (`[B * T, keys..]`, true where seen); each query head attends over its group's key
+/// head. Out: `[B * T, heads * head_dim]`.
+fn attention(q: &Tensor, layers: &[&(Tensor, Tensor)], visible: &Tensor, (starts, keys): (&[Sint], &[Sint]), c: &Config) -> Tensor {
     let (hd, nkv, bs, int) = (c.head_dim, c.n_kv_heads, layers.len(), Sint::Int);
-    let (g, t, hi) = (c.n_heads / nkv, q.shape()[0] / bs, Sint::product(keys));
-    let keys: Vec<Sint> = if lo == 0 { keys.to_vec() } else { vec![&hi - &int(lo)] };
+    let (g, t, n) = (c.n_heads / nkv, q.shape()[0] / bs, Sint::product(keys));
     let (nk, ones) = (keys.len(), vec![int(1); keys.len()]);
     let shape = |parts: &[&[Sint]]| parts.concat();
     let head = |n: usize| [int(bs), int(nkv), int(g), int(t)][..n].to_vec();
@@ -343,25 +381,32 @@ fn attention(q: &Tensor, layers: &[&(Tensor, Tensor)], visible: &Tensor, (lo, ke
     // by a symbolic reshape, which keeps a symbolic dim bound to 1 in its place, and is cast to float32 first, so the
     // stack's sum of gated loads adds float vectors, not float16 lane by lane): [B, keys.., kv heads, head_dim]
     let rows = |pick: fn(&(Tensor, Tensor)) -> &Tensor| {
-        let one = shape(&[&[int(1)], &keys, &[int(nkv), int(hd)]]);
+        let one = shape(&[&[int(1)], keys, &[int(nkv), int(hd)]]);
         let r: Vec<Tensor> = layers
             .iter()
-            .map(|l| pick(l).shrink_sym(&[(int(lo), hi.clone()), (int(0), int(nkv * hd))]).reshape_sym(&one).cast(dtypes::FLOAT32))
+            .zip(starts)
+            .map(|(l, s)| {
+                // (from the start to the end, then the span: a symbolic start plus a symbolic span would be a sum whose
+                // terms' order follows the bound values' nodes, a new schedule for every position)
+                let (x, w) = (pick(l), int(nkv * hd));
+                let x = x.shrink_sym(&[(s.clone(), int(x.shape()[0])), (int(0), w.clone())]);
+                x.shrink_sym(&[(int(0), n.clone()), (int(0), w)]).reshape_sym(&one).cast(dtypes::FLOAT32)
+            })
             .collect();
         r[0].cat(&r[1..].iter().collect::<Vec<_>>(), 0)
     };
     let qh = q.reshape([bs, t, nkv, g, hd]).permute([0, 2, 3, 1, 4]).reshape_sym(&shape(&[&head(4), &ones, &[int(hd)]]));
     let kh = rows(|l| &l.0).permute([vec![0, nk + 1], (1..=nk).collect(), vec![nk + 2]].concat());
-    let kh = kh.reshape_sym(&shape(&[&head(2), &[int(1), int(1)], &keys, &[int(hd)]]));
+    let kh = kh.reshape_sym(&shape(&[&head(2), &[int(1), int(1)], keys, &[int(hd)]]));
     let scores = (qh * kh).sum(-1) * (1.0 / (hd as f32).sqrt());
-    let scores = visible.reshape_sym(&shape(&[&[int(bs), int(1), int(1), int(t)], &keys])).where_(&scores, f32::NEG_INFINITY);
+    let scores = visible.reshape_sym(&shape(&[&[int(bs), int(1), int(1), int(t)], keys])).where_(&scores, f32::NEG_INFINITY);
     // (softmax's division after the values' sums: the exponentials computed once, into a buffer the sum and the
     // values kernel both read; a softmax computed them again to normalize)
     let axes: Vec<usize> = (4..4 + nk).collect();
     let e = (&scores - scores.max_keepdim(axes.clone())).exp().contiguous();
     let vh = rows(|l| &l.1).permute([vec![0, nk + 1, nk + 2], (1..=nk).collect()].concat());
-    let vh = vh.reshape_sym(&shape(&[&head(2), &[int(1), int(1), int(hd)], &keys]));
-    let out = (e.reshape_sym(&shape(&[&head(4), &[int(1)], &keys])) * vh).sum((5..5 + nk).collect::<Vec<_>>());
+    let vh = vh.reshape_sym(&shape(&[&head(2), &[int(1), int(1), int(hd)], keys]));
+    let out = (e.reshape_sym(&shape(&[&head(4), &[int(1)], keys])) * vh).sum((5..5 + nk).collect::<Vec<_>>());
     let sums = e.sum_keepdim(axes).reshape([bs, nkv, g, t, 1]);
     (out / sums).permute([0, 3, 1, 2, 4]).reshape([bs * t, c.n_heads * hd])
 }
@@ -626,7 +671,8 @@ impl Transformer {
                 let tokens = offs[r.start]..offs[r.end - 1] + seqs[r.end - 1].len;
                 let span = spans[r.start].1.clone();
                 let masks = visible(&pos, &span);
-                (r, tokens, span, masks)
+                let read = window_read(c, cap, &seqs[r.clone()], &pos, &span);
+                (r, tokens, span, masks, read)
             })
             .collect();
         let global_angles = rope_angles(&positions, c.rope_theta, hd, dev);
@@ -663,21 +709,24 @@ impl Transformer {
             let q = q.reshape([n, nh * hd]);
             let attn: Vec<Tensor> = groups
                 .iter()
-                .map(|(seq, rows, keys, (causal, window))| {
-                    // (a local layer masks keys to its window; one sequence's prompt chunk also reads only the rows
-                    // the window can reach: its T tokens end in the span's last 128 rows, so none sees a key before
-                    // span - 128 - T - window. A decode step reads every row: a batched step's rows share the largest
-                    // span, and a step alone must sum its keys as batched, in the same bits)
-                    let (visible, lo) = match (b.local, window, c.sliding_window, &keys[..]) {
-                        (true, Some(m), Some(w), &[Sint::Int(span)]) if seq.len() == 1 && rows.len() > 1 => {
+                .map(|(seq, rows, keys, (causal, window), read)| {
+                    // (a local layer masks keys to its window; one sequence's prompt chunk over a constant span also
+                    // reads only the rows the window can reach: its T tokens end in the span's last 128 rows, so none
+                    // sees a key before span - 128 - T - window; a decode step over a span of blocks reads each row's
+                    // window's blocks, [`Window`]: from a whole block, each key keeps its lane, and the masked keys a
+                    // longer read would add are exact zeros, so a row's bits do not depend on its batch's span)
+                    let zeros = vec![Sint::Int(0); seq.len()];
+                    let (visible, starts, keys) = match (b.local, read, window, c.sliding_window, &keys[..]) {
+                        (true, Some((starts, keys, m)), ..) => (m.clone(), starts.clone(), keys.clone()),
+                        (true, None, Some(m), Some(w), &[Sint::Int(span)]) if seq.len() == 1 && rows.len() > 1 => {
                             let lo = span.saturating_sub(w + SPAN + rows.len());
-                            (m.shrink(&[(0, rows.len()), (lo, span)]), lo)
+                            (m.shrink(&[(0, rows.len()), (lo, span)]), vec![Sint::Int(lo)], vec![Sint::Int(span - lo)])
                         }
-                        (true, Some(m), _, _) => (m.clone(), 0),
-                        _ => (causal.clone(), 0),
+                        (true, None, Some(m), ..) => (m.clone(), zeros, keys.clone()),
+                        _ => (causal.clone(), zeros, keys.clone()),
                     };
                     let layers: Vec<&(Tensor, Tensor)> = seqs[seq.clone()].iter().map(|s| &s.cache.layers[l]).collect();
-                    attention(&q.shrink(&[(rows.start, rows.end), (0, nh * hd)]), &layers, &visible, (lo, keys), c)
+                    attention(&q.shrink(&[(rows.start, rows.end), (0, nh * hd)]), &layers, &visible, (&starts, &keys), c)
                 })
                 .collect();
             let mut out = project(&Input::new(cat(&attn).contiguous()), &b.o);
