@@ -237,6 +237,47 @@ fn batcher_interleaves_a_long_prompt_with_decoding() {
     assert!(during >= 3, "the running request received {during} tokens while the long prompt was prefilled");
 }
 
+/// Gemma 3 through the batcher (its local layers' windows in every pass): a 600-token prompt arriving while another
+/// request decodes is prefilled in 2-token chunks that join that request's decode steps, then both decode together,
+/// and each gets the greedy tokens of its prompt run alone in a session (prefill, then replayed decode steps).
+#[test]
+fn gemma3_batcher_gives_each_request_its_tokens_alone() {
+    use std::sync::mpsc::channel;
+    use std::time::Instant;
+    use tinygrad::llm::batch::{Batcher, Event, Request};
+    let Some(file) = model("gemma-3-270m-q4_k_m.gguf") else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (short, long) =
+        (ints(&reference("gemma3_reference.json")[0]["ids"]), (0..600).map(|i| 1000 + (i * 7919) % 20000).collect::<Vec<u32>>());
+    let batcher = Batcher::spawn(Transformer::from_gguf(&file, "CPU", 1024).unwrap(), |_| false, 2);
+    let submit = |prompt: &[u32], max_tokens: usize| {
+        let (tx, rx) = channel();
+        batcher.submit(Request { prompt: prompt.to_vec(), max_tokens, sampler: Sampler::new(0.0, 0, 1.0, 0), events: tx }).unwrap();
+        rx
+    };
+    let tokens = |rx: std::sync::mpsc::Receiver<Event>| -> Vec<(u32, Instant)> {
+        let tokens = rx.into_iter().take_while(|e| !matches!(e, Event::Done(_)));
+        tokens.filter_map(|e| if let Event::Token(t) = e { Some((t, Instant::now())) } else { None }).collect()
+    };
+    let running = submit(&short, 300);
+    let reader = std::thread::spawn(move || tokens(running));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let sent = Instant::now();
+    let (joined, first) = (tokens(submit(&long, 8)), reader.join().unwrap());
+    let during = first.iter().filter(|(_, t)| *t > sent && *t < joined[0].1).count();
+    assert!(during >= 3, "the running request received {during} tokens while the long prompt was prefilled");
+    let m = Transformer::from_gguf(&file, "CPU", 1024).unwrap();
+    for (prompt, got) in [(&short, first), (&long, joined)] {
+        let mut session = Session::new(&m).unwrap();
+        let mut want = vec![top(&session.prefill(prompt).unwrap()) as u32];
+        while want.len() < got.len() {
+            want.push(top(&session.step(*want.last().unwrap()).unwrap()) as u32);
+        }
+        let got: Vec<u32> = got.iter().map(|&(t, _)| t).collect();
+        assert_eq!(got, want, "a {}-token prompt's greedy tokens through the batcher and alone", prompt.len());
+    }
+}
+
 /// The integer-dot-product path (`QUANT_DOT=1`, with the default float16 KV cache) beside the float path on the
 /// references' prompts and greedy tokens, fed to both (teacher-forced, so one early near-tie cannot make the rest incomparable): through prefill and each
 /// decode step, logits within cosine 0.97 of the float path's and the same top token at 90% of the steps or more
@@ -382,29 +423,43 @@ fn decode_steps_do_not_depend_on_the_batch(file: &GgufFile, reference_name: &str
 }
 
 /// A prompt's logits do not depend on how it is cut into chunks (the server prefills a prompt in one pass while no
-/// stream decodes, 2 tokens at a time beside streams, or only what follows a prefix a slot holds): a 40-token prompt
-/// in one pass, against all but its last token then that one (a 1-token chunk, padded to 2 so that it runs a chunk's
+/// stream decodes, 2 tokens at a time beside streams, or only what follows a prefix a slot holds): the prompt `ids` in
+/// one pass, against all but its last token then that one (a 1-token chunk, padded to 2 so that it runs a chunk's
 /// kernels over its variable span, not a decode step's, which sum the keys in another order: unpadded, SmolLM2's
-/// logits differed in every bit pattern at prompts of 17 to 100 tokens), and against chunks of 2. (Not Gemma 3's:
-/// its chunks' local layers read from a row that depends on the chunk's length, and their sums differ with it.)
-#[test]
-fn smollm2_prompt_logits_do_not_depend_on_its_chunks() {
-    let Some(file) = model("SmolLM2-135M-Instruct.Q4_1.gguf") else { return };
+/// logits differed in every bit pattern at prompts of 17 to 100 tokens), and against its first `split` tokens then
+/// chunks of 2.
+fn prompt_logits_do_not_depend_on_its_chunks(file: &GgufFile, ids: &[u32], split: usize) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let m = Transformer::from_gguf(&file, "CPU", 128).unwrap();
-    let ids: Vec<u32> = (0..40).map(|i| 100 + 37 * i).collect();
+    let m = Transformer::from_gguf(file, "CPU", 1024).unwrap();
     let n = ids.len() - 1;
-    let whole = prefill(&m, &m.new_cache().unwrap(), 0, &ids).unwrap();
+    let whole = prefill(&m, &m.new_cache().unwrap(), 0, ids).unwrap();
     let cache = m.new_cache().unwrap();
     prefill(&m, &cache, 0, &ids[..n]).unwrap();
     let last = prefill(&m, &cache, n, &ids[n..]).unwrap();
     let cache = m.new_cache().unwrap();
+    if split > 0 {
+        prefill(&m, &cache, 0, &ids[..split]).unwrap();
+    }
     let pairs: Vec<Vec<f32>> =
-        (0..ids.len()).step_by(2).map(|i| prefill(&m, &cache, i, &ids[i..(i + 2).min(ids.len())]).unwrap()).collect();
+        (split..ids.len()).step_by(2).map(|i| prefill(&m, &cache, i, &ids[i..(i + 2).min(ids.len())]).unwrap()).collect();
     for (how, logits) in [("then its last token", &last), ("in chunks of 2", pairs.last().unwrap())] {
         let differ = whole.iter().zip(logits).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
         assert_eq!(differ, 0, "{differ} of {} logits differ between the prompt in one pass and {how}", whole.len());
     }
+}
+
+#[test]
+fn smollm2_prompt_logits_do_not_depend_on_its_chunks() {
+    let Some(file) = model("SmolLM2-135M-Instruct.Q4_1.gguf") else { return };
+    prompt_logits_do_not_depend_on_its_chunks(&file, &(0..40).map(|i| 100 + 37 * i).collect::<Vec<_>>(), 0);
+}
+
+/// Gemma 3's too, at 600 tokens: its local layers' chunks read from the block holding their window's first key, which
+/// moves with the chunk (chunks of 2 from token 560 on: from row 32, then 64).
+#[test]
+fn gemma3_prompt_logits_do_not_depend_on_its_chunks() {
+    let Some(file) = model("gemma-3-270m-q4_k_m.gguf") else { return };
+    prompt_logits_do_not_depend_on_its_chunks(&file, &(0..600).map(|i| 1000 + (i * 7919) % 20000).collect::<Vec<_>>(), 560);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! the model; each request gets a slot whose KV cache it keeps after it ends, so a later prompt that starts the
 //! same way (a chat's next turn) prefills only what is new.
 
-use super::generate::{chunk_inputs, chunk_start, chunk_vars, Sampler, PREFILL_CHUNK};
+use super::generate::{chunk_inputs, Sampler, PREFILL_CHUNK};
 use super::model::{KvCache, StartPos, Transformer};
 use crate::error::{Error, Result};
 use crate::{Tensor, TinyJit};
@@ -130,13 +130,11 @@ struct Active {
 }
 
 /// The decode step a batcher's TinyJit replays: one capture per (sequences in the batch, a prompt chunk's length run
-/// in the same pass or 0, the cache rows it attends or 0 where they are a bound variable: [`chunk_inputs`]), for any
-/// slots (their caches are inputs) and any span of the rows' (a bound variable).
-type StepKey = (usize, usize, usize);
+/// in the same pass or 0: [`chunk_inputs`]), for any slots (their caches are inputs) and any spans (bound variables).
+type StepKey = (usize, usize);
 type StepFn<'m> = Box<dyn FnMut(&[Tensor], &StepKey) -> Result<Vec<Tensor>> + 'm>;
-/// A prompt chunk's pass, replayed by a TinyJit: one capture per (chunk length, cache rows attended or 0 where they
-/// are a bound variable), for any slot.
-type ChunkKey = (usize, usize);
+/// A prompt chunk's pass, replayed by a TinyJit: one capture per chunk length, for any slot and span.
+type ChunkKey = usize;
 type ChunkFn<'m> = Box<dyn FnMut(&[Tensor], &ChunkKey) -> Result<Vec<Tensor>> + 'm>;
 
 /// The batcher thread: admits queued requests into free slots (each prompt is prefilled past the longest prefix a
@@ -148,23 +146,23 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
         Err(e) => return fail_all(rx, &e),
     };
     // inputs: the token ids (the rows' then the chunk's), the rows' span in blocks and each row's position (bound
-    // variables), the chunk's start, last token's index and span in blocks (bound variables) if it has one, then each
-    // row's cache tensors, then the chunk's
+    // variables), the chunk's start, last token's index and span in blocks (bound variables) if there is one, then
+    // each row's cache tensors, then the chunk's
     let per_cache = 2 * model.cfg.n_layers;
-    let f: StepFn = Box::new(move |x: &[Tensor], &(b, len, span): &StepKey| {
-        let vars = 2 + b + if len == 0 { 0 } else { chunk_vars(span) };
+    let f: StepFn = Box::new(move |x: &[Tensor], &(b, len): &StepKey| {
+        let vars = 2 + b + if len == 0 { 0 } else { 3 };
         let caches: Vec<KvCache> = x[vars..].chunks(per_cache).map(KvCache::from_tensors).collect();
         let rows: Vec<_> = caches.iter().zip(&x[2..2 + b]).map(|(c, v)| (c, StartPos::Blocks(v, &x[1]))).collect();
         Ok(vec![match len {
             0 => model.decode(&x[0], &rows),
-            _ => model.decode_and_prefill(&x[0], &rows, (&caches[b], chunk_start(&x[2 + b..], span), &x[3 + b])),
+            _ => model.decode_and_prefill(&x[0], &rows, (&caches[b], StartPos::Blocks(&x[2 + b], &x[4 + b]), &x[3 + b])),
         }])
     });
     let mut step = TinyJit::with_args(f);
-    // inputs: the chunk's ids, its start, last token's index and maybe span in blocks (bound variables), then the
-    // slot's cache tensors
-    let f: ChunkFn = Box::new(move |x: &[Tensor], &(_, span): &ChunkKey| {
-        Ok(vec![model.prefill(&KvCache::from_tensors(&x[1 + chunk_vars(span)..]), &x[0], chunk_start(&x[1..], span), &x[2])])
+    // inputs: the chunk's ids, its start, last token's index and span in blocks (bound variables), then the slot's
+    // cache tensors
+    let f: ChunkFn = Box::new(move |x: &[Tensor], _: &ChunkKey| {
+        Ok(vec![model.prefill(&KvCache::from_tensors(&x[4..]), &x[0], StartPos::Blocks(&x[1], &x[3]), &x[2])])
     });
     let mut chunk_step = TinyJit::with_args(f);
     let (ctx, vocab) = (model.cfg.max_context, model.cfg.vocab);
@@ -218,7 +216,7 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
         // cache (an input, so the step's capture serves any slots and spans: one per number of rows and joining chunk
         // length); the joining chunk's tokens follow the rows', padded to [`JOIN_CHUNK`] ([`chunk_inputs`])
         let b = active.len();
-        let mut key: StepKey = (b, 0, 0);
+        let mut key: StepKey = (b, 0);
         let mut ids: Vec<i32> = active.iter().map(|a| a.next as i32).collect();
         let end = active.iter().map(|a| slots[a.slot].tokens.len() + 1).max().unwrap_or(ctx);
         let mut inputs: Vec<Tensor> = std::iter::once(model.span_blocks(end))
@@ -227,9 +225,9 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
         inputs.extend(active.iter().flat_map(|a| slots[a.slot].cache.tensors()));
         if let Some((i, r, n)) = &joining {
             let at = slots[*i].tokens.len();
-            let (x, (len, span)) = chunk_inputs(model, &r.prompt[at..at + n], at, JOIN_CHUNK);
+            let (x, len) = chunk_inputs(model, &r.prompt[at..at + n], at, JOIN_CHUNK);
             ids.extend(r.prompt[at..at + n].iter().map(|&t| t as i32).chain(std::iter::repeat(0)).take(len));
-            key = (b, len, span);
+            key = (b, len);
             inputs.splice(1 + b..1 + b, x.into_iter().skip(1));
             inputs.extend(slots[*i].cache.tensors());
         }

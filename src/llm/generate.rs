@@ -3,7 +3,7 @@
 //! (so every token after the first two runs the captured kernels: no scheduling, no compiling), and sampled greedily
 //! or by temperature, top-k and top-p from a seeded generator (tinygrad `llm/model.py` `generate`).
 
-use super::model::{KvCache, StartPos, Transformer, SPAN};
+use super::model::{KvCache, StartPos, Transformer};
 use crate::error::{Error, Result};
 use crate::{Tensor, TinyJit};
 
@@ -166,12 +166,6 @@ fn argmax(logits: &[f32]) -> usize {
 type DecodeFn<'m> = Box<dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>> + 'm>;
 type DecodeStep<'m> = TinyJit<DecodeFn<'m>>;
 
-/// The cache rows a prompt chunk over a constant span (a model with a sliding window) attends over when its last
-/// position is `end - 1`: `end` rounded up to a multiple of [`SPAN`], at most the context `ctx`.
-pub(crate) fn span(end: usize, ctx: usize) -> usize {
-    (end.div_ceil(SPAN) * SPAN).min(ctx)
-}
-
 /// A model with its KV cache filled up to `pos`: prefill a prompt, then decode one token at a time.
 pub struct Session<'m> {
     model: &'m Transformer,
@@ -186,9 +180,8 @@ pub(crate) const PREFILL_CHUNK: usize = 128;
 
 /// Logits after `tokens` (`[vocab]` float32), which enter `cache` at position `start`: in chunks of at most 128,
 /// each padded to a power of two ([`chunk_inputs`]) and run with its start, last index and span as bound variables,
-/// so that a prompt of any length at any position runs graphs already compiled (seven chunk lengths; a span per 128
-/// positions for a model with a sliding window, [`Transformer::chunk_blocks`]). A chunk whose padding would pass the
-/// end of the context runs unpadded.
+/// so that a prompt of any length at any position runs graphs already compiled (seven chunk lengths). A chunk whose
+/// padding would pass the end of the context runs unpadded.
 ///
 /// # Errors
 /// Realize errors.
@@ -200,50 +193,27 @@ pub fn prefill(model: &Transformer, cache: &KvCache, start: usize, tokens: &[u32
     assert!(!tokens.is_empty() && start + tokens.len() <= ctx, "prefill: tokens {start}..{} in a context of {ctx}", start + tokens.len());
     let mut logits = Vec::new();
     for (i, chunk) in tokens.chunks(PREFILL_CHUNK).enumerate() {
-        let (x, (_, span)) = chunk_inputs(model, chunk, start + i * PREFILL_CHUNK, 1);
-        logits = model.prefill(cache, &x[0], chunk_start(&x[1..], span), &x[2]).to_vec::<f32>()?;
+        let (x, _) = chunk_inputs(model, chunk, start + i * PREFILL_CHUNK, 1);
+        logits = model.prefill(cache, &x[0], StartPos::Blocks(&x[1], &x[3]), &x[2]).to_vec::<f32>()?;
     }
     Ok(logits)
 }
 
 /// The inputs of a pass of `tokens` (at most [`PREFILL_CHUNK`]) entering the cache at `at` ([`Transformer::prefill`],
 /// [`Transformer::decode_and_prefill`]): the ids (`[len]` int32, padded with zeros to a power of two of at least
-/// `pad` and 2 unless that passes the context: a pass of one token over a variable span would run a decode step's
-/// kernels, which sum the keys in another order than a chunk's, and a prompt's logits and cache rows would then
-/// depend on how it was cut into chunks: alone, beside streams, after a cached prefix), the bound variables
-/// `prefill_start` (`at`) and `prefill_last` (the last real token's index), and `chunk_blocks` where the model's
-/// chunks attend over a variable span ([`Transformer::chunk_blocks`]); then `(len, span)`: the padded length and the
-/// constant span (0 where it is a variable), which with the length keys a captured graph.
-pub(crate) fn chunk_inputs(model: &Transformer, tokens: &[u32], at: usize, pad: usize) -> (Vec<Tensor>, (usize, usize)) {
+/// `pad` and 2 unless that passes the context: a pass of one token would run a decode step's kernels, which sum the
+/// keys in another order than a chunk's, and a prompt's logits and cache rows would then depend on how it was cut into
+/// chunks: alone, beside streams, after a cached prefix), then the bound variables `prefill_start` (`at`),
+/// `prefill_last` (the last real token's index) and `chunk_blocks` ([`Transformer::chunk_blocks`]: the start is
+/// `StartPos::Blocks(&x[1], &x[3])`); and the padded length, which keys a captured graph.
+pub(crate) fn chunk_inputs(model: &Transformer, tokens: &[u32], at: usize, pad: usize) -> ([Tensor; 4], usize) {
     let ctx = model.cfg.max_context;
     let len = Some(tokens.len().next_power_of_two().max(pad).max(2)).filter(|n| at + n <= ctx).unwrap_or(tokens.len());
     let mut ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
     ids.resize(len, 0);
     let pos = Tensor::bind_var("prefill_start", 0, ctx as i64 - 1, at as i64);
     let last = Tensor::bind_var("prefill_last", 0, PREFILL_CHUNK as i64 - 1, tokens.len() as i64 - 1);
-    let blocks = model.chunk_blocks(at + len);
-    let span = if blocks.is_some() { 0 } else { span(at + len, ctx) };
-    ([Tensor::from_slice(&ids, [len]), pos, last].into_iter().chain(blocks).collect(), (len, span))
-}
-
-/// How many bound variables [`chunk_inputs`] lists after the ids for a chunk whose constant span is `span` (0: a
-/// variable one, whose `chunk_blocks` comes third).
-pub(crate) fn chunk_vars(span: usize) -> usize {
-    if span == 0 {
-        3
-    } else {
-        2
-    }
-}
-
-/// The start of a chunk whose bound variables are `vars` ([`chunk_inputs`]'s after the ids) and whose constant span
-/// is `span` (0: a variable one).
-pub(crate) fn chunk_start(vars: &[Tensor], span: usize) -> StartPos<'_> {
-    if span == 0 {
-        StartPos::Blocks(&vars[0], &vars[2])
-    } else {
-        StartPos::Var(&vars[0], span)
-    }
+    ([Tensor::from_slice(&ids, [len]), pos, last, model.chunk_blocks(at + len)], len)
 }
 
 impl<'m> Session<'m> {

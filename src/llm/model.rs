@@ -85,8 +85,8 @@ struct Weight {
 /// rows, which Gemma 3's local layers rely on to skip rows before their window, while the rows of a batched decode
 /// step may share their largest span); or a bound variable position attending over [`Transformer::decode_block`]
 /// times the bound variable `blocks` rows (`Blocks(start, blocks)`: one compiled graph for every position and span,
-/// as tinygrad's decode attends over `start_pos + 1` rows: a decode step's token, or a prompt chunk of a model
-/// without a sliding window, [`Transformer::chunk_blocks`]).
+/// as tinygrad's decode attends over `start_pos + 1` rows: a decode step's token, or a prompt chunk,
+/// [`Transformer::chunk_blocks`]).
 #[derive(Clone, Copy)]
 pub enum StartPos<'a> {
     Const(usize),
@@ -94,9 +94,8 @@ pub enum StartPos<'a> {
     Blocks(&'a Tensor, &'a Tensor),
 }
 
-/// The granule of the cache rows a prompt chunk over a constant span attends over ([`StartPos::Var`]: a model with a
-/// sliding window): its spans are multiples of it (each a captured graph of its own), and a KV cache holds a whole
-/// number of them.
+/// The granule of the cache rows a pass over a constant span attends over ([`StartPos::Var`]): its spans are multiples
+/// of it (each a graph of its own), and a KV cache holds a whole number of them.
 pub const SPAN: usize = 128;
 
 /// The granule of the cache rows a decode step (or a prompt chunk over a variable span) on the CPU attends over:
@@ -298,43 +297,46 @@ fn rope(x: &Tensor, (cos, sin): &(Tensor, Tensor), interleaved: bool) -> Tensor 
 
 /// Sequences whose attention runs as one set of kernels: their range among a pass's sequences, their tokens' range
 /// among its tokens, the cache rows they attend over (the span's dims: see [`attention`]), their causal mask and
-/// sliding-window mask (`[rows, span dims..]`), and where a decode step's local layers read only their window, that
+/// sliding-window mask (`[rows, span dims..]`), and where their local layers read only their window's blocks, that
 /// read ([`Window`]).
 type Group = (std::ops::Range<usize>, std::ops::Range<usize>, Vec<Sint>, (Tensor, Option<Tensor>), Option<Window>);
 
-/// The cache rows a decode step's local layers read (Gemma 3's sliding window, over a [`StartPos::Blocks`] span): each
-/// row's first cache row (a multiple of the block, a symbolic expression of its bound position), the key dims
-/// (`[min(blocks, n), block]`: the `n` blocks that hold any window of `w` rows, fewer while the span is shorter) and
-/// the window mask over them (`[rows, min(blocks, n), block]`).
+/// The cache rows the local layers of sequences over a [`StartPos::Blocks`] span read (Gemma 3's sliding window): each
+/// sequence's first cache row (a multiple of the block, a symbolic expression of its bound start), the key dims
+/// (`[min(blocks, n), block]`: the `n` blocks that hold any window of `w` rows of a sequence's `T` tokens, fewer while
+/// the span is shorter) and the window mask over them (`[rows, min(blocks, n), block]`).
 type Window = (Vec<Sint>, Vec<Sint>, Tensor);
 
-/// A decode group's local-layer read ([`Window`]), where it reads fewer rows than the span can: a model with a
-/// sliding window of `w` rows, single tokens over a [`StartPos::Blocks`] span that may pass the `n` blocks of `w +
-/// block - 1` rows (any window lies in them), and a cache (`cap` rows) that holds them. None elsewhere.
+/// A group's local-layer read ([`Window`]), where it reads fewer rows than the span can: a model with a sliding window
+/// of `w` rows, sequences of `T` tokens each over a [`StartPos::Blocks`] span that may pass the `n` blocks of `w + T +
+/// block - 2` rows (any window of the tokens' keys lies in them: from the block holding the first's, `start - w + 1`),
+/// and a cache (`cap` rows) that holds them. None elsewhere.
 fn window_read(c: &Config, cap: usize, seqs: &[Seq], pos: &Tensor, span: &[Sint]) -> Option<Window> {
     let (Some(w), [blocks, Sint::Int(block)]) = (c.sliding_window, span) else { return None };
-    let (block, n) = (*block, (w + block - 1).div_ceil(*block));
-    if seqs.iter().any(|s| s.len != 1) || n * block > cap || blocks.max() <= n {
+    let (block, t) = (*block, seqs[0].len);
+    let n = (w + t + block - 2).div_ceil(block);
+    if seqs.iter().any(|s| s.len != t) || n * block > cap || blocks.max() <= n {
         return None;
     }
-    // a row's first: the block holding its window's first row, p - w + 1 (at least 0; at most the row whose n blocks
-    // end at the cache's end), as a dim for the reads and in float32 for the mask
+    // a sequence's first row: the block holding its first token's window's first row (at least 0; at most the row
+    // whose n blocks end at the cache's end), as a dim for the reads and in float32 for the mask of each of its tokens
     let last = cap - n * block;
-    let starts = seqs
+    let (starts, firsts): (Vec<Sint>, Vec<Tensor>) = seqs
         .iter()
         .map(|s| match s.start {
             StartPos::Blocks(v, _) => {
                 let p = v.uop();
-                Sint::from_uop(&((&p - (w as i64 - 1)).maximum(0i64) / block as i64 * block as i64).minimum(last as i64))
+                let first = Sint::from_uop(&((&p - (w as i64 - 1)).maximum(0i64) / block as i64 * block as i64).minimum(last as i64));
+                let f = ((v.cast(dtypes::FLOAT32).reshape([1]) - (w as f32 - 1.0)).maximum(0.0f32) / block as f32).floor();
+                (first, (f * block as f32).minimum(last as f32).expand([t]))
             }
             _ => unreachable!("a span of blocks is a Blocks start's"),
         })
-        .collect();
-    let first = ((pos - (w as f32 - 1.0)).maximum(0.0f32) / block as f32).floor() * block as f32;
+        .unzip();
     let (rows, kb) = (pos.shape()[0], Sint::from_uop(&blocks.uop().minimum(n as i64)));
+    let first = firsts[0].cat(&firsts[1..].iter().collect::<Vec<_>>(), 0).reshape([rows, 1, 1]);
     let b = Tensor::arange(0.0, n as f64, 1.0).shrink_sym(&[(0.into(), kb.clone())]).reshape_sym(&[1.into(), kb.clone(), 1.into()]);
-    let j =
-        first.minimum(last as f32).reshape([rows, 1, 1]) + b * block as f64 + Tensor::arange(0.0, block as f64, 1.0).reshape([1, 1, block]);
+    let j = first + b * block as f64 + Tensor::arange(0.0, block as f64, 1.0).reshape([1, 1, block]);
     let qpos = pos.reshape([rows, 1, 1]);
     let mask = j.le(&qpos).bitwise_and(j.gt(&(&qpos - w as f32)));
     Some((starts, vec![kb, Sint::Int(block)], mask))
@@ -488,15 +490,13 @@ impl Transformer {
 
     /// The bound variable `chunk_blocks`: as [`Transformer::span_blocks`], for a prompt chunk whose last token (padding
     /// included) is at `end - 1` ([`Transformer::prefill`], [`Transformer::decode_and_prefill`]), so one captured graph
-    /// serves the chunks of every span; `None` for a model with a sliding window, whose chunks attend over a constant
-    /// span ([`StartPos::Var`]) so that its local layers read only the window's rows (Gemma 3's joined steps at 1,024
-    /// rows 17.4 ms against 18.2 reading them all, a cost that grows with the span). tinygrad has no counterpart: its
-    /// prompt chunks attend over `start_pos + T` rows, a graph for each.
+    /// serves the chunks of every span (a sliding window's layers read only the blocks the window can reach). tinygrad
+    /// has no counterpart: its prompt chunks attend over `start_pos + T` rows, a graph for each.
     ///
     /// # Panics
     /// If `end` is 0 or passes the context rounded up to a whole block.
-    pub fn chunk_blocks(&self, end: usize) -> Option<Tensor> {
-        self.cfg.sliding_window.is_none().then(|| self.blocks("chunk_blocks", end))
+    pub fn chunk_blocks(&self, end: usize) -> Tensor {
+        self.blocks("chunk_blocks", end)
     }
 
     fn blocks(&self, name: &str, end: usize) -> Tensor {
@@ -712,9 +712,10 @@ impl Transformer {
                 .map(|(seq, rows, keys, (causal, window), read)| {
                     // (a local layer masks keys to its window; one sequence's prompt chunk over a constant span also
                     // reads only the rows the window can reach: its T tokens end in the span's last 128 rows, so none
-                    // sees a key before span - 128 - T - window; a decode step over a span of blocks reads each row's
+                    // sees a key before span - 128 - T - window; a pass over a span of blocks reads each sequence's
                     // window's blocks, [`Window`]: from a whole block, each key keeps its lane, and the masked keys a
-                    // longer read would add are exact zeros, so a row's bits do not depend on its batch's span)
+                    // longer read would add are exact zeros, so a token's bits depend neither on its batch's span nor
+                    // on how its prompt was cut into chunks)
                     let zeros = vec![Sint::Int(0); seq.len()];
                     let (visible, starts, keys) = match (b.local, read, window, c.sliding_window, &keys[..]) {
                         (true, Some((starts, keys, m)), ..) => (m.clone(), starts.clone(), keys.clone()),
