@@ -238,8 +238,9 @@ fn batcher_interleaves_a_long_prompt_with_decoding() {
 }
 
 /// Gemma 3 through the batcher (its local layers' windows in every pass): a 600-token prompt arriving while another
-/// request decodes is prefilled in 2-token chunks that join that request's decode steps, then both decode together,
-/// and each gets the greedy tokens of its prompt run alone in a session (prefill, then replayed decode steps).
+/// request decodes is prefilled in 2-token chunks that join that request's decode steps (300 of its 400), then both
+/// decode together, and each gets the greedy tokens of its prompt run alone in a session (prefill, then replayed
+/// decode steps).
 #[test]
 fn gemma3_batcher_gives_each_request_its_tokens_alone() {
     use std::sync::mpsc::channel;
@@ -259,7 +260,7 @@ fn gemma3_batcher_gives_each_request_its_tokens_alone() {
         let tokens = rx.into_iter().take_while(|e| !matches!(e, Event::Done(_)));
         tokens.filter_map(|e| if let Event::Token(t) = e { Some((t, Instant::now())) } else { None }).collect()
     };
-    let running = submit(&short, 300);
+    let running = submit(&short, 400);
     let reader = std::thread::spawn(move || tokens(running));
     std::thread::sleep(std::time::Duration::from_millis(300));
     let sent = Instant::now();
@@ -560,9 +561,10 @@ fn gemma3_local_layers_read_only_their_window() {
 /// holding a row's first key: at most 17 blocks of 32 rows where the span may hold 32): a session's steps at positions
 /// 600 to 611 (the window's first block moves at 607, the span gains a block at 608), replayed on one capture, match
 /// steps over a constant span, which read every row (float path: cosine at least 0.99999, the same top token); on the
-/// integer path, rows at positions 900 and 300 (the latter's window from row 0, its span 10 blocks where the batch's
-/// is 29) stepped together give each the bits of its step alone: the keys a row skips add exact zeros where it reads
-/// them.
+/// integer path, rows at positions 900, 300 and 1,000 (the second's window from row 0, its span 10 blocks where the
+/// batch's is 32; the third's read clamped to end at the cache's end) stepped together give each the bits of its step
+/// alone (the keys a row skips add exact zeros where it reads them), and NaN in the rows a step skips leave it as it
+/// was.
 #[test]
 fn gemma3_decode_steps_read_only_their_window() {
     let Some(file) = model("gemma-3-270m-q4_k_m.gguf") else { return };
@@ -593,16 +595,29 @@ fn gemma3_decode_steps_read_only_their_window() {
         m.forward(&cache, &Tensor::from_slice(&ids, [900]), StartPos::Const(0)).realize().unwrap();
         cache
     };
-    let (caches, alone) = ([filled(), filled()], [filled(), filled()]);
-    let pos = [Tensor::bind_var("start_pos0", 0, 1023, 900), Tensor::bind_var("start_pos1", 0, 1023, 300)];
+    // (each step writes the same keys and values at its row alone and batched: the integer projections are exact)
+    let (ps, caches) = ([900, 300, 1000], [filled(), filled(), filled()]);
+    let pos: Vec<Tensor> = ps.iter().enumerate().map(|(i, &p)| Tensor::bind_var(&format!("start_pos{i}"), 0, 1023, p as i64)).collect();
     let span = |p: usize| Tensor::bind_var("span_blocks", 1, 32, (p + 1).div_ceil(m.decode_block()) as i64);
-    let (tokens, wide) = (Tensor::from_slice(&[ids[7], ids[8]], [2]), span(900));
-    let rows = [(&caches[0], StartPos::Blocks(&pos[0], &wide)), (&caches[1], StartPos::Blocks(&pos[1], &wide))];
-    let both = m.decode(&tokens, &rows).to_vec::<f32>().unwrap();
-    for (i, (row, p)) in both.chunks(m.cfg.vocab).zip([900, 300]).enumerate() {
-        let blocks = span(p);
-        let one = m.forward(&alone[i], &Tensor::from_slice(&ids[7 + i..8 + i], [1]), StartPos::Blocks(&pos[i], &blocks));
-        let differ = row.iter().zip(one.to_vec::<f32>().unwrap()).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
-        assert_eq!(differ, 0, "row {i} at {p}: {differ} logits differ between the batched step and the step alone");
+    let (tokens, wide, vocab) = (Tensor::from_slice(&ids[7..10], [3]), span(1000), m.cfg.vocab);
+    let rows: Vec<_> = caches.iter().zip(&pos).map(|(c, p)| (c, StartPos::Blocks(p, &wide))).collect();
+    let all = m.decode(&tokens, &rows).to_vec::<f32>().unwrap();
+    let alone = |i: usize| m.forward(&caches[i], &tokens.shrink(&[(i, i + 1)]), StartPos::Blocks(&pos[i], &span(ps[i])));
+    let bits = |a: &[f32], b: &[f32]| a.iter().zip(b).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
+    for (i, row) in all.chunks(vocab).enumerate() {
+        let differ = bits(row, &alone(i).to_vec::<f32>().unwrap());
+        assert_eq!(differ, 0, "row {i} at {}: {differ} logits differ between the batched step and the step alone", ps[i]);
     }
+    // at 1,000 the read starts at 480, whose 17 blocks end at the cache's end: near every row read (a constant span)
+    let full = m.forward(&caches[2], &tokens.shrink(&[(2, 3)]), StartPos::Var(&pos[2], 1024)).to_vec::<f32>().unwrap();
+    let cos = cosine(&full, &all[2 * vocab..]);
+    assert!(cos >= 0.999 && top(&full) == top(&all[2 * vocab..]), "at 1,000: cosine {cos} against every row read");
+    // the local layers read only from row 384 at 900: NaN in their values before it (which a read of every row would
+    // multiply by 0 into NaN) leave the step's bits as they were
+    for (l, (_, v)) in caches[0].tensors().chunks(2).map(|p| (&p[0], &p[1])).enumerate().filter(|(l, _)| (l + 1) % 6 != 0) {
+        let early = Tensor::arange(0.0, 1024.0, 1.0).reshape([1024, 1]).lt(384.0f32);
+        v.assign(early.where_(&(v * f32::NAN), v)).realize().unwrap_or_else(|e| panic!("layer {l}: {e}"));
+    }
+    let differ = bits(&all[..vocab], &alone(0).to_vec::<f32>().unwrap());
+    assert_eq!(differ, 0, "at 900 with NaN in the local layers' values before row 384: {differ} logits differ");
 }

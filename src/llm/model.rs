@@ -309,13 +309,13 @@ type Window = (Vec<Sint>, Vec<Sint>, Tensor);
 
 /// A group's local-layer read ([`Window`]), where it reads fewer rows than the span can: a model with a sliding window
 /// of `w` rows, sequences of `T` tokens each over a [`StartPos::Blocks`] span that may pass the `n` blocks of `w + T +
-/// block - 2` rows (any window of the tokens' keys lies in them: from the block holding the first's, `start - w + 1`),
-/// and a cache (`cap` rows) that holds them. None elsewhere.
+/// block - 2` rows (any window of the tokens' keys lies in them: from the block holding the first's, `start - w + 1`;
+/// the cache, `cap` rows, holds the span's most, so those too). None elsewhere.
 fn window_read(c: &Config, cap: usize, seqs: &[Seq], pos: &Tensor, span: &[Sint]) -> Option<Window> {
     let (Some(w), [blocks, Sint::Int(block)]) = (c.sliding_window, span) else { return None };
     let (block, t) = (*block, seqs[0].len);
     let n = (w + t + block - 2).div_ceil(block);
-    if seqs.iter().any(|s| s.len != t) || n * block > cap || blocks.max() <= n {
+    if seqs.iter().any(|s| s.len != t) || blocks.max() <= n {
         return None;
     }
     // a sequence's first row: the block holding its first token's window's first row (at least 0; at most the row
