@@ -289,6 +289,16 @@ fn fifth_bits(bits: &Tensor) -> Tensor {
     le(&bytes, dtypes::INT32).reshape([m, 1])
 }
 
+/// The high two bits of blocks of 32 quants (`hi`: `(m, 2, 4, 4)` values 0..=3 in quant order, quant `16h + 4j + b`
+/// at `[h, j, b]`) as two int32 a block, for [`QuantMatrix`]: bits `2j..2j+2` of byte `b` of word `h` are quant `16h +
+/// 4j + b`'s, so quant word `4h + j` finds its four at bits 4 and 5 of each byte after a shift by `4 - 2j`: `(m, 2)`.
+fn sixth_bits(hi: &Tensor) -> Tensor {
+    let m = hi.shape()[0];
+    let at = Tensor::arange(0.0, 8.0, 2.0).cast(dtypes::UINT8).reshape([1, 1, 1, 4]);
+    let bytes = hi.permute([0, 1, 3, 2]).lshift(&at).sum(-1).cast(dtypes::UINT8);
+    le(&bytes, dtypes::INT32).reshape([m, 2])
+}
+
 /// The 6-bit quants of Q6_K super-blocks, unsigned (0..=63), in value order: low nibbles at 0, two high bits each at
 /// 128 (ggml's `dequantize_row_q6_K` layout): `(nb, 210) -> (nb, 256)` uint8.
 fn q6(blocks: &Tensor) -> Tensor {
@@ -394,18 +404,18 @@ pub fn dequantize(raw: &Tensor, ty: GgmlType, shape: &[usize]) -> Tensor {
 /// and Q5_K's 32-value sub-blocks as Q4_1/Q5_1 blocks of scale `d·sc` and offset `-dmin·mn`) as float16. A word is
 /// four unsigned byte quants: 4-bit ones packed (word `w` holds quants `4w..4w+4` in its low nibbles and `16+4w..` in
 /// its high ones), 5-bit ones as 4-bit words of their low bits and a fifth word of their high bits ([`fifth_bits`]),
-/// 6-bit ones a byte each (as Q8_0's), Q8_0's signed bytes as they are for [`Tensor::dp4a_signed`] where the host
-/// lacks VNNI (`d` alone, no offset), else offset by 128. Q6_K's 32-value blocks are two sub-blocks
-/// of 16 with int8 scales: it keeps three float16 a block, the super-block's `d` and the two scales (all exact), and
-/// its quants' offset of 32 is taken off in integers. A kernel then reads each tile as one stream and takes a vector
+/// 6-bit ones as 4-bit words and two words of their high two bits ([`sixth_bits`]), Q8_0's signed bytes as they are
+/// for [`Tensor::dp4a_signed`] where the host lacks VNNI (`d` alone, no offset), else offset by 128. Q6_K's 32-value
+/// blocks are two sub-blocks of 16 with int8 scales: it keeps three float16 a block, the super-block's `d` and the two
+/// scales (all exact), and its quants' offset of 32 is taken off in integers. A kernel then reads each tile as one stream and takes a vector
 /// of rows' dot products per instruction. The bytes read per block are the file's for 4- and 8-bit types (Q4_K's 18 a
-/// block become 20), 24 for the 5-bit ones' 22-24, 38 for Q6_K's 26.25.
+/// block become 20), 24 for the 5-bit ones' 22-24, 30 for Q6_K's 26.25.
 #[derive(Clone, Debug)]
 pub struct QuantMatrix {
     /// The file's type.
     pub ty: GgmlType,
-    /// `[rows / lanes, cols / 32, w, lanes]` int32: `w` words a block, 4 for 4-bit types, 5 for 5-bit ones, 8 for
-    /// 6- and 8-bit ones.
+    /// `[rows / lanes, cols / 32, w, lanes]` int32: `w` words a block, 4 for 4-bit types, 5 for 5-bit ones, 6 for
+    /// Q6_K, 8 for Q8_0.
     words: Tensor,
     /// `[rows / lanes, cols / 32, 2, lanes]` float16: `d`, then `m` (Q6_K: `[.., 3, lanes]`, `d` and the two scales;
     /// signed Q8_0: `[.., 1, lanes]`, `d`).
@@ -430,8 +440,7 @@ impl QuantMatrix {
         let half = |off: usize| le(&cols(&blocks, off, off + 2), dtypes::FLOAT16);
         let words = |off: usize, n: usize| le(&cols(&blocks, off, off + 4 * n).reshape([rows * nb, n, 4]), dtypes::INT32);
         let f16 = |t: Tensor| t.cast(dtypes::FLOAT16).reshape([rows * nb, 1]);
-        // 6-bit quants as Q8_0's unsigned bytes, four a word; 5-bit ones as 4-bit words and a word of fifth bits
-        let bytes = |q: Tensor| le(&q.reshape([rows * nb, 8, 4]), dtypes::INT32);
+        // 5-bit quants as 4-bit words and a word of fifth bits
         let five = |lo: Tensor, qh: usize| lo.cat(&[&fifth_bits(&fields(&cols(&blocks, qh, qh + 4), 1, -1).flatten(1))], -1);
         let dm = |d: Tensor, m: Tensor| d.reshape([rows * nb, 1]).cat(&[&m.reshape([rows * nb, 1])], -1);
         let (words, dm) = match ty {
@@ -444,10 +453,15 @@ impl QuantMatrix {
             Q5_0 => (five(words(6, 4), 2), dm(half(0), f16(half(0).cast(dtypes::FLOAT32).mul(-16.0)))),
             Q5_1 => (five(words(8, 4), 4), dm(half(0), half(2))),
             // a super-block's d for each of its 8 blocks, then the block's two int8 scales
+            // (the quants' low nibbles packed as Q4_0's, their high two bits in two more words, [`sixth_bits`])
             Q6_K => {
                 let d = half(208).reshape([rows * nb / 8, 1, 1]).expand([rows * nb / 8, 8, 1]).reshape([rows * nb, 1]);
                 let sc = cols(&blocks, 192, 208).bitcast(dtypes::INT8).cast(dtypes::FLOAT16).reshape([rows * nb, 2]);
-                (bytes(q6(&blocks)), d.cat(&[&sc], -1))
+                let q = q6(&blocks).reshape([rows * nb, 2, 4, 4]);
+                let lo = q.bitwise_and(15);
+                let part = |h: usize| lo.shrink(&[(0, rows * nb), (h, h + 1), (0, 4), (0, 4)]).reshape([rows * nb, 4, 4]);
+                let nib = le(&part(0).bitwise_or(part(1).lshift(4)), dtypes::INT32);
+                (nib.cat(&[&sixth_bits(&q.rshift(4))], -1), d.cat(&[&sc], -1))
             }
             // 8 sub-blocks of 32 a super-block: scale d*sc and offset -dmin*mn each (rounded to float16); Q4_K's
             // nibbles (low ones of 32 bytes, then the high ones) packed again as Q4_0's, Q5_K's fifth bits beside them
@@ -520,20 +534,22 @@ impl QuantMatrix {
         // 4-bit words: the low nibbles of the 4 words, then the high ones, as x's 8 words of a block are ordered; a
         // fifth word's bits moved to bit 4 of each quant (word i's at bit i of each byte)
         let part_w = |a: usize, b: usize| self.words.shrink(&[(0, tiles), (0, nb), (a, b), (0, lanes)]);
-        let q = if w == 4 || w == 5 {
+        let q = if w == 4 || w == 5 || w == 6 {
             let sh = Tensor::arange(0.0, 8.0, 4.0).cast(dtypes::INT32).reshape([1, 1, 2, 1, 1]);
             let lo = part_w(0, 4).reshape([tiles, nb, 1, 4, lanes]).rshift(&sh).bitwise_and(0x0f0f_0f0f).reshape([tiles, nb, 8, lanes]);
             if w == 5 {
                 let i = Tensor::arange(0.0, 8.0, 1.0).cast(dtypes::INT32).reshape([1, 1, 8, 1]);
                 let hi = part_w(4, 5).lshift(i.neg().add(4).maximum(0)).rshift(i.sub(4).maximum(0));
                 lo.bitwise_or(hi.bitwise_and(0x1010_1010))
+            } else if w == 6 {
+                // (Q6_K: two words of high bits, word h's bits 2j.. to bits 4 and 5 of quant word 4h + j; the last mask
+                // tells the renderer the bytes are under 64, whose AVX2 DP4A is then two instructions instead of eight)
+                let j = Tensor::arange(0.0, 8.0, 2.0).cast(dtypes::INT32).reshape([1, 1, 1, 4, 1]);
+                let hi = part_w(4, 6).reshape([tiles, nb, 2, 1, lanes]).lshift(j.neg().add(4).maximum(0)).rshift(j.sub(4).maximum(0));
+                lo.bitwise_or(hi.reshape([tiles, nb, 8, lanes]).bitwise_and(0x3030_3030)).bitwise_and(0x3f3f_3f3f)
             } else {
                 lo
             }
-        } else if self.ty == GgmlType::Q6_K {
-            // (6-bit quants, bytes under 64 already: the mask tells the renderer, whose AVX2 DP4A of such bytes is
-            // two instructions instead of eight)
-            self.words.bitwise_and(0x3f3f_3f3f)
         } else {
             self.words.clone()
         };
