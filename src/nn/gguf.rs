@@ -407,9 +407,9 @@ pub fn dequantize(raw: &Tensor, ty: GgmlType, shape: &[usize]) -> Tensor {
 /// 6-bit ones as 4-bit words and two words of their high two bits ([`sixth_bits`]), Q8_0's signed bytes as they are
 /// for [`Tensor::dp4a_signed`] where the host lacks VNNI (`d` alone, no offset), else offset by 128. Q6_K's 32-value
 /// blocks are two sub-blocks of 16 with int8 scales: it keeps three float16 a block, the super-block's `d` and the two
-/// scales (all exact), and its quants' offset of 32 is taken off in integers. A kernel then reads each tile as one stream and takes a vector
-/// of rows' dot products per instruction. The bytes read per block are the file's for 4- and 8-bit types (Q4_K's 18 a
-/// block become 20), 24 for the 5-bit ones' 22-24, 30 for Q6_K's 26.25.
+/// scales (all exact), and its quants' offset of 32 is taken off in integers. A kernel then reads each tile as one
+/// stream and takes a vector of rows' dot products per instruction. The bytes read per block are the file's for 4- and
+/// 8-bit types (Q4_K's 18 a block become 20), 24 for the 5-bit ones' 22-24, 30 for Q6_K's 26.25.
 #[derive(Clone, Debug)]
 pub struct QuantMatrix {
     /// The file's type.
@@ -440,7 +440,12 @@ impl QuantMatrix {
         let half = |off: usize| le(&cols(&blocks, off, off + 2), dtypes::FLOAT16);
         let words = |off: usize, n: usize| le(&cols(&blocks, off, off + 4 * n).reshape([rows * nb, n, 4]), dtypes::INT32);
         let f16 = |t: Tensor| t.cast(dtypes::FLOAT16).reshape([rows * nb, 1]);
-        // 5-bit quants as 4-bit words and a word of fifth bits
+        // 5-bit quants as 4-bit words and a word of fifth bits; 4-bit values `(rows * nb, 2, 16)` (a block's first 16,
+        // then its last) packed as Q4_0's words, the first half in the low nibbles: `(rows * nb, 4)` int32
+        let nibble_words = |q: &Tensor| {
+            let part = |h: usize| q.shrink(&[(0, rows * nb), (h, h + 1), (0, 16)]).reshape([rows * nb, 4, 4]);
+            le(&part(0).bitwise_or(part(1).lshift(4)), dtypes::INT32)
+        };
         let five = |lo: Tensor, qh: usize| lo.cat(&[&fifth_bits(&fields(&cols(&blocks, qh, qh + 4), 1, -1).flatten(1))], -1);
         let dm = |d: Tensor, m: Tensor| d.reshape([rows * nb, 1]).cat(&[&m.reshape([rows * nb, 1])], -1);
         let (words, dm) = match ty {
@@ -457,11 +462,9 @@ impl QuantMatrix {
             Q6_K => {
                 let d = half(208).reshape([rows * nb / 8, 1, 1]).expand([rows * nb / 8, 8, 1]).reshape([rows * nb, 1]);
                 let sc = cols(&blocks, 192, 208).bitcast(dtypes::INT8).cast(dtypes::FLOAT16).reshape([rows * nb, 2]);
-                let q = q6(&blocks).reshape([rows * nb, 2, 4, 4]);
-                let lo = q.bitwise_and(15);
-                let part = |h: usize| lo.shrink(&[(0, rows * nb), (h, h + 1), (0, 4), (0, 4)]).reshape([rows * nb, 4, 4]);
-                let nib = le(&part(0).bitwise_or(part(1).lshift(4)), dtypes::INT32);
-                (nib.cat(&[&sixth_bits(&q.rshift(4))], -1), d.cat(&[&sc], -1))
+                let q = q6(&blocks).reshape([rows * nb, 2, 16]);
+                let hi = sixth_bits(&q.rshift(4).reshape([rows * nb, 2, 4, 4]));
+                (nibble_words(&q.bitwise_and(15)).cat(&[&hi], -1), d.cat(&[&sc], -1))
             }
             // 8 sub-blocks of 32 a super-block: scale d*sc and offset -dmin*mn each (rounded to float16); Q4_K's
             // nibbles (low ones of 32 bytes, then the high ones) packed again as Q4_0's, Q5_K's fifth bits beside them
@@ -471,8 +474,7 @@ impl QuantMatrix {
                 let m = f16(half(2).cast(dtypes::FLOAT32).unsqueeze(-1).mul(mn.cast(dtypes::FLOAT32)).neg());
                 let qs = if ty == Q4_K { 16 } else { 48 };
                 let q = fields(&cols(&blocks, qs, qs + 128).reshape([rows * nb / 8, 4, 32]), 4, 2).reshape([rows * nb, 2, 16]);
-                let part = |h: usize| q.shrink(&[(0, rows * nb), (h, h + 1), (0, 16)]).reshape([rows * nb, 16]);
-                let nibbles = le(&part(0).bitwise_or(part(1).lshift(4)).reshape([rows * nb, 4, 4]), dtypes::INT32);
+                let nibbles = nibble_words(&q);
                 if ty == Q5_K {
                     let hi = fifth_bits(&fields(&cols(&blocks, 16, 48), 1, 1).reshape([rows * nb, 32]));
                     (nibbles.cat(&[&hi], -1), dm(d, m))
@@ -542,11 +544,11 @@ impl QuantMatrix {
                 let hi = part_w(4, 5).lshift(i.neg().add(4).maximum(0)).rshift(i.sub(4).maximum(0));
                 lo.bitwise_or(hi.bitwise_and(0x1010_1010))
             } else if w == 6 {
-                // (Q6_K: two words of high bits, word h's bits 2j.. to bits 4 and 5 of quant word 4h + j; the last mask
-                // tells the renderer the bytes are under 64, whose AVX2 DP4A is then two instructions instead of eight)
+                // (Q6_K: two words of high bits, word h's bits 2j.. to bits 4 and 5 of quant word 4h + j; the masks
+                // tell the renderer the bytes are under 64, whose AVX2 DP4A is then two instructions instead of eight)
                 let j = Tensor::arange(0.0, 8.0, 2.0).cast(dtypes::INT32).reshape([1, 1, 1, 4, 1]);
                 let hi = part_w(4, 6).reshape([tiles, nb, 2, 1, lanes]).lshift(j.neg().add(4).maximum(0)).rshift(j.sub(4).maximum(0));
-                lo.bitwise_or(hi.reshape([tiles, nb, 8, lanes]).bitwise_and(0x3030_3030)).bitwise_and(0x3f3f_3f3f)
+                lo.bitwise_or(hi.reshape([tiles, nb, 8, lanes]).bitwise_and(0x3030_3030))
             } else {
                 lo
             }
