@@ -202,6 +202,51 @@ fn batcher_serves_requests_together_and_reuses_prefixes() {
     assert_eq!(out, greedy[1][8..]);
 }
 
+/// Greedy rows beside a sampled one: the batcher takes a greedy row's token from its step's own argmax and hands the
+/// logits to a sampler that wants them; three requests at once (two greedy, one at temperature 0.8 with a seed) each
+/// get what they get alone: the greedy ones the reference's tokens, the sampled one the same draws as alone.
+#[test]
+fn batcher_samples_a_row_beside_greedy_ones() {
+    use std::sync::mpsc::channel;
+    use tinygrad::llm::batch::{Batcher, Event, Request};
+    let Some(file) = model("SmolLM2-135M-Instruct.Q4_1.gguf") else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let batcher = Batcher::spawn(float_model(&file, 128), |_| false, 4);
+    let run = |reqs: &[(Vec<u32>, Sampler)], max_tokens: usize| -> Vec<Vec<u32>> {
+        let rxs: Vec<_> = reqs
+            .iter()
+            .map(|(p, s)| {
+                let (tx, rx) = channel();
+                batcher.submit(Request { prompt: p.clone(), max_tokens, sampler: s.clone(), events: tx }).unwrap();
+                rx
+            })
+            .collect();
+        rxs.into_iter()
+            .map(|rx| {
+                let mut out = Vec::new();
+                for e in rx {
+                    match e {
+                        Event::Token(t) => out.push(t),
+                        Event::Done(_) => return out,
+                        Event::Failed(m) => panic!("{m}"),
+                        Event::Started { .. } => {}
+                    }
+                }
+                panic!("the channel closed before Done")
+            })
+            .collect()
+    };
+    let refs = reference("smollm2_reference.json");
+    let (prompts, greedy): (Vec<Vec<u32>>, Vec<Vec<u32>>) = refs.iter().map(|r| (ints(&r["ids"]), ints(&r["greedy"]))).unzip();
+    let n = greedy[0].len();
+    let sampled = (prompts[2].clone(), Sampler::new(0.8, 0, 1.0, 7));
+    let alone = run(std::slice::from_ref(&sampled), n).remove(0);
+    assert_ne!(alone, greedy[2], "a draw at temperature 0.8 that is the greedy continuation tests nothing");
+    let greedy_req = |i: usize| (prompts[i].clone(), Sampler::new(0.0, 0, 1.0, 0));
+    let out = run(&[greedy_req(0), sampled, greedy_req(1)], n);
+    assert_eq!(out, [greedy[0].clone(), alone, greedy[1].clone()]);
+}
+
 /// A long prompt arriving while a request decodes is prefilled in chunks that join its decode steps: the running
 /// request keeps receiving tokens before the long one's first (with the whole prompt in one pass it received at most
 /// one).

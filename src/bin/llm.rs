@@ -165,7 +165,8 @@ fn run(a: &Args) -> tinygrad::Result<()> {
         let mut times = Vec::new();
         for i in 0..n.min(a.max_context - prompt.len()) {
             let t = Instant::now();
-            logits = session.step(sampler.sample(&logits))?;
+            let next = sampler.sample(&logits);
+            session.step_into(next, &mut logits)?;
             let s = t.elapsed().as_secs_f64();
             times.push(s);
             println!("token {i:4}: {:8.2} ms, {:7.2} tok/s, {:6.2} GB/s (weights)", s * 1e3, 1.0 / s, weight_bytes as f64 / s / 1e9);
@@ -209,7 +210,7 @@ fn run(a: &Args) -> tinygrad::Result<()> {
             if i + 1 == count || session.pos >= ctx {
                 break;
             }
-            logits = session.step(next)?;
+            session.step_into(next, &mut logits)?;
         }
         text.push_str(&dec.finish());
         Ok(text)

@@ -6,7 +6,7 @@
 use super::generate::{chunk_inputs, Sampler, PREFILL_CHUNK};
 use super::model::{KvCache, StartPos, Transformer};
 use crate::error::{Error, Result};
-use crate::{Tensor, TinyJit};
+use crate::{dtypes, Tensor, TinyJit};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -153,10 +153,11 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
         let vars = 2 + b + if len == 0 { 0 } else { 3 };
         let caches: Vec<KvCache> = x[vars..].chunks(per_cache).map(KvCache::from_tensors).collect();
         let rows: Vec<_> = caches.iter().zip(&x[2..2 + b]).map(|(c, v)| (c, StartPos::Blocks(v, &x[1]))).collect();
-        Ok(vec![match len {
+        let logits = match len {
             0 => model.decode(&x[0], &rows),
             _ => model.decode_and_prefill(&x[0], &rows, (&caches[b], StartPos::Blocks(&x[2 + b], &x[4 + b]), &x[3 + b])),
-        }])
+        };
+        Ok(vec![most_likely(&logits), logits])
     });
     let mut step = TinyJit::with_args(f);
     // inputs: the chunk's ids, its start, last token's index and span in blocks (bound variables), then the slot's
@@ -169,6 +170,9 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
     let mut queue: VecDeque<Request> = VecDeque::new();
     let mut prefilling: VecDeque<(usize, Request)> = VecDeque::new();
     let mut active: Vec<Active> = Vec::new();
+    // (each step's most likely tokens, `[rows (+ 1 for a joining chunk)]`, and its logits when read, `[rows (+ 1),
+    // vocab]`, into the same memory each step)
+    let (mut best, mut logits): (Vec<i32>, Vec<f32>) = (Vec::new(), Vec::new());
     loop {
         if active.is_empty() && queue.is_empty() && prefilling.is_empty() {
             match rx.recv() {
@@ -204,7 +208,7 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
             } else {
                 let n = PREFILL_CHUNK.min(left);
                 match prefill_chunk(model, &mut chunk_step, &slots[i].cache, at, &r.prompt[at..at + n]) {
-                    Ok(logits) => after_chunk(&mut slots[i], (i, r, n), &logits, ctx, is_end, &mut prefilling, &mut active),
+                    Ok(logits) => after_chunk(&mut slots[i], (i, r, n), Pick::Logits(&logits), ctx, is_end, &mut prefilling, &mut active),
                     Err(e) => fail(&mut slots[i], r, &e),
                 }
             }
@@ -232,24 +236,31 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
             inputs.extend(slots[*i].cache.tensors());
         }
         inputs.insert(0, Tensor::from_slice(&ids, [ids.len()]));
-        let logits = step.call_with(&inputs, key).and_then(|out| out[0].to_vec::<f32>());
-        let logits = match logits {
-            Ok(l) => l,
-            Err(e) => {
-                for a in active.drain(..) {
-                    fail(&mut slots[a.slot], a.req, &e);
-                }
-                if let Some((i, r, _)) = joining {
-                    fail(&mut slots[i], r, &e);
-                }
-                continue;
+        // (each row's most likely token comes from the step's kernels; the logits are read only for a row whose sampler
+        // wants them, or whose argmax found none: NaN logits; a joining chunk before its prompt's last wants none)
+        let mut greedy: Vec<bool> = active.iter().map(|a| a.req.sampler.is_greedy()).collect();
+        greedy.extend(joining.as_ref().map(|(i, r, n)| r.sampler.is_greedy() || slots[*i].tokens.len() + n < r.prompt.len()));
+        let read = step.call_with(&inputs, key).and_then(|out| {
+            out[0].read_into(&mut best)?;
+            if greedy.iter().zip(&best).all(|(&g, &t)| g && (0..vocab as i32).contains(&t)) {
+                return Ok(());
             }
-        };
+            out[1].read_into(&mut logits)
+        });
+        if let Err(e) = read {
+            for a in active.drain(..) {
+                fail(&mut slots[a.slot], a.req, &e);
+            }
+            if let Some((i, r, _)) = joining {
+                fail(&mut slots[i], r, &e);
+            }
+            continue;
+        }
         let mut still = Vec::with_capacity(b);
         for (k, mut a) in active.drain(..).enumerate() {
             let slot = &mut slots[a.slot];
             slot.tokens.push(a.next);
-            if advance(&mut a, &logits[k * vocab..(k + 1) * vocab], slot.tokens.len(), ctx, is_end) {
+            if advance(&mut a, pick(k, &greedy, &best, &logits, vocab), slot.tokens.len(), ctx, is_end) {
                 still.push(a);
             } else {
                 slot.busy = false;
@@ -257,7 +268,7 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
         }
         active = still;
         if let Some((i, r, n)) = joining {
-            after_chunk(&mut slots[i], (i, r, n), &logits[b * vocab..], ctx, is_end, &mut prefilling, &mut active);
+            after_chunk(&mut slots[i], (i, r, n), pick(b, &greedy, &best, &logits, vocab), ctx, is_end, &mut prefilling, &mut active);
         }
     }
 }
@@ -268,13 +279,13 @@ fn fail(slot: &mut Slot, r: Request, e: &Error) {
     let _ = r.events.send(Event::Failed(e.to_string()));
 }
 
-/// After a chunk of `n` of `r`'s prompt tokens entered `slot` (number `i`; `logits` after the chunk's last token): `r`
+/// After a chunk of `n` of `r`'s prompt tokens entered `slot` (number `i`; `next`: after the chunk's last token): `r`
 /// back at the front of `prefilling` while its prompt has more, else its first token sampled and `r` decoding in
 /// `active` (or ended at that token, its slot freed).
 fn after_chunk(
     slot: &mut Slot,
     (i, r, n): (usize, Request, usize),
-    logits: &[f32],
+    next: Pick,
     ctx: usize,
     is_end: &dyn Fn(u32) -> bool,
     prefilling: &mut VecDeque<(usize, Request)>,
@@ -286,7 +297,7 @@ fn after_chunk(
         return prefilling.push_front((i, r));
     }
     let mut a = Active { slot: i, req: r, next: 0, made: 0 };
-    if advance(&mut a, logits, slot.tokens.len(), ctx, is_end) {
+    if advance(&mut a, next, slot.tokens.len(), ctx, is_end) {
         active.push(a);
     } else {
         slot.busy = false;
@@ -313,10 +324,40 @@ fn prefill_chunk(
 /// one long prompt to the next: a new capture compiles, and a stall for compiling is what chunking avoids.
 const JOIN_CHUNK: usize = 2;
 
-/// Samples `a`'s next token from `logits` and sends it; false when the request has ended (an end token, its
-/// budget spent, the context full at `pos` tokens, or its receiver gone), after sending `Done`.
-fn advance(a: &mut Active, logits: &[f32], pos: usize, ctx: usize, is_end: &dyn Fn(u32) -> bool) -> bool {
-    let next = a.req.sampler.sample(logits);
+/// A row's next token: the step's own most likely one ([`most_likely`]), or its logits (`[vocab]`) for the sampler.
+enum Pick<'a> {
+    Best(u32),
+    Logits(&'a [f32]),
+}
+
+/// Row `k`'s [`Pick`] from a step's most likely tokens `best` and its `logits` (`[rows, vocab]`, read when some row
+/// is not `greedy` or its `best` is no token): the most likely token for a greedy row where that is a token (NaN
+/// logits give -1).
+fn pick<'a>(k: usize, greedy: &[bool], best: &[i32], logits: &'a [f32], vocab: usize) -> Pick<'a> {
+    match u32::try_from(best[k]) {
+        Ok(t) if greedy[k] && (t as usize) < vocab => Pick::Best(t),
+        _ => Pick::Logits(&logits[k * vocab..(k + 1) * vocab]),
+    }
+}
+
+/// The index of each row's largest logit (`logits`: `[rows, vocab]` float32; out: `[rows]` int32), the last of
+/// equal ones, as the host's greedy [`Sampler`] picks it, -1 for a row of NaNs (the host samples those): computed by
+/// the step's kernels on every core, where the logits are, so a greedy row reads 4 bytes, not its logits (Gemma 3's
+/// 1 MB a row). tinygrad's `generate` samples in its jitted step the same way.
+fn most_likely(logits: &Tensor) -> Tensor {
+    let vocab = logits.shape()[1];
+    let ids = Tensor::arange(0.0, vocab as f64, 1.0).cast(dtypes::INT32);
+    logits.eq(logits.max_keepdim(1)).where_(&ids, -1).max(1)
+}
+
+/// Takes `a`'s next token from `next` (its sampler draws it from logits) and sends it; false when the request has
+/// ended (an end token, its budget spent, the context full at `pos` tokens, or its receiver gone), after sending
+/// `Done`.
+fn advance(a: &mut Active, next: Pick, pos: usize, ctx: usize, is_end: &dyn Fn(u32) -> bool) -> bool {
+    let next = match next {
+        Pick::Best(t) => t,
+        Pick::Logits(l) => a.req.sampler.sample(l),
+    };
     if is_end(next) {
         let _ = a.req.events.send(Event::Done(Finish::Stop));
         return false;
@@ -336,5 +377,22 @@ fn advance(a: &mut Active, logits: &[f32], pos: usize, ctx: usize, is_end: &dyn 
 fn fail_all(rx: &Receiver<Request>, e: &Error) {
     while let Ok(r) = rx.recv() {
         let _ = r.events.send(Event::Failed(e.to_string()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::most_likely;
+    use crate::Tensor;
+
+    /// Each row's most likely token is the last of its equal largest logits, as the host's greedy sampler picks it
+    /// (`max_by(total_cmp)`), also for a row of minus infinities; a row of NaNs has none (-1: the batcher then hands
+    /// its logits to the sampler).
+    #[test]
+    fn most_likely_is_the_last_largest_logit() {
+        let (inf, nan) = (f32::INFINITY, f32::NAN);
+        let rows = [[1.0, 3.0, -2.0, 3.0, 0.5], [-inf; 5], [0.25, 0.5, inf, 0.0, -inf], [nan; 5], [-7.0, -1.5, -3.0, -1.5, -9.0]];
+        let logits = Tensor::from_slice(&rows.concat(), [rows.len(), 5]);
+        assert_eq!(most_likely(&logits).to_vec::<i32>().unwrap(), [3, 4, 2, -1, 3]);
     }
 }

@@ -89,6 +89,12 @@ impl Sampler {
         token
     }
 
+    /// Whether [`Sampler::sample`] takes the most likely token of the logits as they are (temperature 0, no bias,
+    /// no penalty): a caller that knows it (a decode step's argmax) need not pass the logits.
+    pub fn is_greedy(&self) -> bool {
+        self.temperature <= 0.0 && self.presence_penalty == 0.0 && self.frequency_penalty == 0.0 && self.logit_bias.is_empty()
+    }
+
     /// [`Sampler::sample`]'s draw from `logits` as they are.
     fn draw(&mut self, logits: &[f32]) -> u32 {
         let best = argmax(logits);
@@ -252,13 +258,24 @@ impl<'m> Session<'m> {
     /// # Errors
     /// When the context is full; realize errors.
     pub fn step(&mut self, token: u32) -> Result<Vec<f32>> {
+        let mut logits = Vec::new();
+        self.step_into(token, &mut logits)?;
+        Ok(logits)
+    }
+
+    /// As [`Session::step`], the logits written into `logits` (`[vocab]`, its allocation reused: a decode loop's
+    /// logits cost a copy into memory already mapped, [`Tensor::read_into`]).
+    ///
+    /// # Errors
+    /// As [`Session::step`].
+    pub fn step_into(&mut self, token: u32, logits: &mut Vec<f32>) -> Result<()> {
         self.room(1)?;
         let max = self.model.cfg.max_context as i64 - 1;
         let pos = Tensor::bind_var("start_pos", 0, max, self.pos as i64);
         let blocks = self.model.span_blocks(self.pos + 1);
         let out = self.decode.call(&[Tensor::from_slice(&[token as i32], [1]), pos, blocks])?;
         self.pos += 1;
-        out[0].to_vec::<f32>()
+        out[0].read_into(logits)
     }
 }
 
