@@ -6,7 +6,7 @@
 use super::generate::{chunk_inputs, Sampler, PREFILL_CHUNK};
 use super::model::{KvCache, StartPos, Transformer};
 use crate::error::{Error, Result};
-use crate::{dtypes, Tensor, TinyJit};
+use crate::{Tensor, TinyJit};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -237,7 +237,7 @@ fn serve(model: &Transformer, is_end: &dyn Fn(u32) -> bool, slots: usize, rx: &R
         }
         inputs.insert(0, Tensor::from_slice(&ids, [ids.len()]));
         // (each row's most likely token comes from the step's kernels; the logits are read only for a row whose sampler
-        // wants them, or whose argmax found none: NaN logits; a joining chunk before its prompt's last wants none)
+        // wants them, or whose argmax found none: a row of NaNs; a joining chunk before its prompt's last wants none)
         let mut greedy: Vec<bool> = active.iter().map(|a| a.req.sampler.is_greedy()).collect();
         greedy.extend(joining.as_ref().map(|(i, r, n)| r.sampler.is_greedy() || slots[*i].tokens.len() + n < r.prompt.len()));
         let read = step.call_with(&inputs, key).and_then(|out| {
@@ -331,8 +331,8 @@ enum Pick<'a> {
 }
 
 /// Row `k`'s [`Pick`] from a step's most likely tokens `best` and its `logits` (`[rows, vocab]`, read when some row
-/// is not `greedy` or its `best` is no token): the most likely token for a greedy row where that is a token (NaN
-/// logits give -1).
+/// is not `greedy` or its `best` is no token): the most likely token for a greedy row where that is a token (a row
+/// of NaNs gives -1).
 fn pick<'a>(k: usize, greedy: &[bool], best: &[i32], logits: &'a [f32], vocab: usize) -> Pick<'a> {
     match u32::try_from(best[k]) {
         Ok(t) if greedy[k] && (t as usize) < vocab => Pick::Best(t),
@@ -341,12 +341,15 @@ fn pick<'a>(k: usize, greedy: &[bool], best: &[i32], logits: &'a [f32], vocab: u
 }
 
 /// The index of each row's largest logit (`logits`: `[rows, vocab]` float32; out: `[rows]` int32), the last of
-/// equal ones, as the host's greedy [`Sampler`] picks it, -1 for a row of NaNs (the host samples those): computed by
-/// the step's kernels on every core, where the logits are, so a greedy row reads 4 bytes, not its logits (Gemma 3's
-/// 1 MB a row). tinygrad's `generate` samples in its jitted step the same way.
+/// equal ones, as the host's greedy [`Sampler`] picks it, -1 for a row of NaNs (the host samples those; a row with
+/// some NaNs gets a token that depends on the kernels' order of maxima, where the host's `total_cmp` would take a
+/// NaN's): computed by the step's kernels on every core, where the logits are, so a greedy row reads 4 bytes, not its
+/// logits (Gemma 3's 1 MB a row). tinygrad's `generate` also samples on the device, in its jitted step (its `argmax`
+/// takes the first of equal maxima).
 fn most_likely(logits: &Tensor) -> Tensor {
     let vocab = logits.shape()[1];
-    let ids = Tensor::arange(0.0, vocab as f64, 1.0).cast(dtypes::INT32);
+    // (whole-number bounds: int32 ids)
+    let ids = Tensor::arange(0.0, vocab as f64, 1.0);
     logits.eq(logits.max_keepdim(1)).where_(&ids, -1).max(1)
 }
 
