@@ -1,10 +1,10 @@
 """Tokens/s of `llm --serve` with one stream, then with several at once (the Batcher's slots decoding together).
 
-  python3 bench/serve_bench.py [--url http://127.0.0.1:8080] [--tokens 128] [--streams 1,2,4] [--rounds 2]
+  python3 bench/serve_bench.py [--url http://127.0.0.1:8080] [--tokens 128] [--streams 1,2,4] [--rounds 2] [--temperature 0]
   python3 bench/serve_bench.py --long 1000 [--streams 2] [--tokens 256]
 
 Start the server first (`llm --model MODEL.gguf --serve 8080`, its default 4 slots). Each stream is a streamed
-`/v1/completions` request for `--tokens` greedy tokens after its own prompt; the figure is all streams' completion
+`/v1/completions` request for `--tokens` tokens after its own prompt (greedy; `--temperature T`: sampled, seeded); the figure is all streams' completion
 tokens over the wall time from the first request sent to the last token received (prefill included). The last of
 `--rounds` rounds is printed per stream count: the first compiles the decode step for that set of slots.
 
@@ -21,8 +21,10 @@ import argparse, json, threading, time, urllib.request
 PROMPTS = ["Once upon a time, in a small village by the sea,", "The history of the printing press begins",
            "Here is a recipe for a simple tomato soup:", "The three laws of motion state that"]
 
+TEMPERATURE = 0
+
 def stream(url, prompt, tokens, out, i, times=None):
-  body = json.dumps({"prompt": prompt, "max_tokens": tokens, "temperature": 0, "stream": True,
+  body = json.dumps({"prompt": prompt, "max_tokens": tokens, "temperature": TEMPERATURE, "seed": i, "stream": True,
                      "stream_options": {"include_usage": True}}).encode()
   req = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
   with urllib.request.urlopen(req, timeout=600) as r:
@@ -84,7 +86,9 @@ if __name__ == "__main__":
   p.add_argument("--streams", default="1,2,4")
   p.add_argument("--rounds", type=int, default=2)
   p.add_argument("--long", type=int, default=0)
+  p.add_argument("--temperature", type=float, default=0)
   a = p.parse_args()
+  TEMPERATURE = a.temperature
   if a.long:
     n = int(a.streams.split(",")[0])
     # (twice: a TinyJit captures a step's kernels at its second call, and the first warm-up's streams may meet a prompt

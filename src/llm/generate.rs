@@ -110,8 +110,10 @@ impl Sampler {
         // either can keep is sorted: the k most likely, or without top-k the tokens of probability (1 - top_p) / vocab
         // or more, since all those below hold less than 1 - top_p together and none is in the nucleus; a whole
         // vocabulary's sort cost about as much as a decode step)
-        let top = f64::from(logits[best]);
-        let weight = |i: usize, t: f64| ((f64::from(logits[i]) - top) / t).exp();
+        // (each weight a float32 exponential, summed in float64: `expf` takes a third of `exp`'s 6.6 ns, and a sampled
+        // Gemma 3 row has 262,144 of them)
+        let top = logits[best];
+        let weight = |i: usize, t: f32| f64::from(((logits[i] - top) / t).exp());
         let desc = |a: &usize, b: &usize| logits[*b].total_cmp(&logits[*a]);
         // (the candidates and their weights in vectors kept from draw to draw: fresh ones cost their pages each token,
         // about 1 ms of Gemma 3's 262,144)
@@ -126,8 +128,8 @@ impl Sampler {
             let all: f64 = (0..logits.len()).map(|i| weight(i, 1.0)).sum();
             // (weight(i) >= (1 - top_p) / vocab * all, in logits; not with NaN or infinite logits, or a negative top_p,
             // where the floor passes the best token)
-            let floor = top + ((1.0 - f64::from(self.top_p)) / logits.len() as f64 * all).ln();
-            if floor <= top {
+            let floor = f64::from(top) + ((1.0 - f64::from(self.top_p)) / logits.len() as f64 * all).ln();
+            if floor <= f64::from(top) {
                 order.retain(|&i| f64::from(logits[i]) >= floor);
                 total = Some(all);
             }
@@ -146,7 +148,7 @@ impl Sampler {
                 .map_or(order.len(), |i| i + 1);
         }
         probs.clear();
-        probs.extend(order[..keep].iter().map(|&i| weight(i, f64::from(self.temperature))));
+        probs.extend(order[..keep].iter().map(|&i| weight(i, self.temperature)));
         let mass: f64 = probs.iter().sum();
         let mut r = self.uniform() * mass;
         // (rounding, or NaN weights: the last kept token, or the best if none is kept)
