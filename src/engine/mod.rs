@@ -217,7 +217,7 @@ pub fn copyout(u: &UOp) -> Result<Vec<u8>> {
 ///
 /// # Panics
 /// If `u` is not a contiguous buffer view (realize it first).
-pub fn buffer_size(u: &UOp) -> Result<usize> {
+fn buffer_size(u: &UOp) -> Result<usize> {
     let buf = contiguous_buffer(u).unwrap_or_else(|| panic!("buffer_size: {} is not a realized buffer", u.op));
     Ok(mem_of(buf)?.raw.as_ref().expect("memory is held until drop").size())
 }
