@@ -137,31 +137,44 @@ impl Sampler {
             order.select_nth_unstable_by(self.top_k - 1, desc);
             order.truncate(self.top_k);
         } else if self.top_p < 1.0 {
-            order.clear();
-            order.extend(0..logits.len());
             self.weights.clear();
             self.weights.extend(logits.iter().map(|&l| exp(l - top)));
             let all = chunks_sums(&self.weights, &mut self.chunks);
             // (weight(i) >= (1 - top_p) / vocab * all, in logits; not with NaN or infinite logits, or a negative top_p,
             // where the floor passes the best token)
             let floor = f64::from(top) + ((1.0 - f64::from(self.top_p)) / logits.len() as f64 * all).ln();
+            order.clear();
             if floor <= f64::from(top) {
-                order.retain(|&i| f64::from(logits[i]) >= floor);
+                // (a chunk of 64 read only where one of its logits passes the floor rounded down to float32)
+                let low = (floor as f32).min(f32::from_bits((floor as f32).to_bits().wrapping_sub(1)));
+                for (c, part) in logits.chunks(CHUNK).enumerate().filter(|(_, p)| p.iter().fold(false, |f, &l| f | (l >= low))) {
+                    order.extend((c * CHUNK..c * CHUNK + part.len()).filter(|&i| f64::from(logits[i]) >= floor));
+                }
                 total = Some(all);
+            } else {
+                order.extend(0..logits.len());
             }
         }
         let mut keep = order.len();
         if self.top_p < 1.0 {
-            order.sort_unstable_by(desc);
+            // (sorted a head at a time until the nucleus ends: a few of the thousands kept are in it)
             let total = total.unwrap_or_else(|| order.iter().map(|&i| weight(i, 1.0)).sum());
-            let mut acc = 0.0;
-            keep = order
-                .iter()
-                .position(|&i| {
+            let (mut acc, mut sorted) = (0.0, 0);
+            while sorted < order.len() {
+                let end = (2 * sorted).max(256).min(order.len());
+                if end < order.len() {
+                    order[sorted..].select_nth_unstable_by(end - sorted - 1, desc);
+                }
+                order[sorted..end].sort_unstable_by(desc);
+                if let Some(i) = order[sorted..end].iter().position(|&i| {
                     acc += weight(i, 1.0) / total;
                     acc >= f64::from(self.top_p)
-                })
-                .map_or(order.len(), |i| i + 1);
+                }) {
+                    keep = sorted + i + 1;
+                    break;
+                }
+                sorted = end;
+            }
         }
         probs.clear();
         probs.extend(order[..keep].iter().map(|&i| weight(i, self.temperature)));
