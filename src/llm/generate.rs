@@ -480,6 +480,29 @@ mod tests {
         assert_eq!(draws(&mut s), [2; 6]);
     }
 
+    /// A nucleus longer than the first sorted head (256): 3,000 logits falling 0.001 apart, shuffled; top-p 0.5
+    /// draws every token of the nucleus (as a full sort's running sum finds it) and none past it.
+    #[test]
+    fn top_p_nucleus_past_the_first_sorted_head() {
+        let n = 3000;
+        let mut logits: Vec<f32> = (0..n).map(|i| -0.001 * i as f32).collect();
+        let p: Vec<f64> = logits.iter().map(|&l| f64::from(l).exp()).collect();
+        let total: f64 = p.iter().sum();
+        let mut acc = 0.0;
+        let keep = p.iter().position(|w| {
+            acc += w / total;
+            acc >= 0.5
+        });
+        let keep = keep.expect("a nucleus") + 1;
+        assert!(keep > 512, "nucleus {keep}");
+        let perm: Vec<usize> = (0..n).map(|i| i * 1237 % n).collect();
+        logits = perm.iter().map(|&i| logits[i]).collect();
+        let f = frequencies(&mut Sampler::new(1.0, 0, 0.5, 12), &logits, 50_000);
+        for (j, &i) in perm.iter().enumerate() {
+            assert_eq!(f[j] > 0.0, i < keep, "token of rank {i} drawn {} (nucleus {keep})", f[j]);
+        }
+    }
+
     /// `top_candidates` holds the k largest logits (by `total_cmp`, as a sort finds them): ties, NaNs and
     /// infinities, k below and above the number of chunks of 64, lengths across the chunk edges.
     #[test]
