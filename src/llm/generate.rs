@@ -29,8 +29,7 @@ pub struct Sampler {
     /// [`Sampler::sample`]'s candidate tokens and their weights, kept from draw to draw.
     order: Vec<usize>,
     probs: Vec<f64>,
-    /// Every token's weight, and their sums a chunk at a time ([`chunks_sums`]), kept from draw to draw.
-    weights: Vec<f32>,
+    /// Every token's weight summed a chunk at a time ([`chunk_sums`]), kept from draw to draw.
     chunks: Vec<f64>,
     state: u64,
 }
@@ -49,7 +48,6 @@ impl Sampler {
             adjusted: vec![],
             order: vec![],
             probs: vec![],
-            weights: vec![],
             chunks: vec![],
             state: seed ^ 0x9e37_79b9_7f4a_7c15,
         }
@@ -116,11 +114,8 @@ impl Sampler {
             // (every token a candidate, the common case: no candidate list, and the weights' running sum in chunks)
             // (times the temperature's reciprocal: a division waits 3 cycles a vector)
             let (u, inv) = (self.uniform(), 1.0 / self.temperature);
-            let (weights, chunks) = (&mut self.weights, &mut self.chunks);
-            weights.clear();
-            weights.extend(logits.iter().map(|&l| exp((l - top) * inv)));
-            let r = u * chunks_sums(weights, chunks);
-            return pick(weights, chunks, r).unwrap_or(best) as u32;
+            let r = u * chunk_sums(logits, top, inv, &mut self.chunks);
+            return pick(logits, (top, inv), &self.chunks, r).unwrap_or(best) as u32;
         }
         // (as llama.cpp's default chain: top-k, then top-p on the untempered probabilities, then temperature; only what
         // either can keep is sorted: the k most likely, or without top-k the tokens of probability (1 - top_p) / vocab
@@ -137,9 +132,7 @@ impl Sampler {
             order.select_nth_unstable_by(self.top_k - 1, desc);
             order.truncate(self.top_k);
         } else if self.top_p < 1.0 {
-            self.weights.clear();
-            self.weights.extend(logits.iter().map(|&l| exp(l - top)));
-            let all = chunks_sums(&self.weights, &mut self.chunks);
+            let all = chunk_sums(logits, top, 1.0, &mut self.chunks);
             // (weight(i) >= (1 - top_p) / vocab * all, in logits; not with NaN or infinite logits, or a negative top_p,
             // where the floor passes the best token)
             let floor = f64::from(top) + ((1.0 - f64::from(self.top_p)) / logits.len() as f64 * all).ln();
@@ -191,16 +184,16 @@ impl Sampler {
     }
 }
 
-/// Weights summed a chunk of [`CHUNK`] at a time: `chunks` gets each chunk's sum (float32 in 16 lanes, then float64),
-/// and the total (their float64 sum) is returned. A running float64 sum waits 4 cycles an addition, 0.4 ms over
-/// Gemma 3's 262,144 weights.
-fn chunks_sums(weights: &[f32], chunks: &mut Vec<f64>) -> f64 {
+/// The weights `exp((l - top) * inv)` of `logits` summed a chunk of [`CHUNK`] at a time, each chunk's sum (float32 in
+/// 16 lanes, then float64) into `chunks`; their float64 total returned. Neither a vector of the weights (1 MB for Gemma
+/// 3's 262,144 logits, written then read again) nor a running float64 sum (4 cycles an addition: 0.4 ms for Gemma 3).
+fn chunk_sums(logits: &[f32], top: f32, inv: f32, chunks: &mut Vec<f64>) -> f64 {
     chunks.clear();
-    chunks.extend(weights.chunks(CHUNK).map(|c| {
+    chunks.extend(logits.chunks(CHUNK).map(|c| {
         let mut lanes = [0.0f32; 16];
         for part in c.chunks(16) {
-            for (l, &w) in lanes.iter_mut().zip(part) {
-                *l += w;
+            for (s, &l) in lanes.iter_mut().zip(part) {
+                *s += exp((l - top) * inv);
             }
         }
         f64::from(lanes.iter().sum::<f32>())
@@ -208,28 +201,29 @@ fn chunks_sums(weights: &[f32], chunks: &mut Vec<f64>) -> f64 {
     chunks.iter().sum()
 }
 
-/// The index where the weights' running sum first passes `r` (their chunks' sums from [`chunks_sums`] first, then
-/// the weights of the chunk that passes it, in float64); where rounding or NaN weights let none pass, the last
-/// positive weight's; None where no weight is positive.
-fn pick(weights: &[f32], chunks: &[f64], mut r: f64) -> Option<usize> {
+/// The index of `logits` where the running sum of their weights ([`chunk_sums`]' `(top, inv)`) first passes `r`:
+/// the chunks' sums first, then the weights of the chunk that passes it, in float64; where rounding or NaN weights
+/// let none pass, the last positive weight's; None where no weight is positive.
+fn pick(logits: &[f32], (top, inv): (f32, f32), chunks: &[f64], mut r: f64) -> Option<usize> {
+    let weight = |l: f32| exp((l - top) * inv);
     let found = chunks.iter().position(|&s| {
         r -= s;
         r < 0.0
     });
     if let Some(c) = found {
         r += chunks[c];
-        let at = weights[c * CHUNK..].iter().take(CHUNK).position(|&w| {
-            r -= f64::from(w);
+        let at = logits[c * CHUNK..].iter().take(CHUNK).position(|&l| {
+            r -= f64::from(weight(l));
             r < 0.0
         });
         if let Some(i) = at {
             return Some(c * CHUNK + i);
         }
     }
-    weights.iter().rposition(|&w| w > 0.0)
+    logits.iter().rposition(|&l| weight(l) > 0.0)
 }
 
-/// Weights a chunk of [`chunks_sums`] sums.
+/// Weights a chunk of [`chunk_sums`] sums.
 const CHUNK: usize = 64;
 
 /// `e^x` in float32 as Cephes' `expf` computes it (the exponent's integer part rounded out, a degree-7 polynomial
@@ -400,7 +394,7 @@ impl<'m> Session<'m> {
 
 #[cfg(test)]
 mod tests {
-    use super::{argmax, chunks_sums, exp, pick, top_candidates, Sampler, CHUNK};
+    use super::{argmax, chunk_sums, exp, pick, top_candidates, Sampler, CHUNK};
 
     /// `argmax` picks what `max_by(total_cmp)` picks, the last of equals: ties within and across chunks of 64, NaNs
     /// of either sign (a positive one above infinity, a negative one below minus infinity), -0 below +0, at every
@@ -549,31 +543,33 @@ mod tests {
         assert!(exp(f32::NAN).is_nan());
     }
 
-    /// `pick` takes the index where the running sum passes `r`, across chunk edges; past the total (rounding), the last
-    /// positive weight; with none positive, None.
+    /// `pick` takes the index where the running sum of the weights passes `r`, across chunk edges; past the total
+    /// (rounding), the last positive weight; with none positive, None. Weights 1 (logits at the top) and 0 (minus
+    /// infinity), exact in float32.
     #[test]
     fn pick_finds_where_the_running_sum_passes() {
-        let mut weights = vec![0.0f32; 3 * CHUNK];
-        (weights[5], weights[CHUNK - 1], weights[CHUNK + 2], weights[2 * CHUNK + 7]) = (1.0, 2.0, 4.0, 8.0);
+        let mut logits = vec![f32::NEG_INFINITY; 3 * CHUNK];
+        for i in [5, CHUNK - 1, CHUNK + 2, 2 * CHUNK + 7] {
+            logits[i] = 2.5;
+        }
         let mut chunks = vec![];
-        assert_eq!(chunks_sums(&weights, &mut chunks), 15.0);
-        assert_eq!(chunks, [3.0, 4.0, 8.0]);
+        assert_eq!(chunk_sums(&logits, 2.5, 0.5, &mut chunks), 4.0);
+        assert_eq!(chunks, [2.0, 1.0, 1.0]);
         for (r, want) in [
             (0.0, 5),
             (0.99, 5),
             (1.0, CHUNK - 1),
-            (2.99, CHUNK - 1),
-            (3.0, CHUNK + 2),
-            (6.99, CHUNK + 2),
-            (7.0, 2 * CHUNK + 7),
-            (14.99, 2 * CHUNK + 7),
-            (15.0, 2 * CHUNK + 7),
+            (1.99, CHUNK - 1),
+            (2.0, CHUNK + 2),
+            (3.0, 2 * CHUNK + 7),
+            (3.99, 2 * CHUNK + 7),
+            (4.0, 2 * CHUNK + 7),
         ] {
-            assert_eq!(pick(&weights, &chunks, r), Some(want), "r = {r}");
+            assert_eq!(pick(&logits, (2.5, 0.5), &chunks, r), Some(want), "r = {r}");
         }
-        let zeros = vec![0.0f32; 100];
-        chunks_sums(&zeros, &mut chunks);
-        assert_eq!(pick(&zeros, &chunks, 0.0), None);
+        let none = vec![f32::NEG_INFINITY; 100];
+        chunk_sums(&none, 0.0, 1.0, &mut chunks);
+        assert_eq!(pick(&none, (0.0, 1.0), &chunks, 0.0), None);
     }
 
     /// NaN or infinite logits (a diverged model) draw some token of the vocabulary, never a panic: the server's
