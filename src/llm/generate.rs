@@ -110,7 +110,7 @@ impl Sampler {
             return best as u32;
         }
         let top = logits[best];
-        if (self.top_k == 0 || self.top_k >= logits.len()) && self.top_p >= 1.0 {
+        if (self.top_k == 0 || self.top_k >= logits.len()) && (self.top_p >= 1.0 || self.top_p.is_nan()) {
             // (every token a candidate, the common case: no candidate list, and the weights' running sum in chunks)
             // (times the temperature's reciprocal: a division waits 3 cycles a vector)
             let (u, inv) = (self.uniform(), 1.0 / self.temperature);
@@ -138,8 +138,9 @@ impl Sampler {
             let floor = f64::from(top) + ((1.0 - f64::from(self.top_p)) / logits.len() as f64 * all).ln();
             order.clear();
             if floor <= f64::from(top) {
-                // (a chunk of 64 read only where one of its logits passes the floor rounded down to float32)
-                let low = (floor as f32).min(f32::from_bits((floor as f32).to_bits().wrapping_sub(1)));
+                // (a chunk of 64 read only where one of its logits reaches the floor in float32: rounding is monotone,
+                // so a float32 logit at least the float64 floor is at least its float32 rounding)
+                let low = floor as f32;
                 for (c, part) in logits.chunks(CHUNK).enumerate().filter(|(_, p)| p.iter().fold(false, |f, &l| f | (l >= low))) {
                     order.extend((c * CHUNK..c * CHUNK + part.len()).filter(|&i| f64::from(logits[i]) >= floor));
                 }
@@ -202,8 +203,9 @@ fn chunk_sums(logits: &[f32], top: f32, inv: f32, chunks: &mut Vec<f64>) -> f64 
 }
 
 /// The index of `logits` where the running sum of their weights ([`chunk_sums`]' `(top, inv)`) first passes `r`:
-/// the chunks' sums first, then the weights of the chunk that passes it, in float64; where rounding or NaN weights
-/// let none pass, the last positive weight's; None where no weight is positive.
+/// the chunks' sums first, then the weights of the chunk that passes it, in float64 (where its float32 sum passed but
+/// its weights do not, its last positive weight); where rounding or NaN weights let no chunk pass, the last positive
+/// weight's; None where no weight is positive.
 fn pick(logits: &[f32], (top, inv): (f32, f32), chunks: &[f64], mut r: f64) -> Option<usize> {
     let weight = |l: f32| exp((l - top) * inv);
     let found = chunks.iter().position(|&s| {
@@ -216,9 +218,8 @@ fn pick(logits: &[f32], (top, inv): (f32, f32), chunks: &[f64], mut r: f64) -> O
             r -= f64::from(weight(l));
             r < 0.0
         });
-        if let Some(i) = at {
-            return Some(c * CHUNK + i);
-        }
+        // (rounding: the chunk's float32 sum above its weights' float64 one; its last positive weight)
+        return at.or_else(|| logits[c * CHUNK..].iter().take(CHUNK).rposition(|&l| weight(l) > 0.0)).map(|i| c * CHUNK + i);
     }
     logits.iter().rposition(|&l| weight(l) > 0.0)
 }
@@ -226,11 +227,13 @@ fn pick(logits: &[f32], (top, inv): (f32, f32), chunks: &[f64], mut r: f64) -> O
 /// Weights a chunk of [`chunk_sums`] sums.
 const CHUNK: usize = 64;
 
-/// `e^x` in float32 as Cephes' `expf` computes it (the exponent's integer part rounded out, a degree-7 polynomial
-/// for the rest, within 2 ulp), 0 below -87 (where `expf` leaves the normal floats) and NaN for NaN: plain arithmetic,
-/// so a loop over a vocabulary's logits runs in vector registers, where the C library's `expf` took 2.2 ns a call.
-/// For `x <= 88` (a sampler's weights: logits minus their maximum).
+/// `e^x` in float32 by Cephes' `expf` method (the exponent's integer part rounded out, a degree-7 polynomial for the
+/// rest): within 2 ulp of the C library's `expf` over [-87, 0], 0 below -87 (where Cephes returns subnormals down to
+/// -103.3), NaN for NaN. Plain arithmetic, so a loop over a vocabulary's logits runs in vector registers, where the C
+/// library's `expf` took 2.2 ns a call. For `x <= 88` only (its scale's exponent bits overflow past 88.7): a sampler's
+/// weights, logits minus their maximum, are at most 0.
 fn exp(x: f32) -> f32 {
+    debug_assert!(x <= 88.0 || x.is_nan(), "exp({x}): past float32's range");
     // (adding 1.5 * 2^23 rounds a float of magnitude below 2^22 to an integer: its low bits then hold it)
     const ROUND: f32 = 12_582_912.0;
     let t = x * std::f32::consts::LOG2_E + ROUND;
@@ -269,7 +272,7 @@ fn key(x: f32) -> i32 {
 /// chunks below it skipped; every index where there are fewer than k chunks. A top-k draw then selects among tens
 /// of candidates, not a vocabulary (Gemma 3's 262,144: 0.7 ms).
 fn top_candidates(logits: &[f32], k: usize, order: &mut Vec<usize>) {
-    let maxima: Vec<i32> = logits.chunks(64).map(|c| c.iter().fold(i32::MIN, |m, &x| m.max(key(x)))).collect();
+    let maxima: Vec<i32> = logits.chunks(CHUNK).map(|c| c.iter().fold(i32::MIN, |m, &x| m.max(key(x)))).collect();
     order.clear();
     if k > maxima.len() {
         return order.extend(0..logits.len());
@@ -277,7 +280,7 @@ fn top_candidates(logits: &[f32], k: usize, order: &mut Vec<usize>) {
     let mut sorted = maxima.clone();
     let floor = *sorted.select_nth_unstable_by(k - 1, |a, b| b.cmp(a)).1;
     for (c, _) in maxima.iter().enumerate().filter(|(_, &m)| m >= floor) {
-        order.extend((c * 64..logits.len().min(c * 64 + 64)).filter(|&i| key(logits[i]) >= floor));
+        order.extend((c * CHUNK..logits.len().min((c + 1) * CHUNK)).filter(|&i| key(logits[i]) >= floor));
     }
 }
 
@@ -441,6 +444,8 @@ mod tests {
         assert!(near(&f, &[10.0, 6.0, 3.0]), "top-k 3: {:?}", &f[..4]);
         let f = frequencies(&mut Sampler::new(1.0, 0, 1.0, 3), &logits, n);
         assert!(near(&f[..4], &[0.5, 0.3, 0.15, 0.05]), "plain: {:?}", &f[..4]);
+        let f = frequencies(&mut Sampler::new(1.0, 0, f32::NAN, 13), &logits, n);
+        assert!(near(&f[..4], &[0.5, 0.3, 0.15, 0.05]), "top-p NaN (none): {:?}", &f[..4]);
         let f = frequencies(&mut Sampler::new(0.5, 0, 1.0, 4), &logits, n);
         assert!(near(&f[..4], &[25.0, 9.0, 2.25, 0.25]), "temperature 0.5: {:?}", &f[..4]);
         // (top-k, then top-p over the k kept: 0.5 / 0.8 < 0.7 <= 0.8 / 0.8; and 0.6 <= 0.5 / 0.8, the first alone)
@@ -528,15 +533,14 @@ mod tests {
         }
     }
 
-    /// The sampler's `exp` within 2 ulp of the C library's `expf` over [-87, 0] (every 1/4096), exact at 0, 0 below
-    /// -87 and for minus infinity, NaN for NaN.
+    /// The sampler's `exp` within 2 ulp of the C library's `expf` over [-87, 0] (sampled every 1/4096), exact at 0, 0
+    /// below -87 and for minus infinity, NaN for NaN.
     #[test]
     fn exp_is_expf_within_two_ulp() {
         for i in 0..=87 * 4096 {
             let x = -(i as f32) / 4096.0;
             let (got, want) = (exp(x), x.exp());
-            let ulp = f32::from_bits(want.to_bits() + 1) - want;
-            assert!((got - want).abs() <= 2.0 * ulp, "exp({x}) = {got}, expf {want}");
+            assert!((got.to_bits() as i32 - want.to_bits() as i32).abs() <= 2, "exp({x}) = {got}, expf {want}");
         }
         assert_eq!(exp(0.0), 1.0);
         assert_eq!((exp(-87.5), exp(f32::NEG_INFINITY)), (0.0, 0.0));
@@ -567,6 +571,11 @@ mod tests {
         ] {
             assert_eq!(pick(&logits, (2.5, 0.5), &chunks, r), Some(want), "r = {r}");
         }
+        // (a short last chunk: 130 logits, the weight in its last two)
+        let mut short = vec![f32::NEG_INFINITY; 130];
+        (short[128], short[129]) = (0.0, 0.0);
+        assert_eq!(chunk_sums(&short, 0.0, 1.0, &mut chunks), 2.0);
+        assert_eq!([0.5, 1.5, 2.0].map(|r| pick(&short, (0.0, 1.0), &chunks, r)), [Some(128), Some(129), Some(129)]);
         let none = vec![f32::NEG_INFINITY; 100];
         chunk_sums(&none, 0.0, 1.0, &mut chunks);
         assert_eq!(pick(&none, (0.0, 1.0), &chunks, 0.0), None);
