@@ -255,10 +255,15 @@ fn exp(x: f32) -> f32 {
 /// # Panics
 /// If `logits` is empty.
 fn argmax(logits: &[f32]) -> usize {
-    let top = logits.chunks(64).map(|c| c.iter().fold(i32::MIN, |m, &x| m.max(key(x)))).max().expect("logits of at least one token");
-    let c = logits.chunks(64).rposition(|c| c.iter().fold(false, |f, &x| f | (key(x) == top))).expect("the maximum's chunk");
-    let tail = logits[c * 64..].iter().take(64).rposition(|&x| key(x) == top).expect("the maximum in its chunk");
-    c * 64 + tail
+    let top = logits.chunks(CHUNK).map(chunk_max).max().expect("logits of at least one token");
+    let c = logits.chunks(CHUNK).rposition(|c| c.iter().fold(false, |f, &x| f | (key(x) == top))).expect("the maximum's chunk");
+    let tail = logits[c * CHUNK..].iter().take(CHUNK).rposition(|&x| key(x) == top).expect("the maximum in its chunk");
+    c * CHUNK + tail
+}
+
+/// The largest [`key`] of a chunk of logits (a loop of integer maxima the compiler vectorizes).
+fn chunk_max(c: &[f32]) -> i32 {
+    c.iter().fold(i32::MIN, |m, &x| m.max(key(x)))
 }
 
 /// `x` as the integer that orders as [`f32::total_cmp`] does: a negative float's bits but the sign flipped.
@@ -272,7 +277,7 @@ fn key(x: f32) -> i32 {
 /// chunks below it skipped; every index where there are fewer than k chunks. A top-k draw then selects among tens
 /// of candidates, not a vocabulary (Gemma 3's 262,144: 0.7 ms).
 fn top_candidates(logits: &[f32], k: usize, order: &mut Vec<usize>) {
-    let maxima: Vec<i32> = logits.chunks(CHUNK).map(|c| c.iter().fold(i32::MIN, |m, &x| m.max(key(x)))).collect();
+    let maxima: Vec<i32> = logits.chunks(CHUNK).map(chunk_max).collect();
     order.clear();
     if k > maxima.len() {
         return order.extend(0..logits.len());
