@@ -153,6 +153,13 @@ fn raw_http() {
         (chat, r#"{"messages": [{"role": "user"}]}"#, Some("messages"), None),
         (text, r#"{"prompt": 7}"#, Some("prompt"), None),
         (text, r#"{"prompt": ""}"#, Some("prompt"), None),
+        (text, r#"{"prompt": []}"#, Some("prompt"), None),
+        (text, r#"{"prompt": ["Hi", "Ho"]}"#, Some("prompt"), None),
+        (text, r#"{"prompt": [[1], [2]]}"#, Some("prompt"), None),
+        (text, r#"{"prompt": [1, 2.5]}"#, Some("prompt"), None),
+        (text, r#"{"prompt": [1, 49152]}"#, Some("prompt"), None),
+        (text, r#"{"prompt": [-1]}"#, Some("prompt"), None),
+        (text, r#"{"prompt": {"text": "Hi"}}"#, Some("prompt"), None),
         (text, r#"{"prompt": "Hi", "temperature": "hot"}"#, Some("temperature"), None),
         (text, r#"{"prompt": "Hi", "top_p": 1.5}"#, Some("top_p"), None),
         (text, r#"{"prompt": "Hi", "seed": "x"}"#, Some("seed"), None),
@@ -226,6 +233,27 @@ fn raw_http() {
     assert_eq!(v["choices"][0]["text"].as_str().unwrap(), greedy(&model, "The capital of France is", 8));
     assert_eq!(v["choices"][0]["finish_reason"], "length");
     assert_eq!((v["usage"]["prompt_tokens"].as_u64(), v["usage"]["completion_tokens"].as_u64()), (Some(5), Some(8)));
+    // OpenAI's other forms of one prompt: a list of one string, its token ids, a list of one list of them
+    let ids = tokenizer_from_gguf(&GgufFile::open(&model).unwrap()).unwrap().encode_prompt("The capital of France is");
+    let ids = serde_json::to_string(&ids).unwrap();
+    for prompt in [r#"["The capital of France is"]"#.to_string(), ids.clone(), format!("[{ids}]")] {
+        let (status, v) = srv.post("/completions", &format!(r#"{{"prompt": {prompt}, "max_tokens": 8, "temperature": 0}}"#));
+        assert_eq!(
+            (status, v["choices"][0]["text"].as_str()),
+            (200, Some(greedy(&model, "The capital of France is", 8).as_str())),
+            "{prompt}"
+        );
+        assert_eq!(v["usage"]["prompt_tokens"].as_u64(), Some(5), "{prompt}");
+    }
+    // an assistant turn with null content (it only called tools) is an empty turn, as `""` is
+    let turns = |c: &str| {
+        format!(
+            r#"{{"messages": [{{"role": "user", "content": "Hi"}}, {{"role": "assistant", "content": {c}}}, {{"role": "user", "content": "Hi"}}], "max_tokens": 4, "temperature": 0}}"#
+        )
+    };
+    let (null, empty) = (srv.post(chat, &turns("null")), srv.post(chat, &turns(r#""""#)));
+    let seen = |v: &serde_json::Value| (v["choices"].clone(), v["usage"]["prompt_tokens"].clone());
+    assert_eq!((null.0, seen(&null.1)), (200, seen(&empty.1)), "{}", null.1);
     // a bias of 100 on one token: every greedy token is that one
     let bang = tokenizer_from_gguf(&GgufFile::open(&model).unwrap()).unwrap().encode("!");
     assert_eq!(bang.len(), 1, "{bang:?}");

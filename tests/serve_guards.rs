@@ -61,6 +61,17 @@ fn a_cross_site_request_is_refused() {
         let origin = if host == own { own_origin.as_str() } else { "" };
         assert_eq!(post(addr, &format!("{host}{origin}Content-Type: application/json; charset=utf-8\r\n")).0, 503, "{host}");
     }
+    // the API routes without `/v1` (llama-server's) pass the same guards, and are the same routes
+    let body = r#"{"prompt": "Hi"}"#;
+    let alias = |method: &str, path: &str, headers: &str| {
+        request(addr, &format!("{method} {path} HTTP/1.1\r\n{own}{headers}Content-Length: {}\r\n\r\n{body}", body.len()))
+    };
+    for (method, path) in [("POST", "/completions"), ("POST", "/chat/completions"), ("GET", "/models")] {
+        let (status, _, answer) = alias(method, path, JSON);
+        assert_eq!((status, answer.contains("Loading model")), (503, true), "{path}: {answer}");
+    }
+    assert_eq!(alias("POST", "/completions", "Content-Type: text/plain\r\n").0, 415);
+    assert_eq!(alias("POST", "/v1/completion", JSON).0, 404);
     let (status, _, body) = request(addr, &format!("GET /health HTTP/1.1\r\n{own}\r\n"));
     assert_eq!((status, body.as_str()), (503, r#"{"status":"loading model"}"#));
 }
@@ -79,6 +90,13 @@ fn allowed_hosts_and_cors_widen_what_passes() {
     let (status, head, _) = request(addr, preflight);
     assert_eq!(status, 204);
     assert!(head.contains("Access-Control-Allow-Headers: Authorization, Content-Type"), "{head}");
+    // (the headers a preflight asks for are allowed, as the `openai` package's pages send their own; a list that is
+    // not header names is not echoed)
+    let asks = |h: &str| request(addr, &preflight.replace("\r\n\r\n", &format!("\r\nAccess-Control-Request-Headers: {h}\r\n\r\n"))).1;
+    let head = asks("authorization, content-type, x-stainless-lang");
+    assert!(head.contains("Access-Control-Allow-Headers: authorization, content-type, x-stainless-lang\r\n"), "{head}");
+    let head = asks("x-a: 1");
+    assert!(head.contains("Access-Control-Allow-Headers: Authorization, Content-Type\r\n"), "{head}");
     assert_eq!(post(addr, &format!("Host: 127.0.0.1\r\nOrigin: http://localhost:3001\r\n{JSON}")).0, 403);
 }
 

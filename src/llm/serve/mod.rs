@@ -1,8 +1,9 @@
 //! The OpenAI-compatible server (tinygrad `llm/serve.py`; llama-server's behaviour where tinygrad has none). In:
 //! requests from `http`: `GET /` (the chat page, `chat.html` from memory), `GET /health`, `GET /v1/models`,
-//! `POST /v1/chat/completions` and `POST /v1/completions` with OpenAI's JSON fields. Out: JSON responses, or
-//! server-sent events of the text a [`Batcher`] generates token by token; errors in OpenAI's shape
-//! (`{"error": {"message", "type", "param", "code"}}`). Each request thread blocks on its Batcher channel.
+//! `POST /v1/chat/completions` and `POST /v1/completions` with OpenAI's JSON fields (each API route also without
+//! `/v1`, as llama-server's). Out: JSON responses, or server-sent events of the text a [`Batcher`] generates token by
+//! token; errors in OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`). Each request thread blocks on
+//! its Batcher channel.
 //!
 //! What a web page elsewhere could send is refused before anything else, as a local model server must (ollama's
 //! Host and Origin allow-lists): a `Host` that is not the bound address, localhost, 127.0.0.1 or one of
@@ -169,12 +170,23 @@ fn handle(server: &Server, mut conn: Conn) {
     };
     let method = head.method.clone();
     let path = head.path.split('?').next().unwrap_or("").to_string();
+    // (llama-server's routes without `/v1` too, for clients whose base URL lacks it)
+    let path = match path.as_str() {
+        "/models" | "/chat/completions" | "/completions" => format!("/v1{path}"),
+        _ => path,
+    };
     if let Err(e) = guard(server, &head, &method, &path, &mut conn) {
         return reject(&mut conn, &e);
     }
     if method == "OPTIONS" && head.header("origin").is_some() {
-        // (a preflight from an allowed origin: what it may send)
-        conn.headers.push_str("Access-Control-Allow-Methods: GET, POST, OPTIONS\r\nAccess-Control-Allow-Headers: Authorization, Content-Type\r\nAccess-Control-Max-Age: 600\r\n");
+        // (a preflight from an allowed origin: what it may send, the headers it asks for among them: the `openai`
+        // package's pages send `X-Stainless-*` ones; header names and commas only, as RFC 9110 writes the list)
+        let asked = head
+            .header("access-control-request-headers")
+            .map(str::trim)
+            .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_, ".contains(&b)));
+        let headers = asked.unwrap_or("Authorization, Content-Type");
+        conn.headers.push_str(&format!("Access-Control-Allow-Methods: GET, POST, OPTIONS\r\nAccess-Control-Allow-Headers: {headers}\r\nAccess-Control-Max-Age: 600\r\n"));
         return http::respond(&mut conn, 204, "text/plain", b"");
     }
     let public = matches!((method.as_str(), path.as_str()), ("GET", "/" | "/index.html" | "/health"));
@@ -344,9 +356,29 @@ fn logit_bias(v: &Value, vocab: usize) -> std::result::Result<Vec<(u32, f32)>, A
     }
 }
 
-/// The text of a message's `content`: a string, or OpenAI's list of parts whose `text` parts are joined.
+/// A completion's `prompt` as tokens: a string (through `encode`, which adds the model's BOS), or one of OpenAI's other
+/// forms of one prompt: a list of one string, a list of token ids (each below `vocab`, taken as they are, as
+/// llama-server does), or a list of one such list; else 400.
+fn prompt_tokens(v: &Value, encode: impl Fn(&str) -> Vec<u32>, vocab: usize) -> std::result::Result<Vec<u32>, ApiError> {
+    let one = match v.as_array().map(Vec::as_slice) {
+        Some([p @ (Value::String(_) | Value::Array(_))]) => p,
+        _ => v,
+    };
+    let id = |t: &Value| t.as_u64().filter(|&t| t < vocab as u64).map(|t| t as u32);
+    let ids = match one {
+        Value::String(s) => return Ok(encode(s)),
+        Value::Array(ids) => ids.iter().map(id).collect::<Option<_>>(),
+        _ => None,
+    };
+    let msg = format!("`prompt` must be a string, a list of token ids under {vocab}, or a list of one of those (one prompt a request)");
+    ids.ok_or_else(|| bad(msg, Some("prompt")))
+}
+
+/// The text of a message's `content`: a string, OpenAI's list of parts whose `text` parts are joined, or null (an
+/// assistant turn that only called tools): empty.
 fn content(v: &Value) -> Option<String> {
     match v {
+        Value::Null => Some(String::new()),
         Value::String(s) => Some(s.clone()),
         Value::Array(parts) => parts.iter().map(|p| p["text"].as_str().filter(|_| p["type"] == "text")).collect(),
         _ => None,
@@ -361,20 +393,20 @@ fn params(server: &Server, m: &Model, body: &[u8], chat: bool) -> std::result::R
     if !body.is_object() {
         return Err(bad("the body must be a JSON object", None));
     }
-    let text = if chat {
+    let vocab = m.tok.vocab_size();
+    let prompt = if chat {
         let msgs = body["messages"]
             .as_array()
             .filter(|a| !a.is_empty())
             .ok_or_else(|| bad("`messages` must be a non-empty list", Some("messages")))?;
-        let msgs: Vec<(String, String)> = msgs
-            .iter()
-            .map(|v| Some((v["role"].as_str()?.to_string(), content(&v["content"])?)))
-            .collect::<Option<_>>()
-            .ok_or_else(|| bad("each message needs a `role` string and a `content` string or list of text parts", Some("messages")))?;
+        let turn = |v: &Value| Some((v["role"].as_str()?.to_string(), content(v.get("content")?)?));
+        let msgs: Vec<(String, String)> = msgs.iter().map(turn).collect::<Option<_>>().ok_or_else(|| {
+            bad("each message needs a `role` string and a `content` string, list of text parts or null", Some("messages"))
+        })?;
         let msgs: Vec<(&str, &str)> = msgs.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
-        chat_prompt(&m.file, &m.tok, &msgs).map_err(|e| bad(e.to_string(), Some("messages")))?
+        m.tok.encode_prompt(&chat_prompt(&m.file, &m.tok, &msgs).map_err(|e| bad(e.to_string(), Some("messages")))?)
     } else {
-        body["prompt"].as_str().ok_or_else(|| bad("`prompt` must be a string", Some("prompt")))?.to_string()
+        prompt_tokens(&body["prompt"], |t| m.tok.encode_prompt(t), vocab)?
     };
     if !(body["n"].is_null() || body["n"] == 1) {
         return Err(bad("only `n` = 1 is supported", Some("n")));
@@ -397,7 +429,6 @@ fn params(server: &Server, m: &Model, body: &[u8], chat: bool) -> std::result::R
             return Err(bad(format!("`{key}` is not supported"), Some(key)));
         }
     }
-    let prompt = m.tok.encode_prompt(&text);
     let ctx = m.batcher.max_context();
     let max = whole(&body, "max_completion_tokens", 1.0)?.or(whole(&body, "max_tokens", 1.0)?);
     let field = Some(if chat { "messages" } else { "prompt" });
@@ -438,7 +469,7 @@ fn params(server: &Server, m: &Model, body: &[u8], chat: bool) -> std::result::R
     );
     sampler.presence_penalty = number(&body, "presence_penalty", -2.0, 2.0)?.unwrap_or(0.0) as f32;
     sampler.frequency_penalty = number(&body, "frequency_penalty", -2.0, 2.0)?.unwrap_or(0.0) as f32;
-    sampler.logit_bias = logit_bias(&body["logit_bias"], m.tok.vocab_size())?;
+    sampler.logit_bias = logit_bias(&body["logit_bias"], vocab)?;
     Ok(Params {
         max_tokens: max.map_or(ctx - prompt.len(), |x| x as usize),
         prompt,
