@@ -1,6 +1,6 @@
 """Reference logits for the `llm` tests: the same Transformer forward in numpy float32 from
-`gguf.quants.dequantize`d weights (no KV cache: every step recomputes the whole sequence), for llama and gemma3
-GGUF files. Writes, per prompt: its ids, the greedy continuation, and at every prompt position a sample of the
+`gguf.quants.dequantize`d weights (no KV cache: every step recomputes the whole sequence), for llama, qwen2, qwen3
+and gemma3 GGUF files. Writes, per prompt: its ids, the greedy continuation, and at every prompt position a sample of the
 logits (every `stride`-th token's) and the top 8 tokens, as JSON.
 
 usage: python bench/llm_reference.py MODEL.gguf OUT.json [--count 32]  (needs numpy, gguf, and llama-cpp-python for
@@ -27,9 +27,9 @@ def load(path):
 
 def rms(x, g, eps): return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * g
 
-def rope(x, pos, theta, interleaved):  # x: [T, H, D]
+def rope(x, pos, theta, interleaved, factors=None):  # x: [T, H, D]; factors: llama 3's rope_freqs, [D / 2]
   d = x.shape[-1]; half = d // 2
-  inv = theta ** (-np.arange(half, dtype=np.float64) * 2 / d)
+  inv = theta ** (-np.arange(half, dtype=np.float64) * 2 / d) / (1 if factors is None else factors)
   ang = (pos[:, None].astype(np.float64) * inv[None]).astype(np.float32)[:, None, :]
   c, s = np.cos(ang), np.sin(ang)
   if interleaved: a, b = x[..., 0::2], x[..., 1::2]
@@ -51,12 +51,15 @@ def forward(meta, w, ids):
   if gemma: x = x * np.float32(np.sqrt(dim))
   for i in range(L):
     b = lambda n: w[f"blk.{i}.{n}.weight"]
+    bias = lambda n: w.get(f"blk.{i}.{n}.bias", np.float32(0))  # (qwen2's q, k and v)
     local = gemma and (i + 1) % 6 != 0
     h = rms(x, b("attn_norm"), eps)
-    q = (h @ b("attn_q").T).reshape(T, nh, hd); k = (h @ b("attn_k").T).reshape(T, nkv, hd); v = (h @ b("attn_v").T).reshape(T, nkv, hd)
-    if gemma: q, k = rms(q, b("attn_q_norm"), eps), rms(k, b("attn_k_norm"), eps)
+    proj = lambda n, heads: (h @ b(n).T + bias(n)).reshape(T, heads, hd)
+    q, k, v = proj("attn_q", nh), proj("attn_k", nkv), proj("attn_v", nkv)
+    if f"blk.{i}.attn_q_norm.weight" in w: q, k = rms(q, b("attn_q_norm"), eps), rms(k, b("attn_k_norm"), eps)  # gemma3, qwen3
     th = 10000.0 if local else theta
-    q, k = rope(q, pos, th, not gemma), rope(k, pos, th, not gemma)
+    f = None if local else w.get("rope_freqs.weight")
+    q, k = rope(q, pos, th, arch == "llama", f), rope(k, pos, th, arch == "llama", f)
     g = nh // nkv
     k, v = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)
     sc = np.einsum("thd,shd->hts", q, k) / np.float32(np.sqrt(hd))

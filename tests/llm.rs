@@ -10,7 +10,7 @@
 use tinygrad::helpers::{Context, HALF_KV, QUANT_DOT};
 use tinygrad::llm::generate::{prefill, Sampler, Session};
 use tinygrad::llm::model::{StartPos, Transformer};
-use tinygrad::llm::{models_dir, tokenizer_from_gguf};
+use tinygrad::llm::{chat_prompt, models_dir, tokenizer_from_gguf};
 use tinygrad::nn::gguf::GgufFile;
 use tinygrad::schedule::schedule_count;
 use tinygrad::Tensor;
@@ -119,6 +119,49 @@ fn gemma3_matches_the_numpy_reference() {
     let text = matches_reference(&file, &reference("gemma3_reference.json"));
     // (llama.cpp's greedy continuation, the same words)
     assert!(text.starts_with(" the capital of the country of France. It is"), "{text:?}");
+}
+
+/// A tiny random model of `arch` (`qwen2`, `qwen3`, `llama`) from tests/llm/gen_tiny.py, whose references llama.cpp
+/// agrees with.
+fn tiny(arch: &str) -> GgufFile {
+    GgufFile::open(format!("{}/tests/llm/{arch}_tiny.gguf", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+/// Qwen 2's layers (biases on q, k and v, RoPE on halves) and its tokenizer's pre-tokenizer (`qwen2`).
+#[test]
+fn qwen2_matches_the_numpy_reference() {
+    matches_reference(&tiny("qwen2"), &reference("qwen2_tiny_reference.json"));
+}
+
+/// Qwen 3's layers (QK-norm, RoPE on halves, a head width other than the model width over the heads).
+#[test]
+fn qwen3_matches_the_numpy_reference() {
+    matches_reference(&tiny("qwen3"), &reference("qwen3_tiny_reference.json"));
+}
+
+/// Llama 3's RoPE frequency divisors (`rope_freqs`) and its tokenizer's pre-tokenizer (`llama-bpe`, a BOS).
+#[test]
+fn llama3_rope_factors_match_the_numpy_reference() {
+    matches_reference(&tiny("llama"), &reference("llama_tiny_reference.json"));
+}
+
+#[test]
+fn tiny_integer_paths_stay_near_the_float_path() {
+    for arch in ["qwen2", "qwen3", "llama"] {
+        near_the_float_path(&tiny(arch), &reference(&format!("{arch}_tiny_reference.json")));
+    }
+}
+
+/// A chat template that calls Python's string methods (`split`, `lstrip`, `startswith`, `strip`, `rstrip`, as Qwen's
+/// and DeepSeek's do), with a namespace and a reversed loop, renders as Hugging Face's Jinja renders it.
+#[test]
+fn chat_templates_call_python_string_methods() {
+    let file = tiny("qwen3");
+    let tok = tokenizer_from_gguf(&file).unwrap();
+    let turns = [("system", "Be brief. "), ("user", "/ Hi "), ("assistant", "<think>\nhm\n</think>\n\nHello"), ("user", "Bye")];
+    let want = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello<|im_end|>\n\
+                <|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
+    assert_eq!(chat_prompt(&file, &tok, &turns).unwrap(), want);
 }
 
 /// Gemma's chat turns (the fallback template: the file has none) encode as llama.cpp encodes them, one BOS.

@@ -75,6 +75,8 @@ pub fn chat_prompt(file: &GgufFile, tok: &Tokenizer, messages: &[(&str, &str)]) 
     };
     let bad = |e: minijinja::Error| Error::Format { path: file.path.clone(), msg: format!("chat template: {e}") };
     let mut env = minijinja::Environment::new();
+    // (Python's `str`, `list` and `dict` methods, which Hugging Face's Jinja has and templates call)
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     env.add_function("raise_exception", |msg: String| -> std::result::Result<String, minijinja::Error> {
         Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
     });

@@ -1,10 +1,12 @@
 //! The Transformer (tinygrad `llm/model.py`). In: a GGUF model's metadata and weights, token ids and the
 //! position of the first. Out: next-token logits, with each layer's keys and values kept in a KV cache. Covers the
-//! `llama` architecture (RMSNorm, RoPE on GGUF's interleaved q/k pairs, grouped-query attention, SwiGLU) and
-//! `gemma3` (embeddings scaled by √dim, QK-norm, norms after attention and FFN, GeGLU, RoPE on halves, local layers
-//! with a sliding window and their own RoPE base). Weights stay quantized as the file has them: on the CPU the
-//! projections take integer dot products with the repacked quants (`QuantMatrix`), elsewhere (and for the token
-//! embeddings) a lazy dequantization of the bytes, which the kernels that read it fuse.
+//! `llama` architecture (RMSNorm, RoPE on GGUF's interleaved q/k pairs, Llama 3's frequency divisors, grouped-query
+//! attention, SwiGLU), `qwen2` (llama's with biases on q, k and v, and RoPE on halves), `qwen3` (llama's with QK-norm
+//! and RoPE on halves: the tinygrad `llm` models `qwen3:0.6b` and up) and `gemma3` (embeddings scaled by √dim,
+//! QK-norm, norms after attention and FFN, GeGLU, RoPE on halves, local layers with a sliding window and their own
+//! RoPE base). Weights stay quantized as the file has them: on the CPU the projections take integer dot products with
+//! the repacked quants (`QuantMatrix`), elsewhere (and for the token embeddings) a lazy dequantization of the bytes,
+//! which the kernels that read it fuse.
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -18,6 +20,10 @@ use std::cell::OnceCell;
 pub enum Arch {
     /// Llama and its kin (SmolLM2, Qwen-style llama files).
     Llama,
+    /// Qwen 2 and 2.5 (and their distillations, DeepSeek-R1-Distill-Qwen): llama's layers with q, k and v biases.
+    Qwen2,
+    /// Qwen 3 (dense): llama's layers with an RMSNorm over each head of q and k before RoPE.
+    Qwen3,
     /// Gemma 3.
     Gemma3,
 }
@@ -39,6 +45,9 @@ pub struct Config {
     pub rope_theta: f32,
     /// RoPE base of Gemma 3's local (sliding-window) layers.
     pub rope_local_theta: f32,
+    /// Divisors of the global layers' RoPE frequencies, one per pair of a head's dims (`[head_dim / 2]`: the
+    /// `rope_freqs` tensor of Llama 3.1 and 3.2 files, their long-context scaling, as llama.cpp's `freq_factors`).
+    pub rope_factors: Option<Vec<f32>>,
     /// Tokens a local layer attends to (Gemma 3); `None`: every layer is global.
     pub sliding_window: Option<usize>,
     /// Vocabulary size.
@@ -54,6 +63,8 @@ struct Block {
     k: Weight,
     v: Weight,
     o: Weight,
+    /// q, k and v's biases (Qwen 2), each `[out]`.
+    qkv_bias: Option<[Tensor; 3]>,
     q_norm: Option<Tensor>,
     k_norm: Option<Tensor>,
     post_attn_norm: Option<Tensor>,
@@ -175,29 +186,43 @@ impl Config {
     /// The configuration in `file`'s metadata, with a KV cache of `max_context` tokens (at most the model's).
     ///
     /// # Errors
-    /// [`Error::Format`] for an architecture other than `llama` and `gemma3`, a missing key, or RoPE scaling
-    /// (`rope.scaling.type`, a `rope_freqs` tensor), which is not implemented.
+    /// [`Error::Format`] for an architecture other than `llama`, `qwen2`, `qwen3` and `gemma3`, a missing key, RoPE
+    /// scaling by `rope.scaling.type` (linear, YaRN), which is not implemented, or a `rope_freqs` tensor that is not
+    /// `head_dim / 2` floats.
     pub fn from_gguf(file: &GgufFile, max_context: usize) -> Result<Config> {
         let name = meta(file, "general.architecture")?.as_str().unwrap_or("").to_string();
         let arch = match name.as_str() {
             "llama" => Arch::Llama,
+            "qwen2" => Arch::Qwen2,
+            "qwen3" => Arch::Qwen3,
             "gemma3" => Arch::Gemma3,
             a => {
                 return Err(Error::Format {
                     path: file.path.clone(),
-                    msg: format!("architecture `{a}` is not supported (llama, gemma3 are)"),
+                    msg: format!("architecture `{a}` is not supported (llama, qwen2, qwen3 and gemma3 are)"),
                 })
             }
         };
         let k = |s: &str| format!("{name}.{s}");
-        // (RoPE scaling changes every position's angle: a file that asks for it would run wrong, so it is refused)
+        // (RoPE scaling changes every position's angle: a file that asks for one not done here would run wrong, so it is
+        // refused; Llama 3's is its `rope_freqs` tensor, below)
         let scaling = file.metadata.get(&k("rope.scaling.type")).and_then(GgufValue::as_str).filter(|t| *t != "none");
-        if let Some(t) = scaling.or(file.info("rope_freqs.weight").map(|_| "rope_freqs")) {
+        if let Some(t) = scaling {
             return Err(Error::Format { path: file.path.clone(), msg: format!("RoPE scaling `{t}` is not supported yet") });
         }
         let dim = meta_usize(file, &k("embedding_length"))?;
         let n_heads = meta_usize(file, &k("attention.head_count"))?;
         let head_dim = meta_usize(file, &k("attention.key_length")).unwrap_or(dim / n_heads.max(1));
+        let rope_factors = match file.info("rope_freqs.weight") {
+            Some(_) => Some(file.tensor("rope_freqs.weight", "CPU")?.cast(dtypes::FLOAT32).to_vec::<f32>()?),
+            None => None,
+        };
+        if rope_factors.as_ref().is_some_and(|f| 2 * f.len() != head_dim) {
+            return Err(Error::Format {
+                path: file.path.clone(),
+                msg: format!("`rope_freqs` is not {} floats (head_dim / 2)", head_dim / 2),
+            });
+        }
         let vocab = match file.metadata.get(&k("vocab_size")).and_then(GgufValue::as_usize) {
             Some(v) => v,
             None => meta(file, "tokenizer.ggml.tokens")?.as_array().map_or(0, <[GgufValue]>::len),
@@ -212,6 +237,7 @@ impl Config {
             eps: meta_f32(file, &k("attention.layer_norm_rms_epsilon"), 1e-5),
             rope_theta: meta_f32(file, &k("rope.freq_base"), 10000.0),
             rope_local_theta: 10000.0,
+            rope_factors,
             sliding_window: (arch == Arch::Gemma3).then(|| meta_usize(file, &k("attention.sliding_window")).unwrap_or(512)),
             vocab,
             max_context: max_context.min(meta_usize(file, &k("context_length")).unwrap_or(max_context)).max(1),
@@ -264,11 +290,12 @@ fn fuse(ws: &mut [&mut Weight]) -> Result<Option<QuantMatrix>> {
     Ok(Some(m))
 }
 
-/// RoPE's rotation at positions `pos` (`[T]`, float32) for head size `d`: `(cos, sin)`, each `[T, 1, d / 2]` float32,
-/// realized once per pass and read by every layer (computed in each layer's kernels, they were 4 `sinf` per element).
-fn rope_angles(pos: &Tensor, theta: f32, d: usize, device: &str) -> (Tensor, Tensor) {
+/// RoPE's rotation at positions `pos` (`[T]`, float32) for head size `d`, each frequency divided by its `factors` entry
+/// when given (`[d / 2]`): `(cos, sin)`, each `[T, 1, d / 2]` float32, realized once per pass and read by every layer
+/// (computed in each layer's kernels, they were 4 `sinf` per element).
+fn rope_angles(pos: &Tensor, theta: f32, d: usize, factors: Option<&[f32]>, device: &str) -> (Tensor, Tensor) {
     let (t, half) = (pos.shape()[0], d / 2);
-    let inv: Vec<f32> = (0..half).map(|i| theta.powf(-2.0 * i as f32 / d as f32)).collect();
+    let inv: Vec<f32> = (0..half).map(|i| theta.powf(-2.0 * i as f32 / d as f32) / factors.map_or(1.0, |f| f[i])).collect();
     let angle = pos.reshape([t, 1, 1]) * Tensor::from_slice(&inv, [1, 1, half]).to(device);
     (angle.cos().contiguous(), angle.sin().contiguous())
 }
@@ -434,12 +461,24 @@ impl Transformer {
                 let (mut q, mut k, mut v) = (weight(&b("attn_q"))?, weight(&b("attn_k"))?, weight(&b("attn_v"))?);
                 let (mut gate, mut up) = (weight(&b("ffn_gate"))?, weight(&b("ffn_up"))?);
                 let (qkv, gate_up) = (fuse(&mut [&mut q, &mut k, &mut v])?, fuse(&mut [&mut gate, &mut up])?);
+                let bias = |s: &str| opt(&format!("blk.{i}.{s}.bias"));
+                let qkv_bias = match (bias("attn_q")?, bias("attn_k")?, bias("attn_v")?) {
+                    (Some(q), Some(k), Some(v)) => Some([q, k, v]),
+                    (None, None, None) => None,
+                    _ => {
+                        return Err(Error::Format {
+                            path: file.path.clone(),
+                            msg: format!("layer {i} has biases on some of q, k and v, not all"),
+                        })
+                    }
+                };
                 Ok(Block {
                     attn_norm: w(&b("attn_norm"))?,
                     q,
                     k,
                     v,
                     o: weight(&b("attn_output"))?,
+                    qkv_bias,
                     q_norm: opt(&b("attn_q_norm"))?,
                     k_norm: opt(&b("attn_k_norm"))?,
                     post_attn_norm: opt(&b("post_attention_norm"))?,
@@ -675,9 +714,9 @@ impl Transformer {
                 (r, tokens, span, masks, read)
             })
             .collect();
-        let global_angles = rope_angles(&positions, c.rope_theta, hd, dev);
+        let global_angles = rope_angles(&positions, c.rope_theta, hd, c.rope_factors.as_deref(), dev);
         let any_local = self.blocks.iter().any(|b| b.local);
-        let local_angles = if any_local { rope_angles(&positions, c.rope_local_theta, hd, dev) } else { global_angles.clone() };
+        let local_angles = if any_local { rope_angles(&positions, c.rope_local_theta, hd, None, dev) } else { global_angles.clone() };
         for (l, b) in self.blocks.iter().enumerate() {
             // (the normed input and the q/k projections are realized: each is read by many outputs, and RoPE reads
             // each projected element twice; q is realized again after RoPE, which would otherwise fuse into the scores
@@ -691,6 +730,10 @@ impl Transformer {
                     (cols(0, a), cols(a, a + w), cols(a + w, a + 2 * w))
                 }
                 None => (project(&h, &b.q).contiguous(), project(&h, &b.k).contiguous(), project(&h, &b.v)),
+            };
+            let (q, k, v) = match &b.qkv_bias {
+                Some([bq, bk, bv]) => (q + bq, k + bk, v + bv),
+                None => (q, k, v),
             };
             let (mut q, mut k) = (q.reshape([n, nh, hd]), k.reshape([n, nkv, hd]));
             if let (Some(qn), Some(kn)) = (&b.q_norm, &b.k_norm) {
