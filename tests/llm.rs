@@ -152,6 +152,29 @@ fn tiny_integer_paths_stay_near_the_float_path() {
     }
 }
 
+/// `llm --model qwen3:0.6b` (a name of tinygrad's) runs the file that name downloads to, found in the models directory
+/// (here the tiny qwen3 model under that file name: no download), as `llm --model FILE` runs it.
+#[test]
+fn llm_takes_tinygrads_model_names() {
+    let dir = std::env::temp_dir().join(format!("tinygrad-model-names-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tiny = format!("{}/tests/llm/qwen3_tiny.gguf", env!("CARGO_MANIFEST_DIR"));
+    std::fs::copy(&tiny, dir.join("Qwen3-0.6B-Q8_0.gguf")).unwrap();
+    let run = |model: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_llm"))
+            .args(["--model", model, "--prompt", "Once upon a time", "--temperature", "0", "--count", "12"])
+            .env("TINYGRAD_MODELS_DIR", &dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "llm --model {model}: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let (named, direct) = (run("qwen3:0.6b"), run(&tiny));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(direct.len() > 1, "no completion: {direct:?}");
+    assert_eq!(named, direct);
+}
+
 /// A chat template that calls Python's string methods (`split`, `lstrip`, `startswith`, `strip`, `rstrip`, as Qwen's
 /// and DeepSeek's do), with a namespace and a reversed loop, renders as Hugging Face's Jinja renders it.
 #[test]

@@ -21,7 +21,9 @@ use tinygrad::nn::gguf::GgufFile;
 #[derive(clap::Parser)]
 #[command(name = "llm", version, allow_negative_numbers = true)]
 struct Args {
-    /// The model: a .gguf file (the first part of a split one), or an https:// URL, downloaded to the cache
+    /// The model: a .gguf file (the first part of a split one), an https:// URL, or a name of tinygrad's (llama3.2:1b,
+    /// llama3.2:1b-q4, llama3.2:3b, llama3.2:3b-f16, llama3.1:8b, qwen3:0.6b, qwen3:1.7b, qwen3:8b), downloaded to the
+    /// cache
     #[arg(long)]
     model: String,
     /// Complete this prompt, then exit

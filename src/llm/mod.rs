@@ -88,12 +88,25 @@ pub fn chat_prompt(file: &GgufFile, tok: &Tokenizer, messages: &[(&str, &str)]) 
     env.get_template("chat").and_then(|t| t.render(ctx)).map_err(bad)
 }
 
-/// A local path for `model`: itself when it is a path, else (an `http(s)://` URL) the file downloaded once into
-/// [`models_dir`] with a progress bar.
+/// The names tinygrad's `llm` gives models (its `models` table), of the ones this `llm` runs, and their files' URLs.
+pub const MODELS: [(&str, &str); 8] = [
+    ("llama3.2:1b", "https://huggingface.co/bartowski/Llama-3.2-1B-Instruct-GGUF/resolve/main/Llama-3.2-1B-Instruct-Q6_K.gguf"),
+    ("llama3.2:1b-q4", "https://huggingface.co/bartowski/Llama-3.2-1B-Instruct-GGUF/resolve/main/Llama-3.2-1B-Instruct-Q4_K_M.gguf"),
+    ("llama3.2:3b", "https://huggingface.co/bartowski/Llama-3.2-3B-Instruct-GGUF/resolve/main/Llama-3.2-3B-Instruct-Q6_K.gguf"),
+    ("llama3.2:3b-f16", "https://huggingface.co/bartowski/Llama-3.2-3B-Instruct-GGUF/resolve/main/Llama-3.2-3B-Instruct-f16.gguf"),
+    ("llama3.1:8b", "https://huggingface.co/bartowski/Meta-Llama-3.1-8B-Instruct-GGUF/resolve/main/Meta-Llama-3.1-8B-Instruct-Q8_0.gguf"),
+    ("qwen3:0.6b", "https://huggingface.co/Qwen/Qwen3-0.6B-GGUF/resolve/main/Qwen3-0.6B-Q8_0.gguf"),
+    ("qwen3:1.7b", "https://huggingface.co/unsloth/Qwen3-1.7B-GGUF/resolve/main/Qwen3-1.7B-Q4_K_M.gguf"),
+    ("qwen3:8b", "https://huggingface.co/Qwen/Qwen3-8B-GGUF/resolve/main/Qwen3-8B-Q4_K_M.gguf"),
+];
+
+/// A local path for `model`: itself when it is a path, else (an `http(s)://` URL, or a name of [`MODELS`]) the file
+/// downloaded once into [`models_dir`] with a progress bar.
 ///
 /// # Errors
 /// [`Error::Download`] when the download fails; [`Error::Io`] when the file can't be written.
 pub fn fetch_model(model: &str) -> Result<PathBuf> {
+    let model = MODELS.iter().find(|(name, _)| *name == model).map_or(model, |(_, url)| url);
     if !(model.starts_with("http://") || model.starts_with("https://")) {
         return Ok(PathBuf::from(model));
     }
