@@ -245,7 +245,13 @@ fn raw_http() {
         );
         assert_eq!(v["usage"]["prompt_tokens"].as_u64(), Some(5), "{prompt}");
     }
-    // an assistant turn with null content (it only called tools) is an empty turn, as `""` is
+    // an assistant turn with null content is an empty turn, as `""` is; null elsewhere, and tool calls, are refused
+    for body in [
+        r#"{"messages": [{"role": "user", "content": null}]}"#,
+        r#"{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "1"}]}, {"role": "user", "content": "Hi"}]}"#,
+    ] {
+        check_error(srv.post(chat, body), 400, Some("messages"), None);
+    }
     let turns = |c: &str| {
         format!(
             r#"{{"messages": [{{"role": "user", "content": "Hi"}}, {{"role": "assistant", "content": {c}}}, {{"role": "user", "content": "Hi"}}], "max_tokens": 4, "temperature": 0}}"#

@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""Tiny random `qwen2`, `qwen3` and `llama` GGUF models for tests/llm.rs (no real Qwen file fits the tests' downloads), their
-numpy references (bench/llm_reference.py's forward and format), and a check of those references against llama.cpp.
+"""Tiny random `qwen2`, `qwen3` and `llama` GGUF models for tests/llm.rs (no real Qwen file fits the tests'
+downloads), their numpy references (bench/llm_reference.py's forward and format), and a check of those references
+against llama.cpp.
 
     $(python3 bench/bench_python.py llama-cpp-python) tests/llm/gen_tiny.py   # (needs gguf too: pip install gguf)
 
 Writes tests/llm/{qwen2,qwen3,llama}_tiny.gguf and their *_reference.json. Each model: a byte-level BPE vocabulary
 (the 256 bytes, merges learnt from a few sentences, ChatML's special tokens; pre-tokenizer `qwen2`, llama's
-`llama-bpe` with a BOS), 2
-layers, Q8_0 matrices (the integer path) and float32 norms and biases, grouped-query attention; qwen3
-with a head width (`key_length`) that is not the model width over the heads, and a Qwen-style chat template (Python
-string methods, a namespace, a reversed loop); llama with Llama 3's RoPE frequency divisors (`rope_freqs`). llama.cpp must agree with the numpy forward (cosine of every position's
-logits at least 0.9999, the same top token), else the script fails: the references then check our Rust against both.
+`llama-bpe` with a BOS), 2 layers, Q8_0 matrices (the integer path), float32 norms and biases, grouped-query
+attention; qwen3 with a head width (`key_length`) that is not the model width over the heads, and a Qwen-style chat
+template (Python string methods, a namespace, a reversed loop); llama with Llama 3's RoPE frequency divisors
+(`rope_freqs`). llama.cpp must agree with the numpy forward (cosine of every position's logits at least 0.999, the
+same top token unless the reference's leads by a quarter or less), else the script fails: the references then check
+our Rust against both.
 """
 import json, pathlib, re, sys
 from collections import Counter
@@ -100,7 +102,8 @@ def write(arch, path, rng):
       w.add_tensor(b(f"{n}.weight"), mat(o, dim, 2.0), raw_dtype=T.Q8_0)
       if arch == "qwen2": w.add_tensor(b(f"{n}.bias"), vec(o, 0.5, 0.0))
     if arch == "qwen3":
-      w.add_tensor(b("attn_q_norm.weight"), vec(hd)); w.add_tensor(b("attn_k_norm.weight"), vec(hd))
+      # (weights far from 1: a norm after RoPE instead of before it then changes the logits clearly)
+      w.add_tensor(b("attn_q_norm.weight"), vec(hd, 0.5)); w.add_tensor(b("attn_k_norm.weight"), vec(hd, 0.5))
     w.add_tensor(b("attn_output.weight"), mat(dim, nh * hd), raw_dtype=T.Q8_0)
     w.add_tensor(b("ffn_norm.weight"), vec(dim))
     w.add_tensor(b("ffn_gate.weight"), mat(ffn, dim, 2.0), raw_dtype=T.Q8_0)

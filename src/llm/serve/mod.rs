@@ -38,6 +38,8 @@ pub struct Model {
     file: GgufFile,
     tok: Tokenizer,
     batcher: Batcher,
+    /// Token ids a request may give: those of both the tokenizer and the model's embeddings.
+    vocab: usize,
 }
 
 impl Model {
@@ -54,9 +56,10 @@ impl Model {
         let tok = tokenizer_from_gguf(&file)?;
         let transformer = Transformer::from_gguf(&file, &crate::runtime::default_device(), max_context)?;
         let ends: Vec<u32> = (0..tok.vocab_size() as u32).filter(|&t| tok.is_end(t)).collect();
+        let vocab = tok.vocab_size().min(transformer.cfg.vocab);
         let batcher = Batcher::spawn(transformer, move |t| ends.contains(&t), slots);
         let name = path.file_name().map_or("model".into(), |n| n.to_string_lossy().trim_end_matches(".gguf").to_string());
-        let m = Model { name, file, tok, batcher };
+        let m = Model { name, file, tok, batcher, vocab };
         let (tx, rx) = mpsc::channel();
         m.batcher.submit(Request {
             prompt: m.tok.encode_prompt("Hello"),
@@ -374,8 +377,7 @@ fn prompt_tokens(v: &Value, encode: impl Fn(&str) -> Vec<u32>, vocab: usize) -> 
     ids.ok_or_else(|| bad(msg, Some("prompt")))
 }
 
-/// The text of a message's `content`: a string, OpenAI's list of parts whose `text` parts are joined, or null (an
-/// assistant turn that only called tools): empty.
+/// The text of a message's `content`: a string, OpenAI's list of parts whose `text` parts are joined, or null (empty).
 fn content(v: &Value) -> Option<String> {
     match v {
         Value::Null => Some(String::new()),
@@ -393,15 +395,28 @@ fn params(server: &Server, m: &Model, body: &[u8], chat: bool) -> std::result::R
     if !body.is_object() {
         return Err(bad("the body must be a JSON object", None));
     }
-    let vocab = m.tok.vocab_size();
+    let vocab = m.vocab;
     let prompt = if chat {
         let msgs = body["messages"]
             .as_array()
             .filter(|a| !a.is_empty())
             .ok_or_else(|| bad("`messages` must be a non-empty list", Some("messages")))?;
-        let turn = |v: &Value| Some((v["role"].as_str()?.to_string(), content(v.get("content")?)?));
+        // (a null content only in an assistant turn: one that called tools; the calls themselves are refused, as
+        // `tools` is)
+        let called =
+            |v: &Value| ["tool_calls", "function_call"].iter().any(|k| !(v[k].is_null() || v[k].as_array().is_some_and(Vec::is_empty)));
+        if msgs.iter().any(called) {
+            return Err(bad("tool calls in `messages` are not supported", Some("messages")));
+        }
+        let turn = |v: &Value| {
+            let role = v["role"].as_str()?;
+            Some((role.to_string(), content(v.get("content").filter(|c| !c.is_null() || role == "assistant")?)?))
+        };
         let msgs: Vec<(String, String)> = msgs.iter().map(turn).collect::<Option<_>>().ok_or_else(|| {
-            bad("each message needs a `role` string and a `content` string, list of text parts or null", Some("messages"))
+            bad(
+                "each message needs a `role` string and a `content` string or list of text parts (null in an assistant turn)",
+                Some("messages"),
+            )
         })?;
         let msgs: Vec<(&str, &str)> = msgs.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
         m.tok.encode_prompt(&chat_prompt(&m.file, &m.tok, &msgs).map_err(|e| bad(e.to_string(), Some("messages")))?)
