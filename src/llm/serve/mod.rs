@@ -359,17 +359,18 @@ fn logit_bias(v: &Value, vocab: usize) -> std::result::Result<Vec<(u32, f32)>, A
     }
 }
 
-/// A completion's `prompt` as tokens: a string (through `encode`, which adds the model's BOS), or one of OpenAI's other
-/// forms of one prompt: a list of one string, a list of token ids (each below `vocab`, taken as they are, as
+/// A completion's `prompt` as `m`'s tokens: a string (encoded with the model's BOS), or one of OpenAI's other forms of
+/// one prompt: a list of one string, a list of token ids (each below [`Model::vocab`], taken as they are, as
 /// llama-server does), or a list of one such list; else 400.
-fn prompt_tokens(v: &Value, encode: impl Fn(&str) -> Vec<u32>, vocab: usize) -> std::result::Result<Vec<u32>, ApiError> {
+fn prompt_tokens(v: &Value, m: &Model) -> std::result::Result<Vec<u32>, ApiError> {
+    let vocab = m.vocab;
     let one = match v.as_array().map(Vec::as_slice) {
         Some([p @ (Value::String(_) | Value::Array(_))]) => p,
         _ => v,
     };
     let id = |t: &Value| t.as_u64().filter(|&t| t < vocab as u64).map(|t| t as u32);
     let ids = match one {
-        Value::String(s) => return Ok(encode(s)),
+        Value::String(s) => return Ok(m.tok.encode_prompt(s)),
         Value::Array(ids) => ids.iter().map(id).collect::<Option<_>>(),
         _ => None,
     };
@@ -395,7 +396,6 @@ fn params(server: &Server, m: &Model, body: &[u8], chat: bool) -> std::result::R
     if !body.is_object() {
         return Err(bad("the body must be a JSON object", None));
     }
-    let vocab = m.vocab;
     let prompt = if chat {
         let msgs = body["messages"]
             .as_array()
@@ -421,7 +421,7 @@ fn params(server: &Server, m: &Model, body: &[u8], chat: bool) -> std::result::R
         let msgs: Vec<(&str, &str)> = msgs.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
         m.tok.encode_prompt(&chat_prompt(&m.file, &m.tok, &msgs).map_err(|e| bad(e.to_string(), Some("messages")))?)
     } else {
-        prompt_tokens(&body["prompt"], |t| m.tok.encode_prompt(t), vocab)?
+        prompt_tokens(&body["prompt"], m)?
     };
     if !(body["n"].is_null() || body["n"] == 1) {
         return Err(bad("only `n` = 1 is supported", Some("n")));
@@ -484,7 +484,7 @@ fn params(server: &Server, m: &Model, body: &[u8], chat: bool) -> std::result::R
     );
     sampler.presence_penalty = number(&body, "presence_penalty", -2.0, 2.0)?.unwrap_or(0.0) as f32;
     sampler.frequency_penalty = number(&body, "frequency_penalty", -2.0, 2.0)?.unwrap_or(0.0) as f32;
-    sampler.logit_bias = logit_bias(&body["logit_bias"], vocab)?;
+    sampler.logit_bias = logit_bias(&body["logit_bias"], m.vocab)?;
     Ok(Params {
         max_tokens: max.map_or(ctx - prompt.len(), |x| x as usize),
         prompt,
